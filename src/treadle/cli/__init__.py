@@ -1,0 +1,5 @@
+"""The ``treadle`` command line: one typer app, sub-commands grouped by layer."""
+
+from treadle.cli.app import app, main
+
+__all__ = ["app", "main"]

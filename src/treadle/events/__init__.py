@@ -1,0 +1,52 @@
+"""The pure event core: event kinds, the tree, the projection to model messages, the audit.
+
+No I/O here: every function takes events and returns values. Every other layer calls it.
+"""
+
+from treadle.events.model import (
+    ROOT,
+    ActionEvent,
+    AgentErrorEvent,
+    CondensationEvent,
+    Event,
+    EventBase,
+    ForeignEvent,
+    MessageEvent,
+    ObservationEvent,
+    PauseEvent,
+    StateChangeEvent,
+    SystemPromptEvent,
+    TokenUsage,
+    UserRejectionEvent,
+    event_from_dict,
+    event_from_json,
+    event_to_dict,
+    event_to_json,
+    events_json_schema,
+)
+from treadle.events.tree import EventTree
+from treadle.events.links import pending_actions
+
+__all__ = [
+    "ROOT",
+    "ActionEvent",
+    "AgentErrorEvent",
+    "CondensationEvent",
+    "Event",
+    "EventBase",
+    "EventTree",
+    "ForeignEvent",
+    "MessageEvent",
+    "ObservationEvent",
+    "PauseEvent",
+    "StateChangeEvent",
+    "SystemPromptEvent",
+    "TokenUsage",
+    "UserRejectionEvent",
+    "event_from_dict",
+    "event_from_json",
+    "event_to_dict",
+    "event_to_json",
+    "events_json_schema",
+    "pending_actions",
+]

@@ -1,0 +1,313 @@
+"""The event kinds of SPEC.md as frozen pydantic models, and their JSON codec.
+
+Every event is immutable (nested JSON values too) and rejects unknown fields; the union
+``Event`` is discriminated on ``kind``. ``event_to_json``/``event_from_json`` are the one codec.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+)
+
+from treadle.events.frozen_json import FrozenDict, freeze
+
+ROOT = "__root__"
+"""``parent_id`` marker of an explicit new root; distinct from an absent parent (legacy)."""
+
+Source = Literal["user", "agent", "environment", "hook"]
+
+JSONValue = Annotated[Any, AfterValidator(freeze)]
+"""Any JSON value, frozen on validation: dicts become read-only, lists become tuples."""
+
+JSONObject = Annotated[dict[str, Any], AfterValidator(freeze)]
+
+
+def new_event_id() -> str:
+    return str(uuid.uuid4())
+
+
+def utc_now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def parse_timestamp(value: str) -> datetime:
+    """The moment a timestamp names; a naive one (met on import) is read as UTC."""
+    moment = datetime.fromisoformat(value)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+class EventBase(BaseModel):
+    """Fields every event has. Subclasses add their own and fix ``kind``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=new_event_id, min_length=1, description="Unique event id")
+    source: Source
+    timestamp: str = Field(
+        default_factory=utc_now_iso,
+        description="ISO 8601; Treadle writes UTC with an offset, imported values are kept as given",
+    )
+    parent_id: str | None = Field(
+        default=None,
+        description=(
+            "An event id; '__root__' for an explicit new root; absent/null (legacy) means "
+            "the event appended just before, or a root when first (TREE-PARENT)"
+        ),
+    )
+    extra: JSONObject = Field(
+        default_factory=FrozenDict,
+        description="Fields met on import that Treadle does not model, kept verbatim",
+    )
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_not_root_marker(cls, value: str) -> str:
+        if value == ROOT:
+            raise ValueError(f"TREE-PARENT: {ROOT!r} is reserved as the root marker, not an id")
+        return value
+
+    @field_validator("parent_id")
+    @classmethod
+    def _parent_is_not_empty(cls, value: str | None) -> str | None:
+        if value == "":
+            raise ValueError(
+                "TREE-PARENT: an empty parent_id is neither a root nor an id; "
+                f"use {ROOT!r} for a new root or omit it for the legacy rule"
+            )
+        return value
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp_is_iso8601(cls, value: str) -> str:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"timestamp {value!r} is not ISO 8601") from None
+        return value
+
+    @property
+    def time(self) -> datetime:
+        return parse_timestamp(self.timestamp)
+
+
+class TokenUsage(BaseModel):
+    """What one model call cost, recorded on the events it produced."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0)
+
+
+class MessageEvent(EventBase):
+    """User or agent text. An agent message is a model turn that ends with text."""
+
+    kind: Literal["message"] = "message"
+    role: Literal["user", "assistant"] = Field(
+        default=None,  # type: ignore[assignment]  # filled from source below
+        description="Chat role; defaults to 'assistant' for source agent, else 'user'",
+    )
+    text: str = ""
+    image_urls: tuple[str, ...] = ()
+    llm_response_id: str | None = None
+    reasoning: str | None = None
+    usage: TokenUsage | None = None
+
+    def model_post_init(self, _context: Any) -> None:
+        if self.role is None:
+            object.__setattr__(self, "role", "assistant" if self.source == "agent" else "user")
+
+
+class SystemPromptEvent(EventBase):
+    """The system prompt and the tool schemas offered to the model."""
+
+    kind: Literal["system_prompt"] = "system_prompt"
+    source: Source = "agent"
+    text: str
+    tools: tuple[JSONObject, ...] = ()
+
+
+class ActionEvent(EventBase):
+    """One tool call the model proposed. Calls of one response share ``llm_response_id``;
+    the shared text (thought, reasoning) is on the first action of the response only."""
+
+    kind: Literal["action"] = "action"
+    source: Source = "agent"
+    llm_response_id: str = Field(min_length=1)
+    tool_call_id: str = Field(min_length=1)
+    tool_name: str
+    arguments: JSONObject | None = Field(
+        default=None, description="Parsed JSON object, or null when the model sent unparseable text"
+    )
+    raw_arguments: str = Field(description="The arguments string exactly as the model sent it")
+    thought: str = ""
+    reasoning: str | None = None
+    security_risk: Literal["unknown", "low", "medium", "high"] | None = None
+    usage: TokenUsage | None = None
+
+    @property
+    def has_shared_text(self) -> bool:
+        return bool(self.thought) or bool(self.reasoning)
+
+
+class ObservationEvent(EventBase):
+    """A tool's final result for one call, linked by (action_id, tool_call_id, tool_name)."""
+
+    kind: Literal["observation"] = "observation"
+    source: Source = "environment"
+    action_id: str
+    tool_call_id: str
+    tool_name: str
+    content: str = ""
+    image_urls: tuple[str, ...] = ()
+    is_error: bool = False
+    data: JSONObject = Field(
+        default_factory=FrozenDict, description="Structured tool output (exit code, paths, ...)"
+    )
+
+
+class AgentErrorEvent(EventBase):
+    """A bad tool call, a tool's ValueError, or a call closed by a restart; answers its call
+    by ``tool_call_id`` (the tool name may not exist, the action may have no arguments)."""
+
+    kind: Literal["agent_error"] = "agent_error"
+    source: Source = "agent"
+    tool_call_id: str
+    tool_name: str
+    action_id: str | None = None
+    error: str
+
+
+class UserRejectionEvent(EventBase):
+    """A call the user (or a hook) refused in confirmation mode; answers it like a result."""
+
+    kind: Literal["user_rejection"] = "user_rejection"
+    source: Source = "user"
+    action_id: str
+    tool_call_id: str
+    tool_name: str
+    reason: str = "User rejected the action"
+    rejected_by: Literal["user", "hook"] = "user"
+
+
+class CondensationEvent(EventBase):
+    """Makes ``forgotten_event_ids`` leave the model's context; the summary (if any) stands at
+    ``summary_offset`` among the events that remain (SDK semantics)."""
+
+    kind: Literal["condensation"] = "condensation"
+    source: Source = "environment"
+    forgotten_event_ids: tuple[str, ...] = ()
+    summary: str | None = None
+    summary_offset: int | None = Field(default=None, ge=0)
+    llm_response_id: str | None = None
+
+
+class PauseEvent(EventBase):
+    """The user paused the run. Not model-visible."""
+
+    kind: Literal["pause"] = "pause"
+    source: Source = "user"
+
+
+class StateChangeEvent(EventBase):
+    """A change of conversation state (status, settings). Not model-visible, never a head."""
+
+    kind: Literal["state_change"] = "state_change"
+    source: Source = "environment"
+    key: str
+    value: JSONValue = None
+
+
+class ForeignEvent(EventBase):
+    """An event of a kind Treadle does not know, kept with its original JSON for export."""
+
+    kind: Literal["foreign"] = "foreign"
+    foreign_kind: str = Field(
+        description="The kind (or class name) the event had where it came from"
+    )
+    payload: JSONObject = Field(
+        default_factory=FrozenDict, description="The original event's fields not modelled above"
+    )
+
+
+Event = Annotated[
+    MessageEvent
+    | SystemPromptEvent
+    | ActionEvent
+    | ObservationEvent
+    | AgentErrorEvent
+    | UserRejectionEvent
+    | CondensationEvent
+    | PauseEvent
+    | StateChangeEvent
+    | ForeignEvent,
+    Field(discriminator="kind"),
+]
+
+EVENT_CLASSES: dict[str, type[EventBase]] = {
+    cls.model_fields["kind"].default: cls
+    for cls in (
+        MessageEvent,
+        SystemPromptEvent,
+        ActionEvent,
+        ObservationEvent,
+        AgentErrorEvent,
+        UserRejectionEvent,
+        CondensationEvent,
+        PauseEvent,
+        StateChangeEvent,
+        ForeignEvent,
+    )
+}
+EVENT_KINDS: tuple[str, ...] = tuple(EVENT_CLASSES)
+
+FinalResult = ObservationEvent | AgentErrorEvent | UserRejectionEvent
+"""The results that close a call (LINK-ONCE counts these)."""
+
+RESULT_KINDS = frozenset({"observation", "agent_error", "user_rejection"})
+MODEL_VISIBLE_KINDS = frozenset(
+    {"message", "system_prompt", "action", "observation", "agent_error", "user_rejection"}
+)
+"""Kinds the projection turns into messages (condensation acts on them, it is not one)."""
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_LIST_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+
+
+def event_to_json(event: EventBase) -> str:
+    """Compact JSON of one event; ``event_from_json`` reads it back to an equal event."""
+    return event.model_dump_json(exclude_none=True)
+
+
+def event_to_dict(event: EventBase) -> dict[str, Any]:
+    return event.model_dump(mode="json", exclude_none=True)
+
+
+def event_from_json(text: str | bytes) -> Event:
+    return EVENT_ADAPTER.validate_json(text)
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    return EVENT_ADAPTER.validate_python(data)
+
+
+def events_json_schema() -> dict[str, Any]:
+    """JSON Schema of every event kind: the reference of Treadle's file format."""
+    schema = EVENT_ADAPTER.json_schema()
+    schema["title"] = "Treadle event"
+    schema["description"] = (
+        "One event of a Treadle log (JSON Lines: one per line). See SPEC.md for the contracts."
+    )
+    return schema

@@ -1,0 +1,141 @@
+"""The one ``EventStore`` interface every layer above the store uses, and its value types.
+
+Backends (sqlite, postgres) implement it with the same semantics; tests/store runs one
+contract suite against both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from treadle.errors import TreadleError
+from treadle.events.model import Event
+
+
+class StoreError(TreadleError):
+    """The store cannot do what was asked (bad URL, corrupt file, wrong schema version...)."""
+
+
+class ConversationNotFound(StoreError):
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(f"conversation {conversation_id!r} does not exist in this store")
+
+
+class ConversationExists(StoreError):
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(f"conversation {conversation_id!r} already exists")
+
+
+class EventNotFound(StoreError):
+    def __init__(self, conversation_id: str, event_id: str) -> None:
+        self.conversation_id = conversation_id
+        self.event_id = event_id
+        super().__init__(f"event {event_id!r} is not in conversation {conversation_id!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event with the sequence number the store gave it (per conversation, from 0)."""
+
+    seq: int
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    id: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    head_id: str | None
+    event_count: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """The runtime's settings, the origin of an import, ... (JSON object)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventQuery:
+    """Filters for ``search``/``count``; every given filter must hold (AND).
+
+    Paging is by seq: ``after_seq``/``before_seq`` are exclusive cursors; ``order`` "asc" pages
+    forward from ``after_seq``, "desc" pages backward from ``before_seq``.
+    """
+
+    kinds: Sequence[str] | None = None
+    sources: Sequence[str] | None = None
+    after_seq: int | None = None
+    before_seq: int | None = None
+    time_from: datetime | None = None
+    """Inclusive lower bound on the event's timestamp (naive timestamps read as UTC)."""
+    time_to: datetime | None = None
+    """Exclusive upper bound on the event's timestamp."""
+    branch_head: str | None = None
+    """Only events on the active path of this head."""
+    text: str | None = None
+    """Case-insensitive substring of the event's JSON."""
+    order: Literal["asc", "desc"] = "asc"
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    items: list[StoredEvent]
+    next_cursor: int | None
+    """Pass as ``after_seq`` (asc) or ``before_seq`` (desc) for the next page; None at the end."""
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """Durable append-only conversation logs (SPEC.md, APPEND and TREE)."""
+
+    url: str
+
+    # conversations
+    def create_conversation(
+        self,
+        conversation_id: str | None = None,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ConversationInfo: ...
+    def get_conversation(self, conversation_id: str) -> ConversationInfo: ...
+    def list_conversations(
+        self, *, limit: int = 100, offset: int = 0
+    ) -> list[ConversationInfo]: ...
+    def update_conversation(
+        self,
+        conversation_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ConversationInfo: ...
+    def delete_conversation(self, conversation_id: str) -> None: ...
+
+    # writing
+    def append(self, conversation_id: str, event: Event, *, move_head: bool = True) -> int: ...
+    def append_batch(
+        self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
+    ) -> list[int]: ...
+    def set_head(self, conversation_id: str, event_id: str | None) -> None: ...
+
+    # reading
+    def head(self, conversation_id: str) -> str | None: ...
+    def get_event(self, conversation_id: str, event_id: str) -> StoredEvent: ...
+    def get_range(
+        self, conversation_id: str, start_seq: int, end_seq: int
+    ) -> list[StoredEvent]: ...
+    def path_to_root(
+        self, conversation_id: str, head_id: str | None = None, limit: int | None = None
+    ) -> list[Event]: ...
+    def search(self, conversation_id: str, query: EventQuery) -> EventPage: ...
+    def count(self, conversation_id: str, query: EventQuery) -> int: ...
+    def subscribe(
+        self, conversation_id: str, after_seq: int = -1, *, poll_interval: float = 0.05
+    ) -> Iterator[StoredEvent]: ...
+
+    def close(self) -> None: ...
