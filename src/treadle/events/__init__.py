@@ -3,6 +3,7 @@
 No I/O here: every function takes events and returns values. Every other layer calls it.
 """
 
+from treadle.events.links import pending_actions
 from treadle.events.model import (
     ROOT,
     ActionEvent,
@@ -25,7 +26,6 @@ from treadle.events.model import (
     events_json_schema,
 )
 from treadle.events.tree import EventTree
-from treadle.events.links import pending_actions
 
 __all__ = [
     "ROOT",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from treadle.events.model import ActionEvent, EventBase, RESULT_KINDS
+from treadle.events.model import RESULT_KINDS, ActionEvent, EventBase
 
 
 def result_call_id(event: EventBase) -> str | None:

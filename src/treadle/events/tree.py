@@ -24,7 +24,7 @@ class EventTree:
     A duplicated id resolves to its first occurrence, as in the store, which refuses the second.
     """
 
-    __slots__ = ("events", "_index", "_parent", "_children", "duplicate_positions")
+    __slots__ = ("_children", "_index", "_parent", "duplicate_positions", "events")
 
     def __init__(self, events: Sequence[EventBase]) -> None:
         self.events: Sequence[EventBase] = events
