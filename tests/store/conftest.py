@@ -14,7 +14,9 @@ import pytest
 from treadle.store.base import EventStore
 from treadle.store.urls import open_store
 
-POSTGRES_BASE_URL = os.environ.get("TREADLE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+POSTGRES_BASE_URL = os.environ.get(
+    "TREADLE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
 
 
 def _drop_schema(schema: str) -> None:

@@ -28,7 +28,9 @@ FileArg = Annotated[
 ]
 HeadOption = Annotated[
     str | None,
-    typer.Option("--head", help="Head event id (default: last appended event that is not a state change)"),
+    typer.Option(
+        "--head", help="Head event id (default: last appended event that is not a state change)"
+    ),
 ]
 
 
@@ -135,4 +137,3 @@ def _print_report(report: AuditReport) -> None:
     console.print(f"events: {sum(report.counts.values())} ({counts})")
     console.print(f"heads: {', '.join(report.heads) or '-'}  focus head: {report.head or '-'}")
     console.print(f"pending actions: {', '.join(report.pending) or 'none'}")
-

@@ -75,7 +75,9 @@ def _explain(error: ValidationError, line: int) -> EventDecodeError:
     if kind == "missing":
         message = "missing field"
     elif kind == "extra_forbidden":
-        message = "unknown field (events reject fields they do not model; imports keep them in 'extra')"
+        message = (
+            "unknown field (events reject fields they do not model; imports keep them in 'extra')"
+        )
     else:
         message = f"{first['msg']} (got {_short(first.get('input'))})"
     extra_problems = len(error.errors()) - 1

@@ -1,0 +1,46 @@
+"""Decoding log text: each kind of bad input names its line and field."""
+
+import pytest
+
+from treadle.errors import EventDecodeError
+from treadle.events.decode import decode_events
+
+GOOD = '{"kind":"message","id":"a","source":"user","text":"hi","timestamp":"2026-01-01T00:00:00+00:00"}'
+
+
+def test_json_lines_and_array_give_the_same_events():
+    lines = decode_events(GOOD + "\n\n" + GOOD.replace('"a"', '"b"') + "\n")
+    array = decode_events("[" + GOOD + "," + GOOD.replace('"a"', '"b"') + "]")
+    assert [e.id for e in lines] == ["a", "b"]
+    assert lines == array
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field", "words"),
+    [
+        (GOOD + "\n{not json", 2, None, "not JSON"),
+        (GOOD + '\n{"kind":"telepathy","source":"user"}', 2, "kind", "unknown kind 'telepathy'"),
+        ('{"source":"user"}', 1, "kind", "missing field"),
+        (
+            '{"kind":"action","source":"agent","tool_call_id":"c","tool_name":"t","raw_arguments":"{}"}',
+            1,
+            "llm_response_id",
+            "missing field",
+        ),
+        ('{"kind":"message","source":"user","text":5}', 1, "text", "string"),
+        ('{"kind":"message","source":"robot","text":"x"}', 1, "source", "robot"),
+        (
+            '{"kind":"message","source":"user","text":"x","colour":"red"}',
+            1,
+            "colour",
+            "unknown field",
+        ),
+        ("[1]", 1, None, "expected a JSON object"),
+    ],
+)
+def test_bad_input_names_line_and_field(text, line, field, words):
+    with pytest.raises(EventDecodeError) as caught:
+        decode_events(text)
+    assert caught.value.line == line
+    assert caught.value.field == field
+    assert words in str(caught.value)
