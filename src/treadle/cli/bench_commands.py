@@ -1,0 +1,43 @@
+"""``treadle bench core|store``: benchmarks printed as a table, or one JSON object with --json."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from treadle.cli.app import app
+from treadle.cli.output import print_json
+
+bench_app = typer.Typer(help="Benchmarks (figures as seconds and as ratios within one run).")
+app.add_typer(bench_app, name="bench")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object")]
+
+
+def print_figures(title: str, figures: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(figures)
+        return
+    table = Table(title=title, title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in figures.items():
+        shown = "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+        table.add_row(name, shown)
+    Console().print(table)
+
+
+@bench_app.command("core")
+def bench_core(
+    events: Annotated[
+        int, typer.Option("--events", min=100, help="Path length N (audit: 5N, window chain: 50N)")
+    ] = 20_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Projection, audit and path window of the pure core on parsed events."""
+    from treadle.bench.core import run_core_bench
+
+    print_figures("treadle bench core", run_core_bench(events), as_json)
