@@ -1,0 +1,130 @@
+"""Backend-neutral rules every store backend applies the same way: APPEND checks, TREE-PARENT
+resolution, head moves, time keys, query validation and paging. Backends only fetch and write.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from treadle.errors import AppendError
+from treadle.events.model import ROOT, Event, event_to_json, parse_timestamp
+from treadle.store.base import EventPage, EventQuery, StoredEvent
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEvent:
+    """One event of an accepted append, ready to write: its seq, resolved parent and payload."""
+
+    seq: int
+    event: Event
+    parent_seq: int | None
+    """Seq of the parent after TREE-PARENT resolution; None for a root."""
+    payload: str
+    """``event_to_json(event)``, stored verbatim."""
+    time_us: int
+    """The event's timestamp as microseconds since the epoch, the key of time filters."""
+
+
+def ids_to_look_up(events: Sequence[Event]) -> set[str]:
+    """Ids whose stored seq an append needs: the new ids (APPEND-DUP-ID) and explicit parents."""
+    wanted = {event.id for event in events}
+    wanted.update(e.parent_id for e in events if e.parent_id is not None and e.parent_id != ROOT)
+    return wanted
+
+
+def plan_append(
+    conversation_id: str, events: Sequence[Event], *, next_seq: int, stored: Mapping[str, int]
+) -> list[PlannedEvent]:
+    """Check an append (APPEND-DUP-ID, APPEND-NO-PARENT) and resolve parents (TREE-PARENT).
+
+    ``stored`` maps the ids of ``ids_to_look_up(events)`` that are already in the conversation to
+    their seq, read under the append lock; ``next_seq`` is the conversation's event count. The
+    batch is checked as if its events were appended one by one, and refused whole.
+    """
+    batch: dict[str, int] = {}
+    planned: list[PlannedEvent] = []
+    for offset, event in enumerate(events):
+        seq = next_seq + offset
+        if event.id in stored or event.id in batch:
+            raise AppendError(
+                "APPEND-DUP-ID",
+                f"event id {event.id!r} is already in conversation {conversation_id!r}; "
+                "give the new event a fresh id (nothing was appended)",
+                event_ids=[event.id],
+            )
+        parent = event.parent_id
+        if parent is None:
+            parent_seq = seq - 1 if seq > 0 else None  # legacy: the event appended just before
+        elif parent == ROOT:
+            parent_seq = None
+        else:
+            found = batch.get(parent, stored.get(parent))
+            if found is None:
+                raise AppendError(
+                    "APPEND-NO-PARENT",
+                    f"event {event.id!r} names parent {parent!r}, which is not in conversation "
+                    f"{conversation_id!r}; append the parent first or use {ROOT!r} for a new "
+                    "root (nothing was appended)",
+                    event_ids=[event.id, parent],
+                )
+            parent_seq = found
+        batch[event.id] = seq
+        planned.append(
+            PlannedEvent(seq, event, parent_seq, event_to_json(event), time_us(event.time))
+        )
+    return planned
+
+
+def moved_head(events: Sequence[Event], head_id: str | None, *, move_head: bool) -> str | None:
+    """The head after appending ``events``: the last one that is not a state change."""
+    if move_head:
+        for event in reversed(events):
+            if event.kind != "state_change":
+                return event.id
+    return head_id
+
+
+def time_us(moment: datetime) -> int:
+    """Microseconds since the epoch, exact (a float would blur the filters' bounds); naive = UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def timestamp_us(timestamp: str) -> int:
+    return time_us(parse_timestamp(timestamp))
+
+
+def check_query(query: EventQuery) -> None:
+    """Refuse a query no backend can answer, with what to change."""
+    if query.limit < 0:
+        raise ValueError(f"EventQuery.limit must be >= 0, got {query.limit}")
+    if query.order not in ("asc", "desc"):
+        raise ValueError(f"EventQuery.order must be 'asc' or 'desc', got {query.order!r}")
+
+
+def page_of(rows: Sequence[StoredEvent], limit: int) -> EventPage:
+    """A page from up to ``limit + 1`` rows fetched in page order: the extra row only says that
+    there is a next page, so ``next_cursor`` is None exactly at the end."""
+    items = list(rows[:limit])
+    more = len(rows) > limit and bool(items)
+    return EventPage(items=items, next_cursor=items[-1].seq if more else None)
+
+
+def metadata_json(metadata: Mapping[str, Any] | None) -> str:
+    """The conversation metadata as JSON text, refusing what is not a JSON object."""
+    if metadata is None:
+        return "{}"
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"conversation metadata must be a JSON object, got {type(metadata)}")
+    try:
+        return json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"conversation metadata is not JSON-serialisable: {error}") from None
