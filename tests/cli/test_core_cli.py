@@ -1,0 +1,123 @@
+"""The seed's worked examples through the real ``treadle`` command, and its exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
+
+
+def treadle(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed CLI in a child process, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "treadle", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        check=False,
+    )
+
+
+def test_example_1_path_follows_the_head_only():
+    result = treadle("path", str(SEED / "1_branches.jsonl"), "--head", "new")
+    assert result.returncode == 0, result.stderr
+    assert [e["id"] for e in json.loads(result.stdout)] == ["root", "a", "new"]
+    result = treadle("path", str(SEED / "1_branches.jsonl"), "--head", "new", "--limit", "2")
+    assert [e["id"] for e in json.loads(result.stdout)] == ["a", "new"]
+
+
+def test_example_2_one_assistant_message_with_both_calls():
+    raw = treadle("project", str(SEED / "3_out_of_order.jsonl"), "--raw")
+    assert raw.returncode == 0, raw.stderr
+    messages = json.loads(raw.stdout)
+    assistant = [m for m in messages if m["role"] == "assistant"]
+    assert len(assistant) == 1
+    assert [c["id"] for c in assistant[0]["tool_calls"]] == ["cx", "cy"]
+
+    answered = json.loads(treadle("project", str(SEED / "2_parallel_calls.jsonl")).stdout)
+    assert [m["role"] for m in answered] == ["user", "assistant", "tool", "tool"]
+    assert [c["id"] for c in answered[1]["tool_calls"]] == ["cx", "cy"]
+    assert {m["tool_call_id"] for m in answered[2:]} == {"cx", "cy"}
+
+
+def test_example_2_unanswered_response_is_not_sent_to_the_model():
+    messages = json.loads(treadle("project", str(SEED / "3_out_of_order.jsonl")).stdout)
+    assert [m["role"] for m in messages] == ["user"]
+
+
+def test_example_3_pending_is_exactly_x():
+    result = treadle("audit", str(SEED / "3_out_of_order.jsonl"), "--json")
+    assert result.returncode == 0, result.stdout
+    report = json.loads(result.stdout)
+    assert report["pending"] == ["x"]
+    assert report["violations"] == []
+    assert report["counts"] == {"message": 1, "action": 2, "observation": 1}
+
+
+@pytest.mark.parametrize(
+    ("file", "contract"),
+    [
+        ("4a_missing_parent.jsonl", "TREE-MISSING"),
+        ("4b_cycle.jsonl", "TREE-CYCLE"),
+        ("4c_dup_call_in_response.jsonl", "PROJECT-DUP-CALL"),
+        ("4d_dup_call_across_responses.jsonl", "LINK-UNIQUE"),
+        ("4e_wrong_action.jsonl", "LINK-ID"),
+    ],
+)
+def test_example_4_each_fault_is_named_and_exits_1(file, contract):
+    result = treadle("audit", str(SEED / file), "--json")
+    assert result.returncode == 1
+    contracts = {v["contract"] for v in json.loads(result.stdout)["violations"]}
+    assert contract in contracts
+    human = treadle("audit", str(SEED / file))
+    assert human.returncode == 1
+    assert contract in human.stdout
+
+
+def test_clean_log_exits_0():
+    result = treadle("audit", str(SEED / "2_parallel_calls.jsonl"))
+    assert result.returncode == 0
+    assert "clean" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"kind":"message","source":"user","text":"a"}\nnot json\n', "line 2"),
+        ('{"kind":"wizard","source":"user"}\n', "unknown kind 'wizard'"),
+        ('{"kind":"message","source":"user","text":7}\n', "field 'text'"),
+    ],
+)
+def test_bad_input_exits_2_with_line_and_field_and_no_traceback(text, words):
+    for command in ("audit", "path", "project"):
+        result = treadle(command, "-", stdin=text)
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert words in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_missing_file_and_unknown_head_exit_2(tmp_path):
+    result = treadle("audit", str(tmp_path / "nope.jsonl"))
+    assert result.returncode == 2
+    assert "cannot read" in result.stderr
+    result = treadle("path", str(SEED / "1_branches.jsonl"), "--head", "zzz")
+    assert result.returncode == 2
+    assert "TREE-HEAD" in result.stderr
+
+
+def test_path_through_a_broken_tree_exits_1_naming_the_contract():
+    result = treadle("path", str(SEED / "4b_cycle.jsonl"), "--head", "q")
+    assert result.returncode == 1
+    assert "TREE-CYCLE" in result.stderr
+
+
+def test_schema_is_json_schema_of_all_kinds():
+    result = treadle("schema")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    assert "action" in json.dumps(schema["discriminator"]["mapping"])
