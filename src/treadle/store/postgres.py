@@ -1,0 +1,682 @@
+"""The PostgreSQL ``EventStore``: schema and migrations, row-locked appends, LISTEN/NOTIFY fan-out.
+
+Several processes and servers can share one store; a conversation's row lock orders its appends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+from treadle.events.model import Event, event_from_json
+from treadle.store.base import (
+    ConversationExists,
+    ConversationInfo,
+    ConversationNotFound,
+    EventNotFound,
+    EventPage,
+    EventQuery,
+    StoredEvent,
+    StoreError,
+)
+from treadle.store.common import (
+    check_query,
+    ids_to_look_up,
+    metadata_json,
+    moved_head,
+    page_of,
+    plan_append,
+    time_us,
+)
+
+DEFAULT_SCHEMA = "treadle"
+DURABILITY_MODES = ("durable", "fast")
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_NO_LIMIT = 2**62
+_SUBSCRIBE_BATCH = 500
+_MAX_IDLE_CONNECTIONS = 8
+
+# Each entry upgrades the schema by one version; a new store runs them all from version 0, so
+# creating and migrating are one code path. Append, never edit: stores in the field ran these.
+MIGRATIONS: list[tuple[str, ...]] = [
+    (
+        """CREATE TABLE conversations (
+            key bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+            id text PRIMARY KEY,
+            title text,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            head_id text,
+            event_count bigint NOT NULL DEFAULT 0,
+            -- json, not jsonb: kept as written (key order, numbers), the same as SQLite returns
+            metadata json NOT NULL DEFAULT '{}'
+        )""",
+        # conversation is the small integer key: every index entry repeats it (disk per event)
+        """CREATE TABLE events (
+            conversation bigint NOT NULL REFERENCES conversations (key) ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            id text NOT NULL,
+            parent_seq bigint,
+            kind text NOT NULL,
+            source text NOT NULL,
+            time_us bigint NOT NULL,
+            -- event_to_json verbatim: jsonb would reorder keys and change what is read back
+            payload text NOT NULL,
+            PRIMARY KEY (conversation, seq),
+            UNIQUE (conversation, id)
+        )""",
+        "CREATE INDEX events_by_kind ON events (conversation, kind, seq)",
+        "CREATE INDEX events_by_source ON events (conversation, source, seq)",
+        "CREATE INDEX events_by_time ON events (conversation, time_us)",
+    ),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_CONVERSATION_COLUMNS = "id, title, created_at, updated_at, head_id, event_count, metadata::text"
+
+
+def parse_postgres_url(url: str) -> tuple[str, str, str]:
+    """(libpq URL without Treadle's parameters, schema, durability) of a ``postgresql://`` URL.
+
+    Treadle's own query parameters: ``schema`` (default ``treadle``) and ``durability``
+    (``durable``: every acknowledged append is on disk; ``fast``: asynchronous commit).
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+", 1)[0]
+    if scheme not in ("postgresql", "postgres"):
+        raise StoreError(f"{url!r} is not a PostgreSQL URL; write postgresql://user@host:port/db")
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {key: value for key, value in params if key in ("schema", "durability")}
+    rest = [(key, value) for key, value in params if key not in ours]
+    schema = ours.get("schema", DEFAULT_SCHEMA)
+    if not _SCHEMA_NAME.fullmatch(schema):
+        raise StoreError(
+            f"schema {schema!r} in {url!r} is not a plain PostgreSQL name; "
+            "use lowercase letters, digits and _ (at most 63), not starting with a digit"
+        )
+    durability = ours.get("durability", "durable")
+    if durability not in DURABILITY_MODES:
+        raise StoreError(
+            f"durability {durability!r} in {url!r} is unknown; use one of {DURABILITY_MODES}"
+        )
+    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    return conninfo, schema, durability
+
+
+class _Pool:
+    """Idle connections shared by all threads, each lent to one thread at a time.
+
+    A pool rather than a connection per thread: server threads come and go (executors), and a
+    per-thread connection would stay open after its thread ended; sharing one connection would
+    serialise every thread behind it. Connections open lazily; at most a few stay idle.
+    """
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+        self._connect = connect
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            if self._closed:
+                raise StoreError("this store is closed; open it again with open_store(url)")
+            if self._pid != os.getpid():
+                # a forked child must not talk on its parent's sockets: forget, don't close
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._connect()
+        try:
+            yield conn
+        finally:
+            self._give_back(conn)
+
+    def _give_back(self, conn: psycopg.Connection[Any]) -> None:
+        reusable = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        with self._lock:
+            if reusable and not self._closed and len(self._idle) < _MAX_IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class _Listener:
+    """A subscription's own connection (LISTEN is per session), locked while in use."""
+
+    __slots__ = ("busy", "conn")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.busy = threading.Lock()
+
+
+class PostgresEventStore:
+    """``EventStore`` over one schema of a PostgreSQL database (see ``parse_postgres_url``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conninfo, self.schema, self.durability = parse_postgres_url(url)
+        self._pool = _Pool(self._connect)
+        self._listeners: set[_Listener] = set()
+        self._listeners_lock = threading.Lock()
+        self._prepare_schema()
+
+    # -- connections and schema -----------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        # synchronous_commit is set, not inherited: a server default of "off" must not quietly
+        # turn "durable" into "fast".
+        commit = "on" if self.durability == "durable" else "off"
+        try:
+            return psycopg.connect(
+                self._conninfo,
+                autocommit=True,
+                options=f"-c search_path={self.schema} -c synchronous_commit={commit}",
+            )
+        except psycopg.OperationalError as error:
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {self._conninfo}: {error}".strip()
+                + "; check that the server runs and the URL's user, host, port and database"
+            ) from None
+
+    def _prepare_schema(self) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            # concurrent first opens must not race on CREATE SCHEMA / CREATE TABLE
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"treadle:{self.schema}",))
+            conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+            )
+            has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+            if has_meta and has_meta[0]:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is None or not row[0].isdigit():
+                    raise StoreError(
+                        f"schema {self.schema!r} has a meta table without a schema version; it "
+                        "is not a Treadle store (or is damaged): use another ?schema= name"
+                    )
+                version = int(row[0])
+            else:
+                if self._has_tables(conn):
+                    raise StoreError(
+                        f"schema {self.schema!r} already holds tables that are not a Treadle "
+                        "store; use another ?schema= name"
+                    )
+                conn.execute("CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)")
+                conn.execute("INSERT INTO meta VALUES ('schema_version', '0')")
+                version = 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"schema {self.schema!r} was written by a newer Treadle (store schema version "
+                    f"{version}, this Treadle knows up to {SCHEMA_VERSION}); upgrade Treadle. "
+                    "The store was not modified."
+                )
+            for statements in MIGRATIONS[version:]:
+                for statement in statements:
+                    conn.execute(statement)  # type: ignore[arg-type]  # literals above
+            if version < SCHEMA_VERSION:
+                conn.execute(
+                    "UPDATE meta SET value = %s WHERE key = 'schema_version'",
+                    (str(SCHEMA_VERSION),),
+                )
+
+    @staticmethod
+    def _has_tables(conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchone()
+        return bool(row and row[0])
+
+    def _channel(self, conversation_id: str) -> str:
+        # NOTIFY channels are identifiers of at most 63 bytes and shared by the whole database:
+        # a digest of (schema, conversation) fits any id and keeps other schemas' traffic apart.
+        digest = hashlib.sha1(f"{self.schema}\0{conversation_id}".encode()).hexdigest()
+        return f"treadle_{digest}"
+
+    def close(self) -> None:
+        self._pool.close()
+        with self._listeners_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            # A subscriber suspended at a yield is closed here; one inside a query or a wait
+            # owns its connection and ends by itself within poll_interval (pool.closed).
+            if listener.busy.acquire(blocking=False):
+                try:
+                    listener.conn.close()
+                finally:
+                    listener.busy.release()
+
+    def __enter__(self) -> PostgresEventStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- conversations --------------------------------------------------------------------
+
+    def create_conversation(
+        self,
+        conversation_id: str | None = None,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ConversationInfo:
+        conversation_id = str(uuid.uuid4()) if conversation_id is None else conversation_id
+        if not conversation_id:
+            raise ValueError("a conversation id must not be empty; pass None for a fresh one")
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "INSERT INTO conversations (id, title, created_at, updated_at, metadata) "
+                "VALUES (%s, %s, now(), now(), %s) ON CONFLICT (id) DO NOTHING "
+                f"RETURNING {_CONVERSATION_COLUMNS}",
+                (conversation_id, title, metadata_json(metadata)),
+            ).fetchone()
+        if row is None:
+            raise ConversationExists(conversation_id)
+        return _conversation_info(row)
+
+    def get_conversation(self, conversation_id: str) -> ConversationInfo:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = %s",
+                (conversation_id,),
+            ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return _conversation_info(row)
+
+    def list_conversations(self, *, limit: int = 100, offset: int = 0) -> list[ConversationInfo]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+                "ORDER BY created_at, key LIMIT %s OFFSET %s",
+                (limit, offset),
+            ).fetchall()
+        return [_conversation_info(row) for row in rows]
+
+    def update_conversation(
+        self,
+        conversation_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ConversationInfo:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "UPDATE conversations SET title = coalesce(%s, title), "
+                "metadata = coalesce(%s::json, metadata), updated_at = now() "
+                f"WHERE id = %s RETURNING {_CONVERSATION_COLUMNS}",
+                (title, None if metadata is None else metadata_json(metadata), conversation_id),
+            ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return _conversation_info(row)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        with self._pool.connection() as conn:
+            deleted = conn.execute(
+                "DELETE FROM conversations WHERE id = %s", (conversation_id,)
+            ).rowcount
+        if not deleted:
+            raise ConversationNotFound(conversation_id)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def append(self, conversation_id: str, event: Event, *, move_head: bool = True) -> int:
+        return self.append_batch(conversation_id, [event], move_head=move_head)[0]
+
+    def append_batch(
+        self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
+    ) -> list[int]:
+        events = list(events)
+        with self._pool.connection() as conn, conn.transaction():
+            # The row lock is APPEND's one lock: it serialises appenders of this conversation
+            # across threads, processes and servers, and READ COMMITTED makes the statements
+            # after it see everything the previous holder committed (APPEND step 1).
+            row = conn.execute(
+                "SELECT key, event_count, head_id FROM conversations WHERE id = %s FOR UPDATE",
+                (conversation_id,),
+            ).fetchone()
+            if row is None:
+                raise ConversationNotFound(conversation_id)
+            key, count, head = row
+            if not events:
+                return []
+            stored = dict(
+                conn.execute(
+                    "SELECT id, seq FROM events WHERE conversation = %s AND id = ANY(%s)",
+                    (key, list(ids_to_look_up(events))),
+                ).fetchall()
+            )
+            planned = plan_append(conversation_id, events, next_seq=count, stored=stored)
+            conn.execute(
+                "INSERT INTO events "
+                "(conversation, seq, id, parent_seq, kind, source, time_us, payload) "
+                "SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::text[], "
+                "%s::text[], %s::bigint[], %s::text[])",
+                (
+                    key,
+                    [p.seq for p in planned],
+                    [p.event.id for p in planned],
+                    [p.parent_seq for p in planned],
+                    [p.event.kind for p in planned],
+                    [p.event.source for p in planned],
+                    [p.time_us for p in planned],
+                    [p.payload for p in planned],
+                ),
+            )
+            last_seq = planned[-1].seq
+            conn.execute(
+                "UPDATE conversations SET event_count = %s, head_id = %s, updated_at = now() "
+                "WHERE key = %s",
+                (last_seq + 1, moved_head(events, head, move_head=move_head), key),
+            )
+            # Delivered at commit, only if it commits: subscribers never see a rolled-back seq.
+            conn.execute(
+                "SELECT pg_notify(%s, %s)",
+                (self._channel(conversation_id), _notice(conversation_id, last_seq)),
+            )
+        return [p.seq for p in planned]
+
+    def set_head(self, conversation_id: str, event_id: str | None) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            key = self._key(conn, conversation_id, lock=True)
+            if event_id is not None:
+                row = conn.execute(
+                    "SELECT kind FROM events WHERE conversation = %s AND id = %s", (key, event_id)
+                ).fetchone()
+                if row is None:
+                    raise EventNotFound(conversation_id, event_id)
+            conn.execute(
+                "UPDATE conversations SET head_id = %s, updated_at = now() WHERE key = %s",
+                (event_id, key),
+            )
+
+    # -- reading --------------------------------------------------------------------------
+
+    def head(self, conversation_id: str) -> str | None:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT head_id FROM conversations WHERE id = %s", (conversation_id,)
+            ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return row[0]
+
+    def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)
+            row = conn.execute(
+                "SELECT seq, payload FROM events WHERE conversation = %s AND id = %s",
+                (key, event_id),
+            ).fetchone()
+        if row is None:
+            raise EventNotFound(conversation_id, event_id)
+        return _stored(row)
+
+    def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT seq, payload FROM events WHERE conversation = %s "
+                "AND seq >= %s AND seq < %s ORDER BY seq",
+                (key, start_seq, end_seq),
+            ).fetchall()
+        return [_stored(row) for row in rows]
+
+    def path_to_root(
+        self, conversation_id: str, head_id: str | None = None, limit: int | None = None
+    ) -> list[Event]:
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        with self._pool.connection() as conn:
+            key, stored_head = self._key_and_head(conn, conversation_id)
+            head_id = stored_head if head_id is None else head_id
+            if head_id is None or limit == 0:
+                return []
+            # One index lookup per step from the head, stopping after `limit` steps: O(limit).
+            rows = conn.execute(
+                """WITH RECURSIVE walk (seq, parent_seq, payload, depth) AS (
+                    SELECT seq, parent_seq, payload, 1 FROM events
+                    WHERE conversation = %(key)s AND id = %(head)s
+                  UNION ALL
+                    SELECT e.seq, e.parent_seq, e.payload, w.depth + 1 FROM walk w
+                    JOIN events e ON e.conversation = %(key)s AND e.seq = w.parent_seq
+                    WHERE w.depth < %(limit)s
+                )
+                SELECT payload FROM walk ORDER BY seq""",
+                {"key": key, "head": head_id, "limit": _NO_LIMIT if limit is None else limit},
+            ).fetchall()
+        if not rows:
+            raise EventNotFound(conversation_id, head_id)
+        return [event_from_json(payload) for (payload,) in rows]
+
+    def search(self, conversation_id: str, query: EventQuery) -> EventPage:
+        check_query(query)
+        statement, params = self._query_sql(query, "seq, payload")
+        with self._pool.connection() as conn:
+            params["key"] = self._key(conn, conversation_id)
+            params["head_id"] = self._branch_head(conn, conversation_id, params["key"], query)
+            rows = conn.execute(statement, params).fetchall()
+        return page_of([_stored(row) for row in rows], query.limit)
+
+    def count(self, conversation_id: str, query: EventQuery) -> int:
+        check_query(query)
+        statement, params = self._query_sql(query, "count(*)", counting=True)
+        with self._pool.connection() as conn:
+            params["key"] = self._key(conn, conversation_id)
+            params["head_id"] = self._branch_head(conn, conversation_id, params["key"], query)
+            row = conn.execute(statement, params).fetchone()
+        return int(row[0]) if row else 0
+
+    def subscribe(
+        self, conversation_id: str, after_seq: int = -1, *, poll_interval: float = 0.05
+    ) -> Iterator[StoredEvent]:
+        """Stored events after ``after_seq``, then new ones as any process appends them.
+
+        LISTEN comes before the first read, so an append either is in that read or notifies
+        after it: no gap. Rows are read by ``seq > last yielded``: no duplicate. A notification
+        wakes the reader at once; ``poll_interval`` bounds the wait only as a safety net.
+        """
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)  # fail now, not at the first next()
+        return self._follow(conversation_id, key, after_seq, poll_interval)
+
+    def _follow(
+        self, conversation_id: str, key: int, after_seq: int, poll_interval: float
+    ) -> Iterator[StoredEvent]:
+        listener = _Listener(self._connect())
+        with self._listeners_lock:
+            self._listeners.add(listener)
+        last = after_seq
+        try:
+            with listener.busy:
+                channel = sql.Identifier(self._channel(conversation_id))
+                listener.conn.execute(sql.SQL("LISTEN {}").format(channel))
+            while not self._pool.closed:
+                with listener.busy:
+                    rows = listener.conn.execute(
+                        "SELECT seq, payload FROM events WHERE conversation = %s AND seq > %s "
+                        "ORDER BY seq LIMIT %s",
+                        (key, last, _SUBSCRIBE_BATCH),
+                    ).fetchall()
+                for row in rows:
+                    stored = _stored(row)
+                    last = stored.seq
+                    yield stored
+                if len(rows) == _SUBSCRIBE_BATCH:
+                    continue  # more rows are stored already: read on before waiting
+                with listener.busy:
+                    for notice in listener.conn.notifies(timeout=poll_interval):
+                        if _notice_seq(notice.payload) > last:
+                            break  # stale notices (rows already read) keep us waiting
+        except psycopg.OperationalError:
+            if not listener.conn.closed:
+                raise  # the server went away; the store closing under us ends quietly
+        finally:
+            with self._listeners_lock:
+                self._listeners.discard(listener)
+            listener.conn.close()
+
+    # -- helpers --------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(conn: psycopg.Connection[Any], conversation_id: str, *, lock: bool = False) -> int:
+        row = conn.execute(
+            "SELECT key FROM conversations WHERE id = %s" + (" FOR UPDATE" if lock else ""),
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return int(row[0])
+
+    @staticmethod
+    def _key_and_head(
+        conn: psycopg.Connection[Any], conversation_id: str
+    ) -> tuple[int, str | None]:
+        row = conn.execute(
+            "SELECT key, head_id FROM conversations WHERE id = %s", (conversation_id,)
+        ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return int(row[0]), row[1]
+
+    @staticmethod
+    def _branch_head(
+        conn: psycopg.Connection[Any], conversation_id: str, key: int, query: EventQuery
+    ) -> str | None:
+        head_id = query.branch_head
+        if head_id is not None:
+            found = conn.execute(
+                "SELECT 1 FROM events WHERE conversation = %s AND id = %s", (key, head_id)
+            ).fetchone()
+            if found is None:
+                raise EventNotFound(conversation_id, head_id)
+        return head_id
+
+    @staticmethod
+    def _query_sql(
+        query: EventQuery, columns: str, *, counting: bool = False
+    ) -> tuple[str, dict[str, Any]]:
+        """SQL and parameters for ``query``; ``%(key)s``/``%(head_id)s`` are filled by the caller."""
+        params: dict[str, Any] = {}
+        where: list[str] = []
+        if query.kinds is not None:
+            # one kind as "=" so the (conversation, kind, seq) index also gives the order
+            kinds = list(query.kinds)
+            where.append("kind = %(kind)s" if len(kinds) == 1 else "kind = ANY(%(kinds)s)")
+            params.update(kind=kinds[0] if kinds else None, kinds=kinds)
+        if query.sources is not None:
+            sources = list(query.sources)
+            where.append(
+                "source = %(source)s" if len(sources) == 1 else "source = ANY(%(sources)s)"
+            )
+            params.update(source=sources[0] if sources else None, sources=sources)
+        if query.after_seq is not None:
+            where.append("seq > %(after_seq)s")
+            params["after_seq"] = query.after_seq
+        if query.before_seq is not None:
+            where.append("seq < %(before_seq)s")
+            params["before_seq"] = query.before_seq
+        if query.time_from is not None:
+            where.append("time_us >= %(time_from)s")
+            params["time_from"] = time_us(query.time_from)
+        if query.time_to is not None:
+            where.append("time_us < %(time_to)s")
+            params["time_to"] = time_us(query.time_to)
+        if query.text is not None:
+            where.append("payload ILIKE %(text)s ESCAPE '\\'")
+            params["text"] = "%" + re.sub(r"([\\%_])", r"\\\1", query.text) + "%"
+        filters = "".join(f" AND {condition}" for condition in where)
+        order = "DESC" if query.order == "desc" else "ASC"
+        tail = "" if counting else f" ORDER BY seq {order} LIMIT %(fetch)s"
+        params["fetch"] = query.limit + 1
+        if query.branch_head is None:
+            statement = f"SELECT {columns} FROM events WHERE conversation = %(key)s{filters}{tail}"
+            return statement, params
+        # The branch is walked from its head down (seq falls at every step), and the walk stops
+        # below after_seq. A descending page without ORDER BY lets the walk stop after `fetch`
+        # matches: each step yields one row, in falling seq, so LIMIT cuts it lazily.
+        walk = """WITH RECURSIVE path (seq, parent_seq, kind, source, time_us, payload) AS (
+                SELECT seq, parent_seq, kind, source, time_us, payload FROM events
+                WHERE conversation = %(key)s AND id = %(head_id)s
+              UNION ALL
+                SELECT e.seq, e.parent_seq, e.kind, e.source, e.time_us, e.payload FROM path p
+                JOIN events e ON e.conversation = %(key)s AND e.seq = p.parent_seq
+                WHERE p.parent_seq > %(floor)s
+            )"""
+        params["floor"] = -1 if query.after_seq is None else query.after_seq
+        if counting:
+            statement = f"{walk} SELECT {columns} FROM path WHERE true{filters}"
+        elif query.order == "desc":
+            statement = (
+                f"{walk} SELECT {columns} FROM (SELECT * FROM path WHERE true{filters} "
+                "LIMIT %(fetch)s) page ORDER BY seq DESC"
+            )
+        else:
+            statement = f"{walk} SELECT {columns} FROM path WHERE true{filters}{tail}"
+        return statement, params
+
+
+def _notice(conversation_id: str, last_seq: int) -> str:
+    # NOTIFY payloads are capped at 8000 bytes; the channel already names the conversation.
+    body: dict[str, Any] = {"seq": last_seq}
+    if len(conversation_id) <= 1000:
+        body["conversation"] = conversation_id
+    return json.dumps(body)
+
+
+def _notice_seq(payload: str) -> int:
+    try:
+        return int(json.loads(payload)["seq"])
+    except (ValueError, KeyError, TypeError):
+        return _NO_LIMIT  # not ours to judge: read the table
+
+
+def _stored(row: Sequence[Any]) -> StoredEvent:
+    return StoredEvent(seq=int(row[0]), event=event_from_json(row[1]))
+
+
+def _conversation_info(row: Sequence[Any]) -> ConversationInfo:
+    return ConversationInfo(
+        id=row[0],
+        title=row[1],
+        created_at=_utc(row[2]),
+        updated_at=_utc(row[3]),
+        head_id=row[4],
+        event_count=int(row[5]),
+        metadata=json.loads(row[6]),
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
+
+
+__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresEventStore", "parse_postgres_url"]
