@@ -1,0 +1,46 @@
+"""The one small model interface: messages and tool schemas in, one response out.
+
+Everything the runtime needs from a provider is here; LiteLLM and the scripted model implement it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from treadle.errors import TreadleError
+from treadle.events.model import TokenUsage
+
+
+class ModelError(TreadleError):
+    """The model could not answer (after retries); the conversation records it as ERROR."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call as the model sent it; ``arguments`` is the raw string, parsed later."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    id: str
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+class LanguageModel(Protocol):
+    """Anything that answers chat messages (OpenAI format) with text or tool calls."""
+
+    @property
+    def name(self) -> str: ...
+
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse: ...

@@ -1,0 +1,100 @@
+"""A model that replays responses from a JSON script: the demo's and the tests' model.
+
+It finds its place from the conversation itself (the number of assistant turns already in the
+messages), so a conversation reopened in another process continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from treadle.events.model import TokenUsage
+from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall
+
+
+class ScriptedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict,
+        description="An object, or a raw string sent as is (may be invalid JSON)",
+    )
+    id: str | None = None
+
+
+class ScriptedResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ScriptedCall] = Field(default_factory=list)
+    id: str | None = None
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    responses: list[ScriptedResponse]
+
+
+class ScriptedModel:
+    """Answers the n-th model turn with the n-th scripted response."""
+
+    def __init__(self, script: Script, *, source: str = "inline") -> None:
+        self.script = script
+        self.source = source
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(Script.model_validate(data), source=str(path))
+        except (OSError, json.JSONDecodeError, ValidationError) as error:
+            raise ModelError(f"cannot read model script {path}: {error}") from None
+
+    @classmethod
+    def from_responses(cls, responses: list[dict[str, Any]]) -> ScriptedModel:
+        return cls(Script.model_validate({"responses": responses}))
+
+    @property
+    def name(self) -> str:
+        return f"scripted:{self.source}"
+
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        turn = sum(1 for message in messages if message.get("role") == "assistant")
+        if turn >= len(self.script.responses):
+            raise ModelError(
+                f"the script has {len(self.script.responses)} responses and turn {turn + 1} was asked for"
+            )
+        scripted = self.script.responses[turn]
+        calls = tuple(
+            ToolCall(
+                id=call.id or f"call-{turn}-{index}",
+                name=call.name,
+                arguments=call.arguments
+                if isinstance(call.arguments, str)
+                else json.dumps(call.arguments),
+            )
+            for index, call in enumerate(scripted.tool_calls)
+        )
+        prompt_chars = sum(len(json.dumps(message)) for message in messages)
+        return ModelResponse(
+            id=scripted.id or f"scripted-response-{turn}",
+            text=scripted.text,
+            reasoning=scripted.reasoning,
+            tool_calls=calls,
+            usage=TokenUsage(
+                model=self.name,
+                prompt_tokens=prompt_chars // 4,  # a rough stand-in so summaries show numbers
+                completion_tokens=(len(scripted.text) + sum(len(c.arguments) for c in calls)) // 4,
+            ),
+        )
