@@ -1,0 +1,978 @@
+"""The SQLite ``EventStore``: one WAL-mode file per store, schema migrations, appends under
+SQLite's write lock, paths and searches served by the file's own indexes.
+
+Durability modes (``?durability=`` in the URL, or ``durability=`` to ``open_store``):
+
+- ``durable`` (default): ``synchronous=FULL``. The WAL is fsynced at every commit, so every
+  acknowledged append survives a killed process and a power loss.
+- ``fast``: ``synchronous=NORMAL``. Commits reach the OS but are fsynced only at checkpoints: an
+  acknowledged append survives a killed process (kill -9), but a power loss or OS crash may lose
+  the last moments of appends. The file is never corrupted in either mode.
+
+The APPEND contract (SPEC.md) holds across threads and processes: an append runs in one
+``BEGIN IMMEDIATE`` transaction (SQLite's one write lock for the file), after a per-store thread
+lock so that threads of one process queue in order instead of busy-waiting on the file lock.
+
+Subscriptions poll ``PRAGMA data_version`` (a read of the shared WAL index, no disk I/O) every
+``poll_interval`` seconds, so an event appended by another thread or process is delivered at
+most ``poll_interval`` (default 0.05 s) after its commit.
+
+Each event row also records its *branch*: the seq of the first event of the chain segment it
+extends. An event extends its parent's segment when the parent is that segment's last event,
+else it starts a new one. A path is then a few (branch, seq range) segments, one per fork on it,
+so a path window, a full path and a branch-filtered search page are index range scans.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from treadle.errors import AppendError, TreeError
+from treadle.events.model import Event, event_from_json
+from treadle.store.base import (
+    ConversationExists,
+    ConversationInfo,
+    ConversationNotFound,
+    EventNotFound,
+    EventPage,
+    EventQuery,
+    StoredEvent,
+    StoreError,
+)
+from treadle.store.common import (
+    check_query,
+    ids_to_look_up,
+    metadata_json,
+    moved_head,
+    page_of,
+    plan_append,
+    time_us,
+)
+
+APPLICATION = "treadle"
+DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DEFAULT_BUSY_TIMEOUT = 30.0
+_LOOKUP_CHUNK = 500
+_SUBSCRIBE_BATCH = 500
+_TIME_PROBE = 2000
+"""A time-filtered search reads candidates from the time index when at most this many match."""
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+def _migration_1(conn: sqlite3.Connection) -> None:
+    """The first schema: meta, conversations, events and their indexes."""
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('application', ?), ('schema_version', '0')",
+        (APPLICATION,),
+    )
+    # `key` is the small integer that event rows and indexes repeat instead of the text id.
+    conn.execute(
+        """CREATE TABLE conversations (
+            key INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            title TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            head_id TEXT,
+            event_count INTEGER NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+    # A rowid table, not WITHOUT ROWID: ~1 KB rows would spill into overflow pages of an index
+    # b-tree. Rows are appended at the end of the rowid order, which keeps pages full.
+    conn.execute(
+        """CREATE TABLE events (
+            conversation INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            parent_seq INTEGER NOT NULL,
+            branch INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            source TEXT NOT NULL,
+            timestamp TEXT NOT NULL,
+            time_us INTEGER NOT NULL,
+            payload TEXT NOT NULL,
+            PRIMARY KEY (conversation, seq),
+            UNIQUE (conversation, id)
+        )"""
+    )
+    conn.execute("CREATE INDEX events_by_kind ON events (conversation, kind, seq)")
+    conn.execute("CREATE INDEX events_by_source ON events (conversation, source, seq)")
+    conn.execute("CREATE INDEX events_by_branch ON events (conversation, branch, seq)")
+    conn.execute("CREATE INDEX events_by_time ON events (conversation, time_us, seq)")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migration_1]
+"""``MIGRATIONS[v]`` upgrades a store from schema version v to v + 1, inside the transaction
+that then records v + 1. Append new ones; never edit one that has shipped."""
+
+
+def schema_version() -> int:
+    """The schema version this Treadle writes (stores up to it open; newer ones are refused)."""
+    return len(MIGRATIONS)
+
+
+def read_schema_version(path: Path) -> int:
+    """The schema version of the store file at ``path`` (0: no file, an empty file or database).
+
+    Reads through a read-only connection, so a file that is refused is never modified (a
+    read-write connection would checkpoint a WAL into it on close). StoreError says why.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    except OSError as error:
+        raise StoreError(f"cannot read store file {path}: {error.strerror or error}") from None
+    if size == 0:
+        return 0
+    try:
+        with path.open("rb") as file:
+            header = file.read(100)
+    except OSError as error:
+        raise StoreError(f"cannot read store file {path}: {error.strerror or error}") from None
+    if not header.startswith(SQLITE_MAGIC) or len(header) < 100:
+        raise StoreError(
+            f"{path} is not a SQLite database, so not a Treadle store; give the path of a "
+            "Treadle store or of a new file (the file was not modified)"
+        )
+    uri = f"file:{quote(str(path))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=DEFAULT_BUSY_TIMEOUT, isolation_level=None)
+    except sqlite3.Error as error:
+        raise StoreError(f"cannot open store file {path}: {error}") from None
+    try:
+        return _version_of(conn, path)
+    except sqlite3.DatabaseError as error:
+        raise StoreError(
+            f"{path} is damaged or not a Treadle store ({error}); restore it from a backup or "
+            "use another file (the file was not modified)"
+        ) from None
+    finally:
+        conn.close()
+
+
+def _version_of(conn: sqlite3.Connection, path: Path) -> int:
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        return 0
+    if "meta" not in tables:
+        raise StoreError(
+            f"{path} is a SQLite database of another application, not a Treadle store; use "
+            "another file (the file was not modified)"
+        )
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    version = meta.get("schema_version")
+    if meta.get("application") != APPLICATION or not str(version).isdigit():
+        raise StoreError(
+            f"{path} has a meta table but is not a Treadle store (application "
+            f"{meta.get('application')!r}, schema version {version!r}); use another file "
+            "(the file was not modified)"
+        )
+    found = int(str(version))
+    if found > schema_version():
+        raise StoreError(
+            f"{path} was written by a newer Treadle (store schema version {found}, this Treadle "
+            f"knows up to {schema_version()}); upgrade Treadle to open it (the file was not "
+            "modified)"
+        )
+    return found
+
+
+# -- connections -------------------------------------------------------------------------------
+
+
+class _Connection:
+    """A thread's connection; weak-referenceable (sqlite3.Connection is not) for ``close``."""
+
+    __slots__ = ("__weakref__", "conn", "pid")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.pid = os.getpid()
+
+
+def _icontains(payload: str | None, needle: str) -> bool:
+    return payload is not None and needle in payload.lower()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class SqliteEventStore:
+    """``EventStore`` in one SQLite file (see the module docstring for durability and locking).
+
+    Connections: one per thread (``threading.local``). WAL lets readers of other threads read
+    while one thread writes (a single shared connection would queue every read behind a
+    writer's fsync), and sqlite3 connections must not be used by two threads at once anyway.
+    A thread's connection closes when the thread ends; ``close`` closes those still open.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: str = "durable",
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        create: bool = True,
+    ) -> None:
+        if durability not in DURABILITY_MODES:
+            raise StoreError(
+                f"durability {durability!r} is unknown; use one of {', '.join(DURABILITY_MODES)}"
+            )
+        self.path = Path(path).expanduser().absolute()
+        self.durability = durability
+        self.url = f"sqlite:///{self.path}" + (
+            "" if durability == "durable" else "?durability=fast"
+        )
+        self._busy_timeout = float(busy_timeout)
+        self._synchronous = DURABILITY_MODES[durability]
+        self._local = threading.local()
+        self._connections: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        self._subscriptions: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        self._registry_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._closed = False
+        if not self.path.parent.is_dir():
+            raise StoreError(
+                f"cannot open store {self.url}: directory {self.path.parent} does not exist; "
+                "create it or fix the URL"
+            )
+        if not create and not self.path.exists():
+            raise StoreError(f"there is no store at {self.path}; check the --store URL")
+        if read_schema_version(self.path) < schema_version():
+            self._migrate()
+
+    # -- connections and schema -------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            # check_same_thread=False only so that `close` may close it from another thread.
+            conn = sqlite3.connect(
+                str(self.path),
+                timeout=self._busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=64,
+            )
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.execute("PRAGMA cache_size=-8192")  # KiB: 8 MiB of pages per connection
+            conn.create_function("treadle_icontains", 2, _icontains, deterministic=True)
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open store file {self.path}: {error}") from None
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        holder: _Connection | None = getattr(self._local, "holder", None)
+        if holder is not None and holder.pid == os.getpid():
+            return holder.conn
+        if self._closed:
+            raise StoreError(f"store {self.url} is closed; open it again with open_store(url)")
+        # A forked child gets a connection of its own: sharing the parent's is unsafe.
+        holder = _Connection(self._connect())
+        self._local.holder = holder
+        with self._registry_lock:
+            self._connections.add(holder)
+        return holder.conn
+
+    def _migrate(self) -> None:
+        conn = self._conn()
+        with self._errors():
+            deadline = time.monotonic() + self._busy_timeout
+            while True:
+                # Needs a moment with no other writer; SQLite may not wait by itself here.
+                try:
+                    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                    break
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+            if str(mode).lower() != "wal":
+                raise StoreError(f"cannot put {self.path} in WAL mode (got {mode!r})")
+        with self._writing() as conn:
+            # Read again under the write lock: another process may have created or upgraded it.
+            version = _version_of(conn, self.path)
+            for number in range(version, schema_version()):
+                MIGRATIONS[number](conn)
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(number + 1),)
+                )
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SQLite's errors as StoreErrors that say what to do."""
+        try:
+            yield
+        except sqlite3.OperationalError as error:
+            if "locked" in str(error) or "busy" in str(error):
+                raise StoreError(
+                    f"store {self.path} stayed locked by another writer for more than "
+                    f"{self._busy_timeout:g} s; retry, or find the process holding it"
+                ) from error
+            raise StoreError(f"store {self.path}: {error}") from error
+        except sqlite3.ProgrammingError as error:
+            if self._closed:
+                raise StoreError(f"store {self.url} is closed") from error
+            raise
+        except sqlite3.DatabaseError as error:
+            raise StoreError(
+                f"store {self.path} is damaged ({error}); run 'treadle store check --store "
+                f"{self.url}' and restore it from a backup"
+            ) from error
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding the thread lock and SQLite's write lock."""
+        with self._write_lock, self._errors():
+            conn = self._conn()
+            # IMMEDIATE takes the file's write lock now, so the reads below already see every
+            # commit of other writers (APPEND step 1) and nobody commits until we are done.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every statement in it sees the same snapshot."""
+        with self._errors():
+            conn = self._conn()
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close every connection of this store (call it when no thread uses the store)."""
+        self._closed = True
+        with self._registry_lock:
+            holders = list(self._connections) + list(self._subscriptions)
+            self._connections = weakref.WeakSet()
+        for holder in holders:
+            if holder.pid == os.getpid():
+                holder.conn.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> SqliteEventStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- conversations ----------------------------------------------------------------------
+
+    _CONVERSATION_COLUMNS = "id, title, created_at, updated_at, head_id, event_count, metadata"
+
+    def create_conversation(
+        self,
+        conversation_id: str | None = None,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ConversationInfo:
+        conversation_id = str(uuid.uuid4()) if conversation_id is None else conversation_id
+        if not conversation_id:
+            raise ValueError("a conversation id must not be empty; pass None for a fresh one")
+        metadata_text = metadata_json(metadata)
+        now = _now()
+        with self._writing() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO conversations (id, title, created_at, updated_at, metadata) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (conversation_id, title, now, now, metadata_text),
+                )
+            except sqlite3.IntegrityError:
+                raise ConversationExists(conversation_id) from None
+            return self._conversation_info(conn, conversation_id)
+
+    def get_conversation(self, conversation_id: str) -> ConversationInfo:
+        with self._errors():
+            return self._conversation_info(self._conn(), conversation_id)
+
+    def list_conversations(self, *, limit: int = 100, offset: int = 0) -> list[ConversationInfo]:
+        with self._errors():
+            rows = (
+                self._conn()
+                .execute(
+                    f"SELECT {self._CONVERSATION_COLUMNS} FROM conversations "
+                    "ORDER BY created_at, key LIMIT ? OFFSET ?",
+                    (limit, offset),
+                )
+                .fetchall()
+            )
+        return [_conversation_info(row) for row in rows]
+
+    def update_conversation(
+        self,
+        conversation_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> ConversationInfo:
+        metadata_text = None if metadata is None else metadata_json(metadata)
+        with self._writing() as conn:
+            updated = conn.execute(
+                "UPDATE conversations SET title = coalesce(?, title), "
+                "metadata = coalesce(?, metadata), updated_at = ? WHERE id = ?",
+                (title, metadata_text, _now(), conversation_id),
+            ).rowcount
+            if not updated:
+                raise ConversationNotFound(conversation_id)
+            return self._conversation_info(conn, conversation_id)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        with self._writing() as conn:
+            key = self._key(conn, conversation_id)
+            conn.execute("DELETE FROM events WHERE conversation = ?", (key,))
+            conn.execute("DELETE FROM conversations WHERE key = ?", (key,))
+
+    def _conversation_info(
+        self, conn: sqlite3.Connection, conversation_id: str
+    ) -> ConversationInfo:
+        row = conn.execute(
+            f"SELECT {self._CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return _conversation_info(row)
+
+    @staticmethod
+    def _key(conn: sqlite3.Connection, conversation_id: str) -> int:
+        row = conn.execute(
+            "SELECT key FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return int(row[0])
+
+    @staticmethod
+    def _conversation_row(
+        conn: sqlite3.Connection, conversation_id: str
+    ) -> tuple[int, int, str | None]:
+        row = conn.execute(
+            "SELECT key, event_count, head_id FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return int(row[0]), int(row[1]), row[2]
+
+    # -- writing ----------------------------------------------------------------------------
+
+    _INSERT = (
+        "INSERT INTO events (conversation, seq, id, parent_seq, branch, kind, source, "
+        "timestamp, time_us, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+
+    def append(self, conversation_id: str, event: Event, *, move_head: bool = True) -> int:
+        return self.append_batch(conversation_id, [event], move_head=move_head)[0]
+
+    def append_batch(
+        self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
+    ) -> list[int]:
+        events = list(events)
+        wanted = ids_to_look_up(events)
+        with self._writing() as conn:
+            # The count, head and last event's branch, read inside the transaction: another
+            # process may have appended since our last look, and nothing of it is cached.
+            row = conn.execute(
+                "SELECT c.key, c.event_count, c.head_id, (SELECT e.branch FROM events e WHERE "
+                "e.conversation = c.key AND e.seq = c.event_count - 1) "
+                "FROM conversations c WHERE c.id = ?",
+                (conversation_id,),
+            ).fetchone()
+            if row is None:
+                raise ConversationNotFound(conversation_id)
+            key, count, head, last_branch = row
+            if not events:
+                return []
+            stored = self._look_up(conn, key, wanted)
+            planned = plan_append(
+                conversation_id,
+                events,
+                next_seq=count,
+                stored={event_id: seq for event_id, (seq, _) in stored.items()},
+            )
+            branch_of = dict(stored.values())
+            if count:
+                branch_of[count - 1] = last_branch
+            tips: dict[int, int] = {}
+            rows = []
+            for item in planned:
+                seq, parent = item.seq, item.parent_seq
+                if parent is None:
+                    branch = seq
+                elif parent == seq - 1:
+                    branch = branch_of[parent]  # the last event has no child yet: a tip
+                else:
+                    branch = branch_of[parent]
+                    tip = tips.get(branch)
+                    if tip is None:
+                        tip = conn.execute(
+                            "SELECT max(seq) FROM events WHERE conversation = ? AND branch = ?",
+                            (key, branch),
+                        ).fetchone()[0]
+                    if tip != parent:
+                        branch = seq  # the parent already has a child: a fork
+                branch_of[seq] = branch
+                tips[branch] = seq
+                event = item.event
+                rows.append(
+                    (
+                        key,
+                        seq,
+                        event.id,
+                        -1 if parent is None else parent,
+                        branch,
+                        event.kind,
+                        event.source,
+                        event.timestamp,
+                        item.time_us,
+                        item.payload,
+                    )
+                )
+            try:
+                conn.executemany(self._INSERT, rows)
+            except sqlite3.IntegrityError as error:
+                # plan_append already refused duplicates; this only guards the unique index.
+                raise AppendError(
+                    "APPEND-DUP-ID", f"the store refused a duplicate: {error}", event_ids=wanted
+                ) from None
+            conn.execute(
+                "UPDATE conversations SET event_count = ?, head_id = ?, updated_at = ? "
+                "WHERE key = ?",
+                (count + len(rows), moved_head(events, head, move_head=move_head), _now(), key),
+            )
+        return [item.seq for item in planned]
+
+    @staticmethod
+    def _look_up(conn: sqlite3.Connection, key: int, ids: set[str]) -> dict[str, tuple[int, int]]:
+        """{id: (seq, branch)} of those ``ids`` already in the conversation."""
+        found: dict[str, tuple[int, int]] = {}
+        wanted = list(ids)
+        for start in range(0, len(wanted), _LOOKUP_CHUNK):
+            chunk = wanted[start : start + _LOOKUP_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for event_id, seq, branch in conn.execute(
+                f"SELECT id, seq, branch FROM events WHERE conversation = ? AND id IN ({marks})",
+                (key, *chunk),
+            ):
+                found[event_id] = (seq, branch)
+        return found
+
+    def set_head(self, conversation_id: str, event_id: str | None) -> None:
+        with self._writing() as conn:
+            key = self._key(conn, conversation_id)
+            if event_id is not None:
+                exists = conn.execute(
+                    "SELECT 1 FROM events WHERE conversation = ? AND id = ?", (key, event_id)
+                ).fetchone()
+                if exists is None:
+                    raise EventNotFound(conversation_id, event_id)
+            conn.execute(
+                "UPDATE conversations SET head_id = ?, updated_at = ? WHERE key = ?",
+                (event_id, _now(), key),
+            )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def head(self, conversation_id: str) -> str | None:
+        with self._errors():
+            return self._conversation_row(self._conn(), conversation_id)[2]
+
+    def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            row = conn.execute(
+                "SELECT seq, payload FROM events WHERE conversation = ? AND id = ?",
+                (key, event_id),
+            ).fetchone()
+        if row is None:
+            raise EventNotFound(conversation_id, event_id)
+        return _stored(row)
+
+    def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:
+        """Events with ``start_seq <= seq < end_seq``, in seq order."""
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT seq, payload FROM events WHERE conversation = ? AND seq >= ? AND seq < ? "
+                "ORDER BY seq",
+                (key, start_seq, end_seq),
+            ).fetchall()
+        return [_stored(row) for row in rows]
+
+    def path_to_root(
+        self, conversation_id: str, head_id: str | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """The active path root..head (TREE-PATH), or its last ``limit`` events: O(limit)."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        with self._reading() as conn:
+            key, _, stored_head = self._conversation_row(conn, conversation_id)
+            head_id = stored_head if head_id is None else head_id
+            if head_id is None:
+                return []
+            start = self._event_position(conn, conversation_id, key, head_id)
+            if limit == 0:
+                return []
+            payloads: list[str] = []
+            wanted = -1 if limit is None else limit
+            for branch, low, high in self._segments(conn, key, start):
+                rows = conn.execute(
+                    "SELECT payload FROM events WHERE conversation = ? AND branch = ? "
+                    "AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT ?",
+                    (key, branch, low, high, wanted if wanted < 0 else wanted - len(payloads)),
+                ).fetchall()
+                payloads.extend(payload for (payload,) in rows)
+                if wanted >= 0 and len(payloads) >= wanted:
+                    break
+        payloads.reverse()
+        return [event_from_json(payload) for payload in payloads]
+
+    @staticmethod
+    def _event_position(
+        conn: sqlite3.Connection, conversation_id: str, key: int, event_id: str
+    ) -> tuple[int, int]:
+        """(seq, branch) of ``event_id``; EventNotFound when it is not in the conversation."""
+        row = conn.execute(
+            "SELECT seq, branch FROM events WHERE conversation = ? AND id = ?", (key, event_id)
+        ).fetchone()
+        if row is None:
+            raise EventNotFound(conversation_id, event_id)
+        return int(row[0]), int(row[1])
+
+    @staticmethod
+    def _segments(
+        conn: sqlite3.Connection, key: int, start: tuple[int, int], floor: int = -1
+    ) -> Iterator[tuple[int, int, int]]:
+        """The path of the event at ``start`` = (seq, branch) as (branch, low seq, high seq)
+        segments from the head down, stopping once a segment reaches ``floor`` or below."""
+        high, branch = start
+        while True:
+            yield branch, branch, high
+            if branch <= floor:
+                return
+            # The segment's first event (seq == branch) hangs from the fork point below.
+            row = conn.execute(
+                "SELECT p.seq, p.branch FROM events c JOIN events p "
+                "ON p.conversation = c.conversation AND p.seq = c.parent_seq "
+                "WHERE c.conversation = ? AND c.seq = ?",
+                (key, branch),
+            ).fetchone()
+            if row is None:
+                return
+            fork, fork_branch = int(row[0]), int(row[1])
+            if fork >= branch or fork_branch > fork:
+                # Impossible for rows this store wrote (a parent precedes its child); a damaged
+                # file must not make the walk loop.
+                raise TreeError(
+                    "TREE-CYCLE",
+                    f"the stored parent of seq {branch} is seq {fork}, not an earlier event",
+                )
+            high, branch = fork, fork_branch
+
+    # -- search -----------------------------------------------------------------------------
+
+    def search(self, conversation_id: str, query: EventQuery) -> EventPage:
+        check_query(query)
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            rows = self._page_rows(conn, conversation_id, key, query, query.limit + 1)
+        return page_of([_stored(row) for row in rows], query.limit)
+
+    def count(self, conversation_id: str, query: EventQuery) -> int:
+        check_query(query)
+        with self._reading() as conn:
+            key, event_count, _ = self._conversation_row(conn, conversation_id)
+            if query.kinds is not None and not query.kinds:
+                return 0
+            if query.sources is not None and not query.sources:
+                return 0
+            conditions, params = _row_filters(query, index_hint=query.branch_head is not None)
+            low = -1 if query.after_seq is None else query.after_seq
+            high = event_count if query.before_seq is None else min(query.before_seq, event_count)
+            if query.branch_head is not None:
+                start = self._event_position(conn, conversation_id, key, query.branch_head)
+                total = 0
+                for branch, first, last in self._segments(conn, key, start, low):
+                    total += conn.execute(
+                        "SELECT count(*) FROM events WHERE conversation = ? AND branch = ? "
+                        f"AND seq BETWEEN ? AND ? AND seq > ? AND seq < ?{conditions}",
+                        (key, branch, first, last, low, high, *params),
+                    ).fetchone()[0]
+                return int(total)
+            if not conditions:
+                return max(0, high - low - 1)  # seqs are gap-free from 0
+            return int(
+                conn.execute(
+                    "SELECT count(*) FROM events WHERE conversation = ? AND seq > ? AND seq < ?"
+                    + conditions,
+                    (key, low, high, *params),
+                ).fetchone()[0]
+            )
+
+    def _page_rows(
+        self,
+        conn: sqlite3.Connection,
+        conversation_id: str,
+        key: int,
+        query: EventQuery,
+        fetch: int,
+    ) -> list[tuple[int, str]]:
+        """Up to ``fetch`` (seq, payload) rows of ``query`` in page order.
+
+        One index drives each page and the other filters are checked on its rows (``+column``
+        keeps SQLite from switching to another index and sorting every match): the branch's
+        segments, else one scan per kind (or per source) merged by seq, else the time index
+        when few events match, else the seq order itself.
+        """
+        if fetch <= 0:
+            return []
+        if (query.kinds is not None and not query.kinds) or (
+            query.sources is not None and not query.sources
+        ):
+            return []
+        desc = query.order == "desc"
+        low = -1 if query.after_seq is None else query.after_seq
+        high = 2**62 if query.before_seq is None else query.before_seq
+        order = "DESC" if desc else "ASC"
+        if query.branch_head is not None:
+            conditions, params = _row_filters(query, index_hint=True)
+            start = self._event_position(conn, conversation_id, key, query.branch_head)
+            segments = list(self._segments(conn, key, start, low))
+            if not desc:
+                segments.reverse()
+            rows: list[tuple[int, str]] = []
+            for branch, first, last in segments:
+                if last <= low or first >= high:
+                    continue
+                rows.extend(
+                    conn.execute(
+                        "SELECT seq, payload FROM events WHERE conversation = ? AND branch = ? "
+                        f"AND seq BETWEEN ? AND ? AND seq > ? AND seq < ?{conditions} "
+                        f"ORDER BY seq {order} LIMIT ?",
+                        (key, branch, first, last, low, high, *params, fetch - len(rows)),
+                    ).fetchall()
+                )
+                if len(rows) >= fetch:
+                    break
+            return rows
+        for column, values in (("kind", query.kinds), ("source", query.sources)):
+            if values is None:
+                continue
+            conditions, params = _row_filters(query, index_hint=True, driving=column)
+            scans = [
+                conn.execute(
+                    f"SELECT seq, payload FROM events WHERE conversation = ? AND {column} = ? "
+                    f"AND seq > ? AND seq < ?{conditions} ORDER BY seq {order} LIMIT ?",
+                    (key, value, low, high, *params, fetch),
+                ).fetchall()
+                for value in dict.fromkeys(values)
+            ]
+            if len(scans) == 1:
+                return scans[0]
+            merged = heapq.merge(*scans, key=lambda row: -row[0] if desc else row[0])
+            return list(merged)[:fetch]
+        conditions, params = _row_filters(query, index_hint=True)
+        if query.time_from is not None or query.time_to is not None:
+            candidates = self._time_candidates(conn, key, query, low, high)
+            if candidates is not None:
+                candidates.sort(reverse=desc)
+                text_conditions, text_params = _row_filters(
+                    EventQuery(text=query.text), index_hint=True
+                )
+                if not text_conditions:
+                    candidates = candidates[:fetch]  # all match: only the page is read
+                return conn.execute(
+                    "SELECT seq, payload FROM events WHERE conversation = ? AND seq IN "
+                    f"(SELECT value FROM json_each(?)){text_conditions} "
+                    f"ORDER BY seq {order} LIMIT ?",
+                    (key, json.dumps(candidates), *text_params, fetch),
+                ).fetchall()
+        return conn.execute(
+            "SELECT seq, payload FROM events WHERE conversation = ? AND seq > ? AND seq < ?"
+            f"{conditions} ORDER BY seq {order} LIMIT ?",
+            (key, low, high, *params, fetch),
+        ).fetchall()
+
+    @staticmethod
+    def _time_candidates(
+        conn: sqlite3.Connection, key: int, query: EventQuery, low: int, high: int
+    ) -> list[int] | None:
+        """Seqs in the time range (from the time index alone) when at most _TIME_PROBE match;
+        None when more do, and a scan in seq order meets them soon enough."""
+        lower = -(2**62) if query.time_from is None else time_us(query.time_from)
+        upper = 2**62 if query.time_to is None else time_us(query.time_to)
+        rows = conn.execute(
+            "SELECT seq FROM events INDEXED BY events_by_time WHERE conversation = ? "
+            "AND time_us >= ? AND time_us < ? AND seq > ? AND seq < ? LIMIT ?",
+            (key, lower, upper, low, high, _TIME_PROBE + 1),
+        ).fetchall()
+        if len(rows) > _TIME_PROBE:
+            return None
+        return [seq for (seq,) in rows]
+
+    # -- live -------------------------------------------------------------------------------
+
+    def subscribe(
+        self, conversation_id: str, after_seq: int = -1, *, poll_interval: float = 0.05
+    ) -> Iterator[StoredEvent]:
+        """Events after ``after_seq``, then new ones as any thread or process appends them.
+
+        Rows are read by ``seq > last yielded`` (no duplicate); commits are atomic and seqs
+        gap-free, so no gap either. ``data_version`` is read before each read of rows, so an
+        append committed after that read changes it and is never waited past. Close the
+        generator to stop.
+        """
+        with self._errors():
+            key = self._key(self._conn(), conversation_id)  # fail now, not at the first next()
+        return self._follow(key, after_seq, poll_interval)
+
+    def _follow(self, key: int, after_seq: int, poll_interval: float) -> Iterator[StoredEvent]:
+        # A connection of its own: data_version only moves for commits of *other* connections,
+        # and this thread's connection may be the one appending.
+        holder = _Connection(self._connect())
+        with self._registry_lock:
+            self._subscriptions.add(holder)
+        conn = holder.conn
+        last = after_seq
+        try:
+            while not self._closed:
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+                rows = conn.execute(
+                    "SELECT seq, payload FROM events WHERE conversation = ? AND seq > ? "
+                    "ORDER BY seq LIMIT ?",
+                    (key, last, _SUBSCRIBE_BATCH),
+                ).fetchall()
+                for row in rows:
+                    stored = _stored(row)
+                    last = stored.seq
+                    yield stored
+                if len(rows) == _SUBSCRIBE_BATCH:
+                    continue  # more are stored already: read on before waiting
+                while not self._closed:
+                    time.sleep(poll_interval)
+                    if conn.execute("PRAGMA data_version").fetchone()[0] != version:
+                        break
+                exists = conn.execute(
+                    "SELECT 1 FROM conversations WHERE key = ?", (key,)
+                ).fetchone()
+                if exists is None:
+                    return  # the conversation was deleted: nothing more will come
+        except sqlite3.ProgrammingError:
+            if not self._closed:
+                raise  # closed under us by store.close(): end quietly
+        finally:
+            with self._registry_lock:
+                self._subscriptions.discard(holder)
+            if holder.pid == os.getpid():
+                conn.close()
+
+    # -- maintenance (not in the EventStore protocol; used by the CLI and the benchmark) -----
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's own check of the file: [] when sound, else its findings."""
+        with self._errors():
+            rows = self._conn().execute("PRAGMA integrity_check").fetchall()
+        findings = [str(row[0]) for row in rows]
+        return [] if findings == ["ok"] else findings
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file and truncate it (the file then holds everything)."""
+        with self._errors():
+            self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def file_size(self) -> int:
+        """Bytes of the store file plus its WAL."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        return self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _row_filters(
+    query: EventQuery, *, index_hint: bool, driving: str | None = None
+) -> tuple[str, list[Any]]:
+    """SQL conditions (each starting with " AND ") and parameters for the filters of ``query``
+    other than the conversation, seq cursors, branch and the ``driving`` column.
+
+    With ``index_hint``, columns are written ``+column`` so that SQLite keeps to the index the
+    caller chose for the page order instead of another one.
+    """
+    plus = "+" if index_hint else ""
+    conditions: list[str] = []
+    params: list[Any] = []
+    for column, values in (("kind", query.kinds), ("source", query.sources)):
+        if values is not None and column != driving:
+            distinct = list(dict.fromkeys(values))
+            conditions.append(f"{plus}{column} IN ({','.join('?' * len(distinct))})")
+            params.extend(distinct)
+    if query.time_from is not None:
+        conditions.append(f"{plus}time_us >= ?")
+        params.append(time_us(query.time_from))
+    if query.time_to is not None:
+        conditions.append(f"{plus}time_us < ?")
+        params.append(time_us(query.time_to))
+    if query.text is not None:
+        needle = query.text.lower()
+        if needle.isascii():
+            # SQLite's lower() folds ASCII only, which is all an ASCII needle can match.
+            conditions.append("instr(lower(payload), ?) > 0")
+        else:
+            conditions.append("treadle_icontains(payload, ?)")
+        params.append(needle)
+    return "".join(f" AND {condition}" for condition in conditions), params
+
+
+def _stored(row: Sequence[Any]) -> StoredEvent:
+    return StoredEvent(seq=int(row[0]), event=event_from_json(row[1]))
+
+
+def _conversation_info(row: Sequence[Any]) -> ConversationInfo:
+    return ConversationInfo(
+        id=row[0],
+        title=row[1],
+        created_at=datetime.fromisoformat(row[2]),
+        updated_at=datetime.fromisoformat(row[3]),
+        head_id=row[4],
+        event_count=int(row[5]),
+        metadata=json.loads(row[6]),
+    )
+
+
+__all__ = [
+    "DURABILITY_MODES",
+    "MIGRATIONS",
+    "SqliteEventStore",
+    "read_schema_version",
+    "schema_version",
+]
