@@ -180,9 +180,14 @@ class _Listener:
 class PostgresEventStore:
     """``EventStore`` over one schema of a PostgreSQL database (see ``parse_postgres_url``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, durability: str | None = None) -> None:
+        """``durability`` overrides the URL's (``open_store(url, durability=...)``)."""
         self.url = url
         self._conninfo, self.schema, self.durability = parse_postgres_url(url)
+        if durability is not None:
+            if durability not in DURABILITY_MODES:
+                raise StoreError(f"durability {durability!r} is unknown; use {DURABILITY_MODES}")
+            self.durability = durability
         self._pool = _Pool(self._connect)
         self._listeners: set[_Listener] = set()
         self._listeners_lock = threading.Lock()
@@ -190,7 +195,8 @@ class PostgresEventStore:
 
     # -- connections and schema -----------------------------------------------------------
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self, role: str = "store") -> psycopg.Connection[Any]:
+        # application_name lets an operator see in pg_stat_activity who holds what.
         # synchronous_commit is set, not inherited: a server default of "off" must not quietly
         # turn "durable" into "fast".
         commit = "on" if self.durability == "durable" else "off"
@@ -198,6 +204,7 @@ class PostgresEventStore:
             return psycopg.connect(
                 self._conninfo,
                 autocommit=True,
+                application_name=f"treadle-{role}:{self.schema}",
                 options=f"-c search_path={self.schema} -c synchronous_commit={commit}",
             )
         except psycopg.OperationalError as error:
@@ -511,7 +518,7 @@ class PostgresEventStore:
     def _follow(
         self, conversation_id: str, key: int, after_seq: int, poll_interval: float
     ) -> Iterator[StoredEvent]:
-        listener = _Listener(self._connect())
+        listener = _Listener(self._connect("subscribe"))
         with self._listeners_lock:
             self._listeners.add(listener)
         last = after_seq

@@ -1,0 +1,296 @@
+"""What only the PostgreSQL backend has: URL parameters, schema versions and migrations, the
+row lock across processes, LISTEN/NOTIFY across processes, closing under a subscriber."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from urllib.parse import parse_qsl, urlsplit
+
+import psycopg
+import pytest
+
+from treadle.errors import AppendError
+from treadle.events.model import ROOT, MessageEvent
+from treadle.store import postgres
+from treadle.store.base import StoreError
+from treadle.store.postgres import SCHEMA_VERSION, PostgresEventStore, parse_postgres_url
+
+pytestmark = pytest.mark.postgres
+
+
+def _schema(url: str) -> str:
+    return dict(parse_qsl(urlsplit(url).query))["schema"]
+
+
+def _admin(url: str) -> psycopg.Connection:
+    conninfo, schema, _ = parse_postgres_url(url)
+    return psycopg.connect(conninfo, autocommit=True, options=f"-c search_path={schema}")
+
+
+def msg(event_id: str, parent: str | None = None, text: str = "") -> MessageEvent:
+    return MessageEvent(id=event_id, source="user", text=text or event_id, parent_id=parent)
+
+
+def _run_children(script: str, *args: str, count: int) -> list[subprocess.Popen[str]]:
+    code = textwrap.dedent(script)
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", code, *args, str(index)], stdout=subprocess.PIPE, text=True
+        )
+        for index in range(count)
+    ]
+
+
+# -- URL ------------------------------------------------------------------------------------
+
+
+def test_url_parameters_are_taken_out_before_connecting():
+    conninfo, schema, durability = parse_postgres_url(
+        "postgresql://postgres@127.0.0.1:5432/test?schema=abc_1&connect_timeout=5&durability=fast"
+    )
+    assert (schema, durability) == ("abc_1", "fast")
+    assert conninfo == "postgresql://postgres@127.0.0.1:5432/test?connect_timeout=5"
+    assert parse_postgres_url("postgres://h/db")[1:] == ("treadle", "durable")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://h/db?schema=Bad-Name",
+        "postgresql://h/db?schema=x;DROP",
+        "postgresql://h/db?durability=sometimes",
+        "mysql://h/db",
+    ],
+)
+def test_bad_url_parameters_are_refused_with_what_to_do(url):
+    with pytest.raises(StoreError, match=r"use|write"):
+        parse_postgres_url(url)
+
+
+def test_schema_from_the_url_is_created_and_reopened(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("a", ROOT))
+    with _admin(postgres_url) as conn:
+        tables = {
+            name
+            for (name,) in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (_schema(postgres_url),)
+            )
+        }
+    assert tables == {"meta", "conversations", "events"}
+    with PostgresEventStore(postgres_url) as store:
+        assert [e.id for e in store.path_to_root("c")] == ["a"]
+
+
+def test_durability_modes_set_synchronous_commit(postgres_url):
+    for mode, expected in (("durable", "on"), ("fast", "off")):
+        url = f"{postgres_url}&durability={mode}"
+        with PostgresEventStore(url) as store, store._pool.connection() as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone() == (expected,)
+
+
+# -- schema versions ------------------------------------------------------------------------
+
+
+def test_newer_schema_version_is_refused_and_not_modified(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("a", ROOT))
+    newer = str(SCHEMA_VERSION + 1)
+    with _admin(postgres_url) as conn:
+        conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (newer,))
+    with pytest.raises(StoreError, match=r"newer Treadle.*not modified"):
+        PostgresEventStore(postgres_url)
+    with _admin(postgres_url) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchall() == [(newer,)]
+        assert conn.execute("SELECT id FROM events").fetchall() == [("a",)]
+
+
+def test_older_store_is_migrated_forward_keeping_its_events(postgres_url, monkeypatch):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("a", ROOT))
+    step = ("ALTER TABLE conversations ADD COLUMN archived boolean NOT NULL DEFAULT false",)
+    monkeypatch.setattr(postgres, "MIGRATIONS", [*postgres.MIGRATIONS, step])
+    monkeypatch.setattr(postgres, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    with PostgresEventStore(postgres_url) as store:
+        assert [e.id for e in store.path_to_root("c")] == ["a"]
+    with _admin(postgres_url) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION + 1),)
+        assert conn.execute("SELECT archived FROM conversations").fetchone() == (False,)
+
+
+def test_a_schema_holding_other_tables_is_not_taken_over(postgres_url):
+    with psycopg.connect(parse_postgres_url(postgres_url)[0], autocommit=True) as conn:
+        schema = _schema(postgres_url)
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".invoices (id int)')
+    with pytest.raises(StoreError, match="not a Treadle store"):
+        PostgresEventStore(postgres_url)
+
+
+def test_concurrent_first_opens_create_the_schema_once(postgres_url):
+    errors: list[BaseException] = []
+
+    def open_once() -> None:
+        try:
+            PostgresEventStore(postgres_url).close()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=open_once) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+# -- the row lock across processes ------------------------------------------------------------
+
+_APPENDER = """
+    import json, random, sys
+    from treadle.errors import AppendError
+    from treadle.events.model import MessageEvent
+    from treadle.store.postgres import PostgresEventStore
+    url, count, worker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    store = PostgresEventStore(url)
+    rng = random.Random(worker)
+    known = ["r"]
+    for n in range(count):
+        # explicit parents among events this worker saw, or the legacy rule
+        parent = rng.choice([None, *known[-5:]])
+        event = MessageEvent(id=f"w{worker}-{n}", source="user", text="x", parent_id=parent)
+        seq = store.append("c", event)
+        known.append(event.id)
+        print(json.dumps([event.id, seq]), flush=True)
+    try:  # every worker races for this one id: exactly one may win
+        print(json.dumps(["contested", store.append("c", MessageEvent(id="contested", source="user"))]))
+    except AppendError as error:
+        assert error.contract == "APPEND-DUP-ID", error
+    store.close()
+"""
+
+
+def test_processes_appending_concurrently_get_gap_free_unique_seqs(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("r", ROOT))
+        children = _run_children(_APPENDER, postgres_url, "300", count=3)
+        acknowledged: dict[str, int] = {}
+        for child in children:
+            out, _ = child.communicate(timeout=300)
+            assert child.returncode == 0
+            for line in out.splitlines():
+                event_id, seq = json.loads(line)
+                assert event_id not in acknowledged
+                acknowledged[event_id] = seq
+        assert sum(1 for event_id in acknowledged if event_id == "contested") == 1
+        assert len(acknowledged) == 3 * 300 + 1
+        total = 1 + len(acknowledged)
+        stored = store.get_range("c", 0, total + 10)
+        assert [s.seq for s in stored] == list(range(total))
+        assert {s.event.id: s.seq for s in stored[1:]} == acknowledged
+        assert store.get_conversation("c").event_count == total
+        # every walk ends at the root: no missing parent, no cycle
+        for s in stored[-20:]:
+            assert store.path_to_root("c", s.event.id)[0].id == "r"
+
+
+def test_a_refused_batch_leaves_nothing_behind(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("a", ROOT))
+        with pytest.raises(AppendError) as refused:
+            store.append_batch("c", [msg("b", "a"), msg("c", "nowhere")])
+        assert refused.value.contract == "APPEND-NO-PARENT"
+        assert store.get_conversation("c").event_count == 1
+        assert store.head("c") == "a"
+        assert store.append("c", msg("b", "a")) == 1  # the seq was not burnt
+
+
+# -- LISTEN/NOTIFY across processes ----------------------------------------------------------
+
+_LATE_APPENDER = """
+    import sys, time
+    from treadle.events.model import MessageEvent
+    from treadle.store.postgres import PostgresEventStore
+    url, count = sys.argv[1], int(sys.argv[2])
+    store = PostgresEventStore(url)
+    for n in range(count):
+        time.sleep(0.02)
+        store.append_batch("c", [MessageEvent(id=f"n{n}-{k}", source="agent") for k in range(2)])
+    store.close()
+"""
+
+
+def test_subscriber_sees_another_process_appends_woken_by_notify(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.create_conversation("other")
+        store.append_batch("c", [msg("a", ROOT), msg("b")])
+        # A poll of 60 s: events arriving within the deadline prove NOTIFY woke the reader.
+        stream = store.subscribe("c", after_seq=0, poll_interval=60)
+        first = next(stream)
+        assert (first.seq, first.event.id) == (1, "b")
+        [child] = _run_children(_LATE_APPENDER, postgres_url, "15", count=1)
+        store.append("other", msg("elsewhere", ROOT))  # another conversation's traffic
+        started = time.monotonic()
+        received = [next(stream) for _ in range(30)]
+        waited = time.monotonic() - started
+        child.communicate(timeout=60)
+        stream.close()
+    assert child.returncode == 0
+    assert [s.seq for s in received] == list(range(2, 32))
+    assert [s.event.id for s in received] == [f"n{n}-{k}" for n in range(15) for k in range(2)]
+    assert waited < 30, "events arrived only by the safety-net poll: NOTIFY did not wake us"
+
+
+def test_subscribe_to_a_missing_conversation_fails_at_once(postgres_url):
+    from treadle.store.base import ConversationNotFound
+
+    with PostgresEventStore(postgres_url) as store, pytest.raises(ConversationNotFound):
+        store.subscribe("nope")
+
+
+def test_closing_the_store_ends_a_waiting_subscriber(postgres_url):
+    store = PostgresEventStore(postgres_url)
+    store.create_conversation("c")
+    seen: list[int] = []
+    stream = store.subscribe("c", poll_interval=0.05)
+    reader = threading.Thread(target=lambda: seen.extend(s.seq for s in stream))
+    reader.start()
+    store.append("c", msg("a", ROOT))
+    time.sleep(0.3)
+    assert _subscriber_connections(postgres_url) == 1
+    store.close()
+    reader.join(timeout=10)
+    assert not reader.is_alive()
+    assert seen == [0]
+    assert _subscriber_connections(postgres_url) == 0
+
+
+def _subscriber_connections(url: str) -> int:
+    with _admin(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+            (f"treadle-subscribe:{_schema(url)}",),
+        ).fetchone()
+    return row[0]
+
+
+def test_a_closed_stream_releases_its_connection(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("a", ROOT))
+        stream = store.subscribe("c")
+        next(stream)
+        assert _subscriber_connections(postgres_url) == 1
+        stream.close()
+        assert _subscriber_connections(postgres_url) == 0
