@@ -1,0 +1,135 @@
+"""The tool interface: arguments model, executor, result, the context a tool runs in, and the
+typed error a bad call becomes (the agent turns it into an agent-error event for the model)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from treadle.errors import TreadleError
+from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent
+from treadle.runtime.secrets import Secrets
+from treadle.runtime.tools.schema import parameters_schema
+from treadle.runtime.workspace.base import Workspace
+
+ToolCallErrorReason = Literal["unknown_tool", "invalid_arguments", "tool_error"]
+
+
+class ToolCallError(TreadleError):
+    """A call the model can fix: unknown tool, invalid arguments, or the tool's ValueError.
+
+    ``message`` is written for the model (what was wrong, what to send instead); the agent
+    records it as an ``AgentErrorEvent`` answering the call (``to_agent_error``).
+    """
+
+    def __init__(self, tool_name: str, reason: ToolCallErrorReason, message: str) -> None:
+        self.tool_name = tool_name
+        self.reason = reason
+        self.message = message
+        super().__init__(message)
+
+    def to_agent_error(self, action: ActionEvent, **fields: Any) -> AgentErrorEvent:
+        """The agent-error event answering ``action``; ``fields`` may set parent_id etc."""
+        return AgentErrorEvent(
+            tool_call_id=action.tool_call_id,
+            tool_name=action.tool_name,
+            action_id=action.id,
+            error=self.message,
+            **fields,
+        )
+
+
+class ToolArguments(BaseModel):
+    """Base of every tool's arguments model. Unknown parameters are refused, so a misspelt
+    optional parameter is reported to the model instead of being silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns; the agent records it as an ``ObservationEvent`` (``to_observation``).
+
+    ``is_error`` means the tool could not do what was asked (e.g. a timeout), not that a command
+    reported failure (that is in ``data``, e.g. ``exit_code``). ``ends_turn`` is set by ``finish``.
+    """
+
+    content: str
+    is_error: bool = False
+    data: Mapping[str, Any] = field(default_factory=dict)
+    ends_turn: bool = False
+    image_urls: tuple[str, ...] = ()
+
+    def to_observation(self, action: ActionEvent, **fields: Any) -> ObservationEvent:
+        """The observation answering ``action`` (LINK-ID); ``fields`` may set parent_id etc."""
+        return ObservationEvent(
+            action_id=action.id,
+            tool_call_id=action.tool_call_id,
+            tool_name=action.tool_name,
+            content=self.content,
+            is_error=self.is_error,
+            data=dict(self.data),
+            image_urls=self.image_urls,
+            **fields,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Where and for whom a tool runs. Stateful tools (terminal, undo history, task list) keep
+    their state per ``conversation_id`` (and workspace), so one tool instance can serve many."""
+
+    workspace: Workspace
+    secrets: Secrets = field(default_factory=Secrets)
+    conversation_id: str = "default"
+
+
+ArgsT = TypeVar("ArgsT", bound=ToolArguments)
+
+
+class Tool(ABC, Generic[ArgsT]):
+    """A tool the model can call: a name, a description, an arguments model and an executor.
+
+    Subclasses set the attributes below as class attributes (or per instance, for tools made at
+    run time such as MCP tools) and implement ``run``. ``run`` raises ValueError for a call the
+    model can fix; anything else is a real failure and propagates.
+    """
+
+    name: str
+    description: str
+    arguments_model: type[ToolArguments]
+    parallel_safe: bool = False
+    """True when concurrent calls (in one batch) are safe; the tool handles its own locking."""
+
+    def risky(self, arguments: ArgsT) -> bool:
+        """A hint for the 'risky' confirmation policy: may this call change or leak anything?"""
+        return False
+
+    @abstractmethod
+    def run(self, arguments: ArgsT, context: ToolContext) -> ToolResult:
+        """Execute one validated call."""
+
+    def parameters_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments, self-contained (no $ref) for any provider."""
+        return parameters_schema(self.arguments_model)
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The tool as an OpenAI chat-completions ``tools`` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters_schema(),
+            },
+        }
+
+    def close(self) -> None:
+        """Release what the tool holds (processes, connections). Safe to call twice."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"

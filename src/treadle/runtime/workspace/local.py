@@ -1,0 +1,83 @@
+"""A local folder as the workspace: file tools act inside it and the terminal starts in it.
+
+A local workspace is NO isolation. ``resolve`` keeps the file editor inside the folder, but the
+terminal runs a real bash as the current user: it can read, change or delete anything that user
+can, anywhere on the machine. Use a sandbox (a container, a VM, a remote workspace) for isolation.
+"""
+
+from __future__ import annotations
+
+import os.path
+from pathlib import Path
+
+from treadle.runtime.workspace.base import (
+    PathOutsideWorkspaceError,
+    WorkspaceError,
+    WorkspacePathError,
+)
+
+
+class LocalWorkspace:
+    """A folder on this machine. Relative paths are taken from ``root``; absolute paths must
+    lie inside it; symlinks are followed before the check, so a link cannot lead out."""
+
+    def __init__(
+        self, root: str | Path, *, state_dir: str | Path | None = None, create: bool = False
+    ) -> None:
+        path = Path(root).expanduser()
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            raise WorkspaceError(
+                f"workspace folder {path} does not exist: create it first or pass create=True"
+            )
+        if not path.is_dir():
+            raise WorkspaceError(f"workspace {path} is not a folder: give a directory")
+        self._root = path.resolve()
+        self._state_dir = Path(state_dir).expanduser().resolve() if state_dir else None
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
+    def state_dir(self) -> Path | None:
+        return self._state_dir
+
+    def resolve(self, path: str | Path) -> Path:
+        text = str(path)
+        if not text.strip():
+            raise WorkspacePathError("the path is empty: give a file or folder in the workspace")
+        if "\0" in text:
+            raise WorkspacePathError(f"the path {text!r} contains a NUL byte")
+        candidate = Path(text)
+        if not candidate.is_absolute():
+            candidate = self._root / candidate
+        # strict=False: a file about to be created need not exist, but every existing
+        # component (symlinks included) is resolved, so an escaping link is seen here.
+        try:
+            resolved = candidate.resolve(strict=False)
+        except (RuntimeError, OSError) as error:  # a symlink loop (RuntimeError before 3.13)
+            raise WorkspacePathError(f"the path {text!r} cannot be resolved: {error}") from None
+        if resolved != self._root and not resolved.is_relative_to(self._root):
+            lexical = Path(os.path.normpath(candidate))
+            how = (
+                "a symlink inside it leads to"
+                if lexical == self._root or lexical.is_relative_to(self._root)
+                else "it resolves to"
+            )
+            raise PathOutsideWorkspaceError(
+                f"{text!r} is outside the workspace {self._root} ({how} {resolved}); "
+                "use a path inside the workspace (relative paths start at its root)"
+            )
+        return resolved
+
+    def display(self, path: Path) -> str:
+        if path == self._root:
+            return "."
+        if path.is_relative_to(self._root):
+            return str(path.relative_to(self._root))
+        return str(path)
+
+    def __repr__(self) -> str:
+        return f"LocalWorkspace({str(self._root)!r})"
