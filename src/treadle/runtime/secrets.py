@@ -93,6 +93,21 @@ class Secrets:
             return text
         return pattern.sub(lambda match: f"<secret:{by_value[match.group(0)]}>", text)
 
+    def mask_around_cut(self, before: str, after: str) -> tuple[str, str]:
+        """Mask the two sides of a cut in a text (truncated output), including a secret the cut
+        split: its start ending ``before`` or its end starting ``after`` (4 characters or more)."""
+        before, after = self.mask(before), self.mask(after)
+        for name, value in self.env().items():
+            for length in range(len(value) - 1, MIN_SECRET_LENGTH - 1, -1):
+                if before.endswith(value[:length]):
+                    before = before[:-length] + f"<secret:{name}>"
+                    break
+            for length in range(len(value) - 1, MIN_SECRET_LENGTH - 1, -1):
+                if after.startswith(value[-length:]):
+                    after = f"<secret:{name}>" + after[length:]
+                    break
+        return before, after
+
     def mask_json(self, value: Any) -> Any:
         """A copy of a JSON value with every string (keys too) masked."""
         if isinstance(value, str):

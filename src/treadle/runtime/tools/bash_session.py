@@ -72,16 +72,26 @@ class BashSessionError(TreadleError):
 
 @dataclass(frozen=True, slots=True)
 class CommandOutcome:
-    """What one command did. ``exit_code`` and ``cwd`` are None when the shell did not report
-    them (it exited, or had to be killed); ``shell_alive`` False means the next command needs a
-    new session."""
+    """What one command did. Its output is ``head`` alone, or ``head`` and ``tail`` around
+    ``truncated_bytes`` cut from the middle. ``exit_code`` and ``cwd`` are None when the shell
+    did not report them (it exited, or had to be killed); ``shell_alive`` False means the next
+    command needs a new session."""
 
-    output: str
+    head: str
+    tail: str
     exit_code: int | None
     cwd: str | None
     timed_out: bool
     truncated_bytes: int
+    total_bytes: int
     shell_alive: bool
+
+    @property
+    def output(self) -> str:
+        """The output as the model reads it, with a note where bytes were cut."""
+        if not self.truncated_bytes:
+            return self.head
+        return self.head + truncation_note(self.truncated_bytes, self.total_bytes) + self.tail
 
 
 class _BoundedOutput:
@@ -130,7 +140,7 @@ class _BoundedOutput:
         return bytes(self._head), kept, self._dropped + len(rest) - len(kept)
 
 
-def _truncation_note(cut: int, total: int) -> str:
+def truncation_note(cut: int, total: int) -> str:
     return (
         f"\n[... {cut} bytes of output cut here ({total} bytes in all); to see them, redirect "
         "the output to a file and read parts of it with head, tail, grep or sed -n ...]\n"
@@ -232,20 +242,24 @@ class BashSession:
             head, tail, cut = output.body()
             self.close()  # waits for bash, so its exit status is known below
             return CommandOutcome(
-                output=_render(head, tail, cut),
+                head=_decode(head),
+                tail=_decode(tail),
                 exit_code=None if timed_out else self._process.returncode,
                 cwd=None,
                 timed_out=timed_out,
                 truncated_bytes=cut,
+                total_bytes=len(head) + cut + len(tail),
                 shell_alive=False,
             )
         head, tail, cut = output.body(match.start())
         return CommandOutcome(
-            output=_render(head, tail, cut),
+            head=_decode(head),
+            tail=_decode(tail),
             exit_code=int(match.group(1)),
             cwd=match.group(2).decode("utf-8", "replace"),
             timed_out=timed_out,
             truncated_bytes=cut,
+            total_bytes=len(head) + cut + len(tail),
             shell_alive=True,
         )
 
@@ -336,17 +350,10 @@ class BashSession:
         return bytes(collected)
 
 
-def _render(head: bytes, tail: bytes, cut: int) -> str:
-    """Decoded output, with a note where bytes were cut. (The newline the marker printed before
-    itself is part of the marker pattern, so the command's own last newline is kept as it was.)"""
-    if not cut:
-        return head.decode("utf-8", "replace")
-    total = len(head) + cut + len(tail)
-    return (
-        head.decode("utf-8", "replace")
-        + _truncation_note(cut, total)
-        + tail.decode("utf-8", "replace")
-    )
+def _decode(data: bytes) -> str:
+    # The newline the marker printed before itself is part of the marker pattern, so the
+    # command's own output (last newline included) is kept exactly.
+    return data.decode("utf-8", "replace")
 
 
 def _terminate(process: subprocess.Popen[bytes], fd: int, tmpdir: Path) -> None:

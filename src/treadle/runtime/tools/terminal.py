@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator
 
+from treadle.runtime.secrets import Secrets
 from treadle.runtime.tools.base import Tool, ToolArguments, ToolContext, ToolResult
 from treadle.runtime.tools.bash_session import (
     DEFAULT_MAX_OUTPUT_BYTES,
     BashSession,
     CommandOutcome,
+    truncation_note,
 )
 
 DEFAULT_TIMEOUT = 120.0
@@ -107,7 +109,7 @@ class TerminalTool(Tool[TerminalArguments]):
             outcome = slot.session.run(arguments.command, timeout)
             if not outcome.shell_alive:
                 slot.session = None
-        return _result(outcome, timeout, notes)
+        return _result(outcome, timeout, notes, context.secrets)
 
     def close(self) -> None:
         with self._lock:
@@ -120,10 +122,17 @@ class TerminalTool(Tool[TerminalArguments]):
                     slot.session = None
 
 
-def _result(outcome: CommandOutcome, timeout: float, notes: list[str]) -> ToolResult:
+def _result(
+    outcome: CommandOutcome, timeout: float, notes: list[str], secrets: Secrets
+) -> ToolResult:
+    output = outcome.output
+    if outcome.truncated_bytes:
+        # The tool boundary masks whole secrets; only here is a secret split by the cut known.
+        head, tail = secrets.mask_around_cut(outcome.head, outcome.tail)
+        output = head + truncation_note(outcome.truncated_bytes, outcome.total_bytes) + tail
     lines = [*notes]
-    if outcome.output:
-        lines.append(outcome.output.removesuffix("\n"))
+    if output:
+        lines.append(output.removesuffix("\n"))
     if outcome.timed_out and outcome.shell_alive:
         lines.append(
             f"[timed out after {timeout:g} s: the command was interrupted "

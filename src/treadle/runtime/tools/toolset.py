@@ -3,7 +3,7 @@ model, execution, ValueError -> ``ToolCallError``, and secrets masked before the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -91,7 +91,7 @@ class ToolSet(Mapping[str, Tool[Any]]):
                 "invalid_arguments",
                 mask(
                     f"The arguments of this {tool_name} call are not a JSON object "
-                    f"(got {_shorten(shown)}). Send one JSON object with the parameters: "
+                    f"(got {_shorten(shown, mask)}). Send one JSON object with the parameters: "
                     f"{summary}."
                 ),
             )
@@ -99,7 +99,7 @@ class ToolSet(Mapping[str, Tool[Any]]):
             # Event arguments are frozen (tuples for lists); the model wants plain JSON.
             return tool.arguments_model.model_validate(thaw(dict(arguments)))
         except ValidationError as error:
-            problems = "; ".join(_describe(detail) for detail in error.errors())
+            problems = "; ".join(_describe(detail, mask) for detail in error.errors())
             raise ToolCallError(
                 tool_name,
                 "invalid_arguments",
@@ -171,14 +171,15 @@ def _identity(text: str) -> str:
     return text
 
 
-def _shorten(value: Any) -> str:
-    text = repr(value)
+def _shorten(value: Any, mask: Callable[[str], str]) -> str:
+    # Masked before shortening: a cut must not leave part of a secret readable.
+    text = mask(repr(value))
     if len(text) > _MAX_ECHOED_INPUT:
         text = text[: _MAX_ECHOED_INPUT - 1] + "…"
     return text
 
 
-def _describe(detail: ErrorDetails) -> str:
+def _describe(detail: ErrorDetails, mask: Callable[[str], str]) -> str:
     """One pydantic error in words a model can act on: where, what, and the value it got."""
     where = ".".join(str(part) for part in detail["loc"]) or "arguments"
     kind = detail["type"]
@@ -189,4 +190,4 @@ def _describe(detail: ErrorDetails) -> str:
     message = detail["msg"].removeprefix("Value error, ")
     if kind == "value_error" and not detail["loc"]:
         return message
-    return f"{where}: {message} (got {_shorten(detail.get('input'))})"
+    return f"{where}: {message} (got {_shorten(detail.get('input'), mask)})"
