@@ -109,6 +109,11 @@ class Tool(ABC, Generic[ArgsT]):
         """A hint for the 'risky' confirmation policy: may this call change or leak anything?"""
         return False
 
+    def parse_arguments(self, arguments: dict[str, Any]) -> ArgsT:
+        """The call's JSON arguments as this tool's model. Raises pydantic's ValidationError
+        (or a ValueError saying what is wrong) for arguments the model must fix."""
+        return self.arguments_model.model_validate(arguments)  # type: ignore[return-value]
+
     @abstractmethod
     def run(self, arguments: ArgsT, context: ToolContext) -> ToolResult:
         """Execute one validated call."""

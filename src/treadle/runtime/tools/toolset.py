@@ -97,14 +97,16 @@ class ToolSet(Mapping[str, Tool[Any]]):
             )
         try:
             # Event arguments are frozen (tuples for lists); the model wants plain JSON.
-            return tool.arguments_model.model_validate(thaw(dict(arguments)))
+            return tool.parse_arguments(thaw(dict(arguments)))
         except ValidationError as error:
             problems = "; ".join(_describe(detail, mask) for detail in error.errors())
-            raise ToolCallError(
-                tool_name,
-                "invalid_arguments",
-                mask(f"Invalid arguments for {tool_name}: {problems}. Parameters: {summary}."),
-            ) from None
+        except ValueError as error:  # a tool's own check (e.g. an MCP tool's JSON Schema)
+            problems = str(error)
+        raise ToolCallError(
+            tool_name,
+            "invalid_arguments",
+            mask(f"Invalid arguments for {tool_name}: {problems}. Parameters: {summary}."),
+        )
 
     def execute(self, tool_name: str, arguments: ToolArguments, context: ToolContext) -> ToolResult:
         """Run a validated call. A ValueError from the tool becomes ``ToolCallError``; any other

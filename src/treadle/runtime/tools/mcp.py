@@ -1,0 +1,298 @@
+"""Tools of an MCP server (stdio command or streamable HTTP URL) through the official ``mcp`` SDK,
+each exposed as a ``Tool``; one connection per server, kept open on a private event loop thread."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import jsonschema
+import mcp_types
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from treadle.errors import TreadleError
+from treadle.runtime.tools.base import Tool, ToolArguments, ToolContext, ToolResult
+
+logger = logging.getLogger(__name__)
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What OpenAI-style APIs accept as a function name; other MCP names are rewritten to fit."""
+
+_CLOSE_TIMEOUT = 10.0
+
+
+class MCPConnectionError(TreadleError):
+    """An MCP server could not be reached, or its connection broke: not something the model can
+    fix, so it propagates (the agent records it)."""
+
+
+class MCPServerSpec(BaseModel):
+    """How to reach one MCP server: a command (stdio) or a URL (streamable HTTP). Plain data, so
+    a conversation can store it with its settings and reconnect after a restart. Put no secret in
+    ``env`` or ``url``: they are stored; register secrets with ``Secrets`` instead."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, description="A label for messages and logs.")
+    command: str | None = Field(default=None, description="stdio: the executable to start.")
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(
+        default_factory=dict, description="stdio: variables added to the SDK's safe default set."
+    )
+    cwd: str | None = None
+    url: str | None = Field(default=None, description="streamable HTTP: the server's endpoint.")
+    tool_prefix: str = Field(
+        default="", description="Put before every tool name, to avoid clashes."
+    )
+    call_timeout: float = Field(default=120.0, gt=0, description="Seconds one call may take.")
+    connect_timeout: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                f"MCP server {self.name!r} needs exactly one of command (stdio) or url (HTTP)"
+            )
+        return self
+
+
+class MCPConnection:
+    """A live session with one MCP server. The SDK is async and its connection must be opened
+    and closed by one task, so a private loop thread owns it; calls come in from any thread."""
+
+    def __init__(self, spec: MCPServerSpec, *, errlog: TextIO | None = None) -> None:
+        self.spec = spec
+        self._errlog = errlog if errlog is not None else sys.stderr
+        self._client: Client | None = None
+        self._stopping: asyncio.Event | None = None
+        self._failure: BaseException | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"mcp-{spec.name}", daemon=True
+        )
+        self._thread.start()
+        ready: concurrent.futures.Future[list[mcp_types.Tool]] = concurrent.futures.Future()
+        self._session = asyncio.run_coroutine_threadsafe(self._serve(ready), self._loop)
+        try:
+            self.tools: list[mcp_types.Tool] = ready.result(timeout=spec.connect_timeout)
+        except BaseException as error:
+            self.close()
+            if isinstance(error, concurrent.futures.TimeoutError):
+                reason = f"no answer within {spec.connect_timeout:g} s"
+            else:
+                reason = f"{type(error).__name__}: {error}"
+            raise MCPConnectionError(
+                f"cannot connect to MCP server {spec.name!r} ({self._target_text()}): {reason}; "
+                "check the command or URL and that the server starts on its own"
+            ) from error
+
+    def _target_text(self) -> str:
+        if self.spec.url is not None:
+            return self.spec.url
+        return " ".join([self.spec.command or "", *self.spec.args])
+
+    def _transport(self) -> Any:
+        if self.spec.url is not None:
+            return self.spec.url
+        parameters = StdioServerParameters(
+            command=self.spec.command or "",
+            args=list(self.spec.args),
+            env=dict(self.spec.env) or None,
+            cwd=self.spec.cwd,
+        )
+        return stdio_client(parameters, errlog=self._errlog)
+
+    async def _serve(self, ready: concurrent.futures.Future[list[mcp_types.Tool]]) -> None:
+        self._stopping = asyncio.Event()
+        try:
+            async with Client(self._transport()) as client:
+                tools = await _list_all_tools(client)
+                self._client = client
+                ready.set_result(tools)
+                await self._stopping.wait()
+        except BaseException as error:
+            if not ready.done():
+                ready.set_exception(error)
+            else:
+                self._failure = error
+                logger.warning("MCP server %r disconnected: %s", self.spec.name, error)
+        finally:
+            self._client = None
+
+    @property
+    def alive(self) -> bool:
+        return self._client is not None
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """One ``tools/call``. Raises ``MCPError`` for a protocol-level refusal or timeout, and
+        ``MCPConnectionError`` when the server is gone."""
+        client = self._client
+        if client is None:
+            raise MCPConnectionError(
+                f"MCP server {self.spec.name!r} is not connected"
+                + (f" (it failed: {self._failure})" if self._failure else "")
+                + ": restart the conversation's tools to reconnect"
+            )
+        timeout = self.spec.call_timeout
+        future = asyncio.run_coroutine_threadsafe(
+            client.call_tool(name, arguments, read_timeout_seconds=timeout), self._loop
+        )
+        try:
+            # The SDK enforces the timeout itself; this bound only guards against a stuck loop.
+            return future.result(timeout=timeout + _CLOSE_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise MCPError(
+                code=mcp_types.REQUEST_TIMEOUT, message=f"no answer within {timeout:g} s"
+            ) from None
+
+    def close(self) -> None:
+        """End the session (stops a stdio server process) and the loop thread. Idempotent."""
+        if self._loop.is_closed():
+            return
+        if self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        try:
+            self._session.result(timeout=_CLOSE_TIMEOUT)
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError) as error:
+            logger.warning("MCP server %r did not close cleanly: %r", self.spec.name, error)
+        except Exception:  # already reported by _serve through ready or _failure
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=_CLOSE_TIMEOUT)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+async def _list_all_tools(client: Client) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+class MCPArguments(ToolArguments):
+    """Whatever the server's JSON Schema allows; checked against that schema, not a model."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class MCPTool(Tool[MCPArguments]):
+    """One tool of an MCP server. Its schema, description and hints come from the server."""
+
+    arguments_model = MCPArguments
+
+    def __init__(self, connection: MCPConnection, remote: mcp_types.Tool) -> None:
+        self.connection = connection
+        self.remote_name = remote.name
+        wanted = connection.spec.tool_prefix + remote.name
+        self.name = wanted if _TOOL_NAME.fullmatch(wanted) else _fit_name(wanted)
+        self.description = remote.description or (
+            f"Tool {remote.name} of the MCP server {connection.spec.name}."
+        )
+        hints = remote.annotations
+        self._read_only = bool(hints and hints.read_only_hint)
+        # Only a tool the server declares read-only is assumed safe to run beside others.
+        self.parallel_safe = self._read_only
+        self._schema = _object_schema(remote.input_schema)
+        self._validator = jsonschema.validators.validator_for(self._schema)(self._schema)
+
+    def risky(self, arguments: MCPArguments) -> bool:
+        return not self._read_only
+
+    def parameters_schema(self) -> dict[str, Any]:
+        return self._schema
+
+    def parse_arguments(self, arguments: dict[str, Any]) -> MCPArguments:
+        problems = [
+            f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: {error.message}"
+            for error in self._validator.iter_errors(arguments)
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return MCPArguments.model_validate(arguments)
+
+    def run(self, arguments: MCPArguments, context: ToolContext) -> ToolResult:
+        try:
+            result = self.connection.call_tool(self.remote_name, dict(arguments.model_extra or {}))
+        except MCPError as error:
+            if error.code == mcp_types.REQUEST_TIMEOUT:
+                return ToolResult(
+                    content=f"[the MCP server {self.connection.spec.name} did not answer: "
+                    f"{error.message}]",
+                    is_error=True,
+                    data={"timed_out": True},
+                )
+            if error.code == mcp_types.CONNECTION_CLOSED:
+                raise MCPConnectionError(
+                    f"the MCP server {self.connection.spec.name!r} closed the connection"
+                ) from error
+            # The server refused this call (bad parameters, unknown tool): the model can adapt.
+            raise ValueError(
+                f"the MCP server refused the call (error {error.code}): {error.message}"
+            ) from error
+        return _to_result(result)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def connect_mcp_tools(spec: MCPServerSpec, *, errlog: TextIO | None = None) -> list[MCPTool]:
+    """Connect to the server and wrap each of its tools; ``ToolSet.close`` disconnects."""
+    connection = MCPConnection(spec, errlog=errlog)
+    return [MCPTool(connection, remote) for remote in connection.tools]
+
+
+def _fit_name(name: str) -> str:
+    fitted = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64]
+    return fitted or "mcp_tool"
+
+
+def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The server's input schema as a function's ``parameters``: an object with properties,
+    without the annotations (``$schema``, titles) providers reject or ignore."""
+    cleaned = {key: value for key, value in schema.items() if key not in ("$schema", "title")}
+    cleaned.setdefault("type", "object")
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
+def _to_result(result: mcp_types.CallToolResult) -> ToolResult:
+    """Text blocks become the content; images become data URLs; structured output goes to data
+    (and to the content when the server sent no text)."""
+    texts: list[str] = []
+    images: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            texts.append(block.text)
+        elif isinstance(block, mcp_types.ImageContent):
+            images.append(f"data:{block.mime_type};base64,{block.data}")
+        elif isinstance(block, mcp_types.AudioContent):
+            texts.append(f"[audio: {block.mime_type}, {len(block.data) * 3 // 4} bytes]")
+        elif isinstance(block, mcp_types.ResourceLink):
+            texts.append(f"[resource: {block.uri}]")
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            text = getattr(resource, "text", None)
+            texts.append(text if text is not None else f"[binary resource: {resource.uri}]")
+    data: dict[str, Any] = {}
+    if result.structured_content is not None:
+        data["structured_content"] = result.structured_content
+        if not texts:
+            texts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return ToolResult(
+        content="\n".join(texts), is_error=result.is_error, data=data, image_urls=tuple(images)
+    )
