@@ -1,6 +1,7 @@
 """The terminal tool against a real bash: persistence, exit codes, timeouts, truncation, capture."""
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_timeout_kills_the_command_and_the_session_survives(
     run(tools, context, "export KEPT=yes")
     started = time.monotonic()
     result = run(tools, context, f"sh -c 'echo $$ > {pid_file}; exec sleep 100'", timeout=0.5)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 5  # 0.5 s, plus slack for a busy machine
     assert result.is_error is True
     assert result.data["timed_out"] is True
     assert result.data["exit_code"] == 130  # interrupted by Ctrl-C (SIGINT)
@@ -118,8 +119,9 @@ def test_exit_ends_the_shell_and_the_next_call_starts_a_new_one(
 def test_a_shell_killed_between_calls_is_replaced_with_a_note(
     tools: ToolSet, context: ToolContext
 ) -> None:
-    run(tools, context, "(sleep 0.2; kill -9 $$) >/dev/null 2>&1 &")
-    time.sleep(0.6)
+    shell_pid = int(run(tools, context, "echo $$").content.splitlines()[0])
+    os.kill(shell_pid, signal.SIGKILL)
+    time.sleep(0.1)
     fresh = run(tools, context, "echo back")
     assert fresh.content.splitlines()[:2] == [
         "[the previous shell had exited: a new one was started in the workspace folder, "

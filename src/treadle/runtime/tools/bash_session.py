@@ -56,8 +56,8 @@ _BASH_FLAGS = ("--noprofile", "--norc", "--noediting", "-i")
 """Interactive for job control and PROMPT_COMMAND; no rc files (the user's prompt, aliases);
 no readline (it would print terminal escape codes)."""
 
-# A function (not inline code) so a command cannot break it by changing $? handling; PS1 and PS2
-# are reset each time because scripts such as a venv's activate prepend to PS1.
+# The marker function reads $? before anything can change it; PS1 and PS2 are emptied on every
+# prompt because scripts such as a venv's activate prepend to PS1, which would leak into output.
 _INIT = (
     "stty -echo -onlcr; set +H; unset HISTFILE PS0; "
     "__treadle_mark() { local __treadle_rc=$?; "

@@ -159,13 +159,19 @@ class MCPConnection:
         """End the session (stops a stdio server process) and the loop thread. Idempotent."""
         if self._loop.is_closed():
             return
-        if self._stopping is not None:
+        if self._client is None:
+            self._session.cancel()  # still connecting (a timeout): stop trying
+        elif self._stopping is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
         try:
             self._session.result(timeout=_CLOSE_TIMEOUT)
-        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError) as error:
-            logger.warning("MCP server %r did not close cleanly: %r", self.spec.name, error)
-        except Exception:  # already reported by _serve through ready or _failure
+        except concurrent.futures.CancelledError:
+            pass
+        except concurrent.futures.TimeoutError:
+            logger.warning(
+                "MCP server %r did not close within %g s", self.spec.name, _CLOSE_TIMEOUT
+            )
+        except Exception:  # already reported by _serve, through ready or _failure
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=_CLOSE_TIMEOUT)
@@ -218,7 +224,8 @@ class MCPTool(Tool[MCPArguments]):
 
     def parse_arguments(self, arguments: dict[str, Any]) -> MCPArguments:
         problems = [
-            f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: {error.message}"
+            f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: "
+            + _shorten(error.message)
             for error in self._validator.iter_errors(arguments)
         ]
         if problems:
@@ -254,6 +261,11 @@ def connect_mcp_tools(spec: MCPServerSpec, *, errlog: TextIO | None = None) -> l
     """Connect to the server and wrap each of its tools; ``ToolSet.close`` disconnects."""
     connection = MCPConnection(spec, errlog=errlog)
     return [MCPTool(connection, remote) for remote in connection.tools]
+
+
+def _shorten(message: str, limit: int = 200) -> str:
+    # jsonschema quotes the offending value whole; a long string would flood the message.
+    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 def _fit_name(name: str) -> str:
