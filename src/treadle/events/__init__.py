@@ -25,6 +25,7 @@ from treadle.events.model import (
     event_to_json,
     events_json_schema,
 )
+from treadle.events.projection import count_tool_calls, project_messages
 from treadle.events.tree import EventTree
 
 __all__ = [
@@ -43,10 +44,12 @@ __all__ = [
     "SystemPromptEvent",
     "TokenUsage",
     "UserRejectionEvent",
+    "count_tool_calls",
     "event_from_dict",
     "event_from_json",
     "event_to_dict",
     "event_to_json",
     "events_json_schema",
     "pending_actions",
+    "project_messages",
 ]
