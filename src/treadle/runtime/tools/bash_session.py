@@ -7,6 +7,10 @@ is a foreground process group: Ctrl-C written to the pty interrupts exactly that
 private file and ``source``d (so multi-line scripts and long lines work, with stdin from /dev/null so
 it cannot swallow the next command); bash's PROMPT_COMMAND then prints a marker carrying a fresh
 random nonce, the exit code and the working directory. Output before the marker is the command's.
+
+Limits: ``close`` (and interpreter exit) hangs up the terminal, which ends bash and its jobs. If
+the Python process is killed outright mid-command, the hangup still ends bash and that command,
+but background jobs it started with ``&`` can survive as orphans.
 """
 
 from __future__ import annotations
