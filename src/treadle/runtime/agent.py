@@ -1,0 +1,152 @@
+"""The agent: asks the model for the next move and turns it into events; runs tool calls.
+
+It never touches the store: the conversation decides where events go and when. One model
+response's k tool calls become k actions sharing ``llm_response_id`` (shared text on the first).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from treadle.events.model import (
+    ActionEvent,
+    AgentErrorEvent,
+    Event,
+    MessageEvent,
+    ObservationEvent,
+    SystemPromptEvent,
+)
+from treadle.runtime.llm.base import LanguageModel, ModelResponse
+from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a careful software agent working in a workspace folder. Use the tools to inspect "
+    "and change files and to run commands; check your work before you finish. When the task is "
+    "done, call `finish` with a short summary. Ask the user when you need a decision."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What running one action produced: its result event and whether it ends the turn."""
+
+    event: ObservationEvent | AgentErrorEvent
+    ends_turn: bool = False
+    failure: str | None = None
+    """Set when the tool failed in a way that is not the model's to fix (the run stops)."""
+
+
+@dataclass
+class Agent:
+    model: LanguageModel
+    tools: ToolSet
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+
+    def system_prompt_event(self) -> SystemPromptEvent:
+        return SystemPromptEvent(text=self.system_prompt, tools=self.tools.openai_schemas())
+
+    def ask(self, messages: Sequence[dict[str, Any]]) -> ModelResponse:
+        return self.model.complete(messages, self.tools.openai_schemas())
+
+    @staticmethod
+    def response_events(response: ModelResponse) -> list[MessageEvent] | list[ActionEvent]:
+        """A text answer as one agent message, or the k calls as k actions (no parents yet)."""
+        if not response.tool_calls:
+            return [
+                MessageEvent(
+                    source="agent",
+                    text=response.text,
+                    reasoning=response.reasoning,
+                    llm_response_id=response.id,
+                    usage=response.usage,
+                )
+            ]
+        actions = []
+        for index, call in enumerate(response.tool_calls):
+            first = index == 0
+            actions.append(
+                ActionEvent(
+                    llm_response_id=response.id,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    arguments=_parse_arguments(call.arguments),
+                    raw_arguments=call.arguments,
+                    # PROJECT-SHARED-TEXT: the response's text travels on its first call only.
+                    thought=response.text if first else "",
+                    reasoning=response.reasoning if first else None,
+                    usage=response.usage if first else None,
+                )
+            )
+        return actions
+
+    def run_calls(
+        self,
+        actions: Sequence[ActionEvent],
+        context: ToolContext,
+        *,
+        should_start: Callable[[], bool] = lambda: True,
+    ) -> Iterator[CallOutcome]:
+        """Run ``actions`` and yield their outcomes in call order (SPEC.md RUN).
+
+        Calls run in parallel threads when every tool says it is safe; otherwise one by one,
+        and ``should_start`` is asked before each (a pause stops before the next call).
+        A batch is not a transaction: one failed call does not undo another.
+        """
+        names = [action.tool_name for action in actions]
+        if len(actions) > 1 and self.tools.can_run_in_parallel(names):
+            with ThreadPoolExecutor(max_workers=len(actions)) as pool:
+                futures = [pool.submit(self._run_one, action, context) for action in actions]
+                for future in futures:  # call order, whatever order they completed in
+                    yield future.result()
+            return
+        for action in actions:
+            if not should_start():
+                return
+            yield self._run_one(action, context)
+
+    def _run_one(self, action: ActionEvent, context: ToolContext) -> CallOutcome:
+        try:
+            arguments = self.tools.validate(
+                action.tool_name, action.arguments, action.raw_arguments, secrets=context.secrets
+            )
+            result = self.tools.execute(action.tool_name, arguments, context)
+        except ToolCallError as error:
+            return CallOutcome(error.to_agent_error(action))
+        except Exception as error:  # a tool's own bug: recorded as the call's result, run stops
+            message = context.secrets.mask(f"{type(error).__name__}: {error}")
+            return CallOutcome(
+                AgentErrorEvent(
+                    tool_call_id=action.tool_call_id,
+                    tool_name=action.tool_name,
+                    action_id=action.id,
+                    error=f"The tool failed unexpectedly: {message}",
+                ),
+                failure=f"tool {action.tool_name} failed: {message}",
+            )
+        return CallOutcome(result.to_observation(action), ends_turn=result.ends_turn)
+
+
+def _parse_arguments(raw: str) -> dict[str, Any] | None:
+    """The JSON object the model sent, or None when it is not one (kept raw on the action)."""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def interrupted_error(action: ActionEvent) -> Event:
+    """The agent error that closes a call a crash or kill left without a result (SPEC.md RUN)."""
+    return AgentErrorEvent(
+        tool_call_id=action.tool_call_id,
+        tool_name=action.tool_name,
+        action_id=action.id,
+        error=(
+            "This call was interrupted (the run stopped before it returned). It may or may not "
+            "have taken effect: check the workspace before repeating it."
+        ),
+    )

@@ -1,0 +1,407 @@
+"""A conversation: the state machine that drives an agent over a stored event log.
+
+Owns where events go (the store, parented on the head), the statuses of SPEC.md, confirmation,
+pause, crash recovery (calls left open by a kill are closed before the model is asked again),
+fork and branch switching. Event callbacks see an event only after it is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from treadle.errors import TreadleError
+from treadle.events.links import pending_actions
+from treadle.events.model import (
+    ROOT,
+    ActionEvent,
+    Event,
+    EventBase,
+    MessageEvent,
+    PauseEvent,
+    StateChangeEvent,
+    UserRejectionEvent,
+)
+from treadle.events.projection import project_messages
+from treadle.runtime.agent import Agent, interrupted_error
+from treadle.runtime.confirmation import (
+    ConfirmationPolicy,
+    RiskAnalyzer,
+    ToolHintRiskAnalyzer,
+    needs_confirmation,
+)
+from treadle.runtime.llm.base import LanguageModel, ModelError
+from treadle.runtime.secrets import Secrets
+from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
+from treadle.runtime.status import ConversationStatus, status_event, status_from_event
+from treadle.runtime.stuck import is_stuck
+from treadle.runtime.tools import ToolContext
+from treadle.runtime.workspace.base import Workspace
+from treadle.runtime.workspace.local import LocalWorkspace
+from treadle.store.base import ConversationNotFound, EventQuery, EventStore, StoredEvent
+
+logger = logging.getLogger(__name__)
+
+EventCallback = Callable[[StoredEvent], None]
+
+Status = ConversationStatus
+
+
+class ConversationError(TreadleError):
+    """The conversation cannot do that now (busy, nothing pending, unknown action...)."""
+
+
+class Conversation:
+    """Drives ``agent`` over conversation ``id`` in ``store`` (created when it does not exist)."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        workspace: Workspace,
+        store: EventStore,
+        id: str | None = None,
+        *,
+        confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER,
+        risk_analyzer: RiskAnalyzer | None = None,
+        secrets: Secrets | None = None,
+        callbacks: Sequence[EventCallback] = (),
+        settings: ConversationSettings | None = None,
+        title: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.workspace = workspace
+        self.store = store
+        self.confirmation = ConfirmationPolicy(confirmation)
+        self.risk_analyzer = risk_analyzer or ToolHintRiskAnalyzer()
+        self.secrets = secrets or Secrets()
+        self.callbacks = list(callbacks)
+        try:
+            if id is None:
+                raise ConversationNotFound("")
+            info = store.get_conversation(id)
+        except ConversationNotFound:
+            metadata = {SETTINGS_KEY: settings.to_metadata()} if settings else {}
+            info = store.create_conversation(id, title=title, metadata=metadata)
+        self.id = info.id
+        self.context = ToolContext(
+            workspace=workspace, secrets=self.secrets, conversation_id=self.id
+        )
+        self._pause_requested = threading.Event()
+        self._run_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._status, self.status_reason = self._read_status()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        store: EventStore,
+        settings: ConversationSettings,
+        *,
+        id: str | None = None,
+        title: str | None = None,
+        model: LanguageModel | None = None,
+        secrets: Secrets | None = None,
+        callbacks: Sequence[EventCallback] = (),
+    ) -> Conversation:
+        """A new conversation whose settings are stored with it."""
+        return cls(
+            settings.build_agent(model),
+            LocalWorkspace(settings.workspace, create=True),
+            store,
+            id,
+            confirmation=settings.confirmation,
+            secrets=secrets,
+            callbacks=callbacks,
+            settings=settings,
+            title=title,
+        )
+
+    @classmethod
+    def open(
+        cls,
+        store: EventStore,
+        conversation_id: str,
+        *,
+        model: LanguageModel | None = None,
+        secrets: Secrets | None = None,
+        callbacks: Sequence[EventCallback] = (),
+    ) -> Conversation:
+        """Reopen a stored conversation in this process from its stored settings."""
+        info = store.get_conversation(conversation_id)
+        settings = ConversationSettings.from_metadata(info.metadata)
+        if settings is None:
+            raise ConversationError(
+                f"conversation {conversation_id!r} has no runtime settings (was it imported?): "
+                "create a Conversation with an agent and a workspace to continue it"
+            )
+        return cls(
+            settings.build_agent(model),
+            LocalWorkspace(settings.workspace, create=True),
+            store,
+            conversation_id,
+            confirmation=settings.confirmation,
+            secrets=secrets,
+            callbacks=callbacks,
+            settings=settings,
+        )
+
+    def close(self) -> None:
+        """Release the tools' processes (terminal sessions, MCP connections)."""
+        self.agent.tools.close()
+
+    def __enter__(self) -> Conversation:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def status(self) -> ConversationStatus:
+        return self._status
+
+    @property
+    def head(self) -> str | None:
+        return self.store.head(self.id)
+
+    def active_path(self, limit: int | None = None) -> list[Event]:
+        return self.store.path_to_root(self.id, limit=limit)
+
+    def pending_actions(self) -> list[ActionEvent]:
+        return pending_actions(self.active_path())
+
+    def messages(self) -> list[dict]:
+        """What the model would be sent now (PROJECT-*)."""
+        return project_messages(self.active_path())
+
+    # -- user intents ----------------------------------------------------------------------
+
+    def send_message(self, text: str) -> MessageEvent:
+        with self._write_lock:
+            self._ensure_system_prompt()
+            (event,) = self._append([MessageEvent(source="user", text=text)])
+            if self._status in (Status.FINISHED, Status.ERROR, Status.STUCK):
+                self._set_status(Status.IDLE, "new user message")
+        return event  # type: ignore[return-value]
+
+    def run(self, max_steps: int = 50) -> ConversationStatus:
+        """Ask the model and run its calls until the agent ends its turn, waits for a
+        confirmation, is paused, errs, is stuck, or ``max_steps`` model calls were made."""
+        with self._running():
+            if self.pending_actions() and self._status is Status.WAITING_FOR_CONFIRMATION:
+                return self._status
+            self._close_interrupted_calls()
+            self._set_status(Status.RUNNING)
+            for _ in range(max_steps):
+                if self._pause_requested.is_set():
+                    return self._record_pause()
+                outcome = self._step()
+                if outcome is not None:
+                    return outcome
+            self._set_status(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
+            return self._status
+
+    def pause(self) -> None:
+        """Stop at the next safe point: between steps, or before the next call of a batch."""
+        self._pause_requested.set()
+        if self._run_lock.acquire(blocking=False):  # not running: pause now
+            try:
+                self._record_pause()
+            finally:
+                self._run_lock.release()
+
+    def confirm(self, action_ids: Sequence[str] | None = None) -> ConversationStatus:
+        """Run the pending calls the user confirmed (all of them by default)."""
+        with self._running():
+            chosen = self._choose_pending(action_ids)
+            self._set_status(Status.RUNNING, "confirmed by the user")
+            outcome = self._execute(chosen)
+            return outcome or self._after_user_decision()
+
+    def reject(
+        self, action_ids: Sequence[str] | None = None, reason: str = "User rejected the action"
+    ) -> ConversationStatus:
+        """Answer the pending calls the user refused with user-rejection events."""
+        with self._running():
+            for action in self._choose_pending(action_ids):
+                self._append(
+                    [
+                        UserRejectionEvent(
+                            action_id=action.id,
+                            tool_call_id=action.tool_call_id,
+                            tool_name=action.tool_name,
+                            reason=reason,
+                        )
+                    ]
+                )
+            return self._after_user_decision()
+
+    def switch_branch(self, event_id: str) -> None:
+        """Make ``event_id`` the head: the model's context becomes that branch. The workspace's
+        files are NOT rolled back (SPEC.md BRANCH): a branch of events is not a file snapshot."""
+        with self._running():
+            self.store.set_head(self.id, event_id)
+            self._set_status(Status.IDLE, f"switched to the branch of {event_id}")
+
+    def fork(self, event_id: str | None = None, *, title: str | None = None) -> Conversation:
+        """A new conversation holding this one's path up to ``event_id`` (default: the head),
+        sharing this agent and workspace (files are not copied, see ``switch_branch``)."""
+        head = event_id or self.head
+        path = self.store.path_to_root(self.id, head) if head else []
+        info = self.store.get_conversation(self.id)
+        metadata = dict(info.metadata)
+        metadata["origin"] = {"forked_from": self.id, "event_id": head}
+        child = self.store.create_conversation(
+            title=title or f"fork of {info.title or self.id}", metadata=metadata
+        )
+        if path:
+            self.store.append_batch(child.id, path)
+        return Conversation(
+            self.agent,
+            self.workspace,
+            self.store,
+            child.id,
+            confirmation=self.confirmation,
+            risk_analyzer=self.risk_analyzer,
+            secrets=self.secrets,
+            callbacks=self.callbacks,
+        )
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def _step(self) -> ConversationStatus | None:
+        """One model call and its consequences; a status when the run must stop."""
+        self._ensure_system_prompt()
+        try:
+            response = self.agent.ask(self.messages())
+        except ModelError as error:
+            return self._set_status(Status.ERROR, self.secrets.mask(str(error)))
+        events = self.agent.response_events(response)
+        stored = self._append(events)
+        if not response.tool_calls:
+            return self._set_status(Status.FINISHED, "the agent answered and awaits the user")
+        actions: list[ActionEvent] = stored  # type: ignore[assignment]
+        if needs_confirmation(self.confirmation, actions, self.agent.tools, self.risk_analyzer):
+            return self._set_status(Status.WAITING_FOR_CONFIRMATION)
+        return self._execute(actions)
+
+    def _execute(self, actions: Sequence[ActionEvent]) -> ConversationStatus | None:
+        ended_turn = False
+        failure = None
+        answered: set[str] = set()
+        for outcome in self.agent.run_calls(
+            actions, self.context, should_start=lambda: not self._pause_requested.is_set()
+        ):
+            self._append([outcome.event])
+            answered.add(outcome.event.tool_call_id)
+            ended_turn = ended_turn or outcome.ends_turn
+            failure = failure or outcome.failure
+        for action in actions:
+            if action.tool_call_id not in answered:  # paused before it started: close it
+                self._append([interrupted_error(action)])
+        if failure:
+            return self._set_status(Status.ERROR, failure)
+        if ended_turn:
+            return self._set_status(Status.FINISHED, "the agent called finish")
+        if is_stuck(self.active_path(limit=200)):
+            return self._set_status(Status.STUCK, "the same calls gave the same results 3 times")
+        if self._pause_requested.is_set():
+            return self._record_pause()
+        return None
+
+    def _after_user_decision(self) -> ConversationStatus:
+        if self.pending_actions():
+            return self._set_status(Status.WAITING_FOR_CONFIRMATION)
+        if self._status is Status.RUNNING or self._status is Status.WAITING_FOR_CONFIRMATION:
+            return self._set_status(Status.IDLE, "every call answered; run to continue")
+        return self._status
+
+    def _choose_pending(self, action_ids: Sequence[str] | None) -> list[ActionEvent]:
+        pending = self.pending_actions()
+        if not pending:
+            raise ConversationError("no call is waiting for confirmation")
+        if action_ids is None:
+            return pending
+        by_id = {action.id: action for action in pending}
+        unknown = [action_id for action_id in action_ids if action_id not in by_id]
+        if unknown:
+            raise ConversationError(
+                f"not pending: {', '.join(unknown)}; pending calls: {', '.join(by_id)}"
+            )
+        return [by_id[action_id] for action_id in action_ids]
+
+    def _close_interrupted_calls(self) -> None:
+        """RUN: calls a crash left without a result are answered before the model is asked."""
+        for action in self.pending_actions():
+            self._append([interrupted_error(action)])
+
+    def _record_pause(self) -> ConversationStatus:
+        self._pause_requested.clear()
+        self._append([PauseEvent()])
+        return self._set_status(Status.PAUSED, "paused by the user")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _ensure_system_prompt(self) -> None:
+        if self.head is None:
+            self._append([self.agent.system_prompt_event()])
+
+    def _append(self, events: Sequence[EventBase]) -> list[Event]:
+        """Store ``events`` as one atomic batch, chained onto the head; then tell callbacks."""
+        with self._write_lock:
+            parent = self.head or ROOT
+            chained: list[Event] = []
+            for event in events:
+                chained.append(event.model_copy(update={"parent_id": parent}))  # type: ignore[arg-type]
+                parent = event.id
+            seqs = self.store.append_batch(self.id, chained)
+        for seq, event in zip(seqs, chained, strict=True):
+            self._notify(StoredEvent(seq=seq, event=event))
+        return chained
+
+    def _set_status(
+        self, status: ConversationStatus, reason: str | None = None
+    ) -> ConversationStatus:
+        with self._write_lock:
+            event = status_event(status, self.head or ROOT, reason)
+            seq = self.store.append(self.id, event, move_head=False)
+            self._status, self.status_reason = status, reason
+        self._notify(StoredEvent(seq=seq, event=event))
+        return status
+
+    def _notify(self, stored: StoredEvent) -> None:
+        for callback in self.callbacks:
+            try:
+                callback(stored)
+            except Exception:  # a failing callback never stops the write (already stored)
+                logger.exception("event callback %r failed on event %s", callback, stored.event.id)
+
+    def _read_status(self) -> tuple[ConversationStatus, str | None]:
+        query = EventQuery(kinds=["state_change"], text='"key":"status"', order="desc", limit=20)
+        for stored in self.store.search(self.id, query).items:
+            event = stored.event
+            if isinstance(event, StateChangeEvent) and (found := status_from_event(event)):
+                return found
+        return Status.IDLE, None
+
+    def _running(self) -> _RunGuard:
+        return _RunGuard(self._run_lock, self.id)
+
+
+class _RunGuard:
+    """Exactly one run/confirm/reject at a time per conversation object."""
+
+    def __init__(self, lock: threading.Lock, conversation_id: str) -> None:
+        self._lock = lock
+        self._conversation_id = conversation_id
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise ConversationError(f"conversation {self._conversation_id} is already running")
+
+    def __exit__(self, *_exc: object) -> None:
+        self._lock.release()

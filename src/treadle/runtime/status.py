@@ -1,0 +1,43 @@
+"""Conversation statuses (SPEC.md, RUN) and how they are recorded in the log.
+
+A status change is a ``state_change`` event (key ``status``): a side leaf that never moves the
+head, so the log itself says what state a conversation was left in, also after a crash.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from treadle.events.model import StateChangeEvent
+
+STATUS_KEY = "status"
+
+
+class ConversationStatus(StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"
+    WAITING_FOR_CONFIRMATION = "waiting_for_confirmation"
+    PAUSED = "paused"
+    FINISHED = "finished"
+    ERROR = "error"
+    STUCK = "stuck"
+
+
+def status_event(
+    status: ConversationStatus, parent_id: str, reason: str | None = None
+) -> StateChangeEvent:
+    value: dict[str, Any] = {"status": status.value}
+    if reason:
+        value["reason"] = reason
+    return StateChangeEvent(key=STATUS_KEY, value=value, parent_id=parent_id)
+
+
+def status_from_event(event: StateChangeEvent) -> tuple[ConversationStatus, str | None] | None:
+    """The status (and reason) an event records, or None when it records something else."""
+    if event.key != STATUS_KEY or not isinstance(event.value, dict):
+        return None
+    try:
+        return ConversationStatus(event.value.get("status")), event.value.get("reason")
+    except ValueError:
+        return None

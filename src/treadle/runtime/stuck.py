@@ -1,0 +1,56 @@
+"""STUCK detection: the agent repeats the same calls and gets the same results.
+
+Reads only the tail of the active path; three identical rounds in a row means stuck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from treadle.events.model import RESULT_KINDS, EventBase
+
+REPEATS = 3
+
+
+def _result_text(event: EventBase) -> str:
+    return (
+        getattr(event, "content", None)
+        or getattr(event, "error", None)
+        or getattr(event, "reason", "")
+    )
+
+
+def round_signatures(path: Sequence[EventBase]) -> list[tuple]:
+    """One signature per model response on ``path``: its calls and their results, in order."""
+    rounds: dict[str, list] = {}
+    call_round: dict[str, str] = {}
+    results: dict[str, str] = {}
+    for event in path:
+        if event.kind == "action":
+            rounds.setdefault(event.llm_response_id, []).append(event)  # type: ignore[attr-defined]
+            call_round[event.tool_call_id] = event.llm_response_id  # type: ignore[attr-defined]
+        elif event.kind in RESULT_KINDS:
+            results[event.tool_call_id] = _result_text(event)  # type: ignore[attr-defined]
+        elif event.kind == "message":
+            rounds.setdefault(f"message:{event.id}", []).append(event)
+    signatures = []
+    for events in rounds.values():
+        signatures.append(
+            tuple(
+                (e.tool_name, e.raw_arguments, results.get(e.tool_call_id))  # type: ignore[attr-defined]
+                if e.kind == "action"
+                else ("message", e.source, e.text)  # type: ignore[attr-defined]
+                for e in events
+            )
+        )
+    return signatures
+
+
+def is_stuck(path_tail: Sequence[EventBase], repeats: int = REPEATS) -> bool:
+    """True when the last ``repeats`` rounds are tool calls identical in calls and results."""
+    signatures = round_signatures(path_tail)
+    if len(signatures) < repeats:
+        return False
+    last = signatures[-repeats:]
+    has_calls = all(part[0] != "message" for part in last[0])
+    return has_calls and all(signature == last[0] for signature in last)
