@@ -1,0 +1,73 @@
+"""One readable line per event, for live runs and logs: what happened, not the raw JSON."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from treadle.events.model import Event
+from treadle.store.base import StoredEvent
+
+_STYLES = {
+    "system_prompt": "dim",
+    "message": "bold",
+    "action": "cyan",
+    "observation": "green",
+    "agent_error": "red",
+    "user_rejection": "magenta",
+    "condensation": "yellow",
+    "pause": "yellow",
+    "state_change": "dim",
+    "foreign": "dim",
+}
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def describe(event: Event) -> str:
+    """A short human summary of ``event``."""
+    kind = event.kind
+    if kind == "message":
+        return f"{event.role}: {_one_line(event.text)}"
+    if kind == "system_prompt":
+        return f"system prompt ({len(event.tools)} tools)"
+    if kind == "action":
+        thought = f"  [{_one_line(event.thought, 60)}]" if event.thought else ""
+        return f"{event.tool_name}({_one_line(event.raw_arguments, 70)}) call={event.tool_call_id}{thought}"
+    if kind == "observation":
+        return f"{event.tool_name} -> {_one_line(event.content)} (call={event.tool_call_id})"
+    if kind == "agent_error":
+        return f"{event.tool_name} error: {_one_line(event.error)} (call={event.tool_call_id})"
+    if kind == "user_rejection":
+        return f"{event.tool_name} rejected: {_one_line(event.reason)} (call={event.tool_call_id})"
+    if kind == "condensation":
+        return f"condensation: forgets {len(event.forgotten_event_ids)} events"
+    if kind == "state_change":
+        return f"{event.key} = {_one_line(str(event.value), 80)}"
+    if kind == "foreign":
+        return f"foreign {event.foreign_kind}"
+    return kind
+
+
+def render(stored: StoredEvent) -> Text:
+    event = stored.event
+    line = Text(f"{stored.seq:>5} ", style="dim")
+    line.append(f"{event.kind:<15}", style=_STYLES.get(event.kind, ""))
+    line.append(describe(event))
+    return line
+
+
+class LiveView:
+    """An event callback printing each stored event as it happens."""
+
+    def __init__(self, console: Console | None = None, *, show_state: bool = True) -> None:
+        self.console = console or Console(highlight=False)
+        self.show_state = show_state
+
+    def __call__(self, stored: StoredEvent) -> None:
+        if stored.event.kind == "state_change" and not self.show_state:
+            return
+        self.console.print(render(stored))
