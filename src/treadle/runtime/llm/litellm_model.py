@@ -120,6 +120,10 @@ class LiteLLMModel:
             request["api_base"] = self.settings.base_url
         if self.settings.api_key:
             request["api_key"] = self.settings.api_key
+        elif self.settings.base_url:
+            # Local OpenAI-compatible servers (vLLM, llama.cpp, Ollama) take any key, but the
+            # client refuses to send a request without one.
+            request["api_key"] = "no-key"
         if self.settings.temperature is not None:
             request["temperature"] = self.settings.temperature
         return request
