@@ -3,6 +3,7 @@
 No I/O here: every function takes events and returns values. Every other layer calls it.
 """
 
+from treadle.events.audit import AuditReport, Violation, audit_events
 from treadle.events.links import pending_actions
 from treadle.events.model import (
     ROOT,
@@ -32,6 +33,7 @@ __all__ = [
     "ROOT",
     "ActionEvent",
     "AgentErrorEvent",
+    "AuditReport",
     "CondensationEvent",
     "Event",
     "EventBase",
@@ -44,6 +46,8 @@ __all__ = [
     "SystemPromptEvent",
     "TokenUsage",
     "UserRejectionEvent",
+    "Violation",
+    "audit_events",
     "count_tool_calls",
     "event_from_dict",
     "event_from_json",

@@ -1,0 +1,545 @@
+"""`treadle audit`: checks a log against the audit-checkable SPEC.md contracts, every branch.
+
+One iterative walk of the event forest, linear in the log; a broken tree is reported, never raised.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from treadle.events.links import pending_actions
+from treadle.events.model import (
+    EVENT_KINDS,
+    MODEL_VISIBLE_KINDS,
+    RESULT_KINDS,
+    ActionEvent,
+    EventBase,
+)
+from treadle.events.tree import MISSING_PARENT, NO_PARENT, EventTree
+
+NO_EVENT = -1
+"""Position meaning "no such event" in the walk's int lists."""
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken contract: its SPEC.md name, the events at fault, a one-line explanation."""
+
+    contract: str
+    event_ids: tuple[str, ...]
+    message: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "contract": self.contract,
+            "event_ids": list(self.event_ids),
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """What ``audit_events`` found. ``notices`` are reported but are not violations (a lagging
+    head); ``pending`` are the unanswered actions on the focus head's path (LINK-PENDING)."""
+
+    violations: list[Violation] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    heads: list[str] = field(default_factory=list)
+    head: str | None = None
+    notices: list[Violation] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.violations
+
+    def contracts(self) -> list[str]:
+        """The contract name of every violation, in report order."""
+        return [violation.contract for violation in self.violations]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The ``treadle audit --json`` object (DESIGN.md), plus ``head`` and ``notices``."""
+        return {
+            "violations": [violation.to_json_dict() for violation in self.violations],
+            "pending": list(self.pending),
+            "counts": dict(self.counts),
+            "heads": list(self.heads),
+            "head": self.head,
+            "notices": [notice.to_json_dict() for notice in self.notices],
+        }
+
+
+def audit_events(events: Sequence[EventBase], *, head: str | None = None) -> AuditReport:
+    """Check ``events`` (in append order) on every branch and report all violations found.
+
+    ``head`` is the focus of the path checks (TREE-HEAD, pending); it defaults to the tree's
+    default head. Never raises on a bad tree: cycles, missing parents and duplicate ids become
+    violations, and the rest of the log is still checked.
+    """
+    tree = EventTree(events)
+    kinds = [event.kind for event in events]
+    findings = _Findings(events)
+    findings.duplicate_ids(tree)
+    parents = [tree.parent_position(position) for position in range(len(events))]
+    forest = _forest_parents(parents, findings)
+    _BranchWalk(tree, kinds, forest, findings).walk()
+    focus = head if head is not None else tree.default_head()
+    pending = _focus_head(tree, parents, focus, findings)
+    return AuditReport(
+        violations=findings.sorted_violations(),
+        pending=pending,
+        counts=_counts_by_kind(kinds),
+        heads=tree.heads(),
+        head=focus,
+        notices=findings.notices,
+    )
+
+
+class _Findings:
+    """Collects violations with the position of the event at fault, to report in log order."""
+
+    def __init__(self, events: Sequence[EventBase]) -> None:
+        self.events = events
+        self._found: list[tuple[int, Violation]] = []
+        self.notices: list[Violation] = []
+
+    def add(self, position: int, contract: str, event_ids: Sequence[str], message: str) -> None:
+        self._found.append((position, Violation(contract, tuple(event_ids), message)))
+
+    def sorted_violations(self) -> list[Violation]:
+        self._found.sort(key=lambda found: found[0])  # stable: same event keeps finding order
+        return [violation for _, violation in self._found]
+
+    def describe(self, position: int) -> str:
+        event = self.events[position]
+        return f"{event.kind} {event.id!r} (position {position})"
+
+    # -- whole-log checks -----------------------------------------------------------------
+
+    def duplicate_ids(self, tree: EventTree) -> None:
+        """APPEND-DUP-ID, one violation per repeated id, naming every position it has."""
+        repeats: dict[str, list[int]] = {}
+        for position in tree.duplicate_positions:
+            repeats.setdefault(self.events[position].id, []).append(position)
+        for event_id, positions in repeats.items():
+            first = tree.position(event_id)  # the tree resolves an id to its first event
+            where = ", ".join(str(p) for p in [first, *positions])
+            self.add(
+                positions[0],
+                "APPEND-DUP-ID",
+                [event_id],
+                f"event id {event_id!r} is used by {len(positions) + 1} events "
+                f"(positions {where}); a store refuses the repeat",
+            )
+
+    def missing_parent(self, position: int) -> None:
+        event = self.events[position]
+        self.add(
+            position,
+            "TREE-MISSING",
+            [event.id, str(event.parent_id)],
+            f"{self.describe(position)} names parent {event.parent_id!r}, which is not in the "
+            "log (a broken trajectory)",
+        )
+
+    def parent_after_child(self, position: int, parent: int) -> None:
+        self.add(
+            position,
+            "TREE-PARENT",
+            [self.events[position].id, self.events[parent].id],
+            f"{self.describe(position)} names parent {self.events[parent].id!r}, appended "
+            f"later at position {parent}: no append could produce this log",
+        )
+
+    def cycle(self, cycle: Sequence[int]) -> None:
+        events = self.events
+        chain = " -> ".join(repr(events[position].id) for position in cycle)
+        self.add(
+            min(cycle),
+            "TREE-CYCLE",
+            [events[position].id for position in cycle],
+            f"parent links form a cycle: {chain} -> {events[cycle[0]].id!r}",
+        )
+
+
+def _forest_parents(parents: list[int], findings: _Findings) -> list[int]:
+    """The parents to walk: a missing parent (TREE-MISSING) and one link of every cycle
+    (TREE-CYCLE) become roots, so the events below them are still checked."""
+    forest = parents.copy()
+    suspects: list[int] = []  # a parent at or after its child: only these can close a cycle
+    for position, parent in enumerate(parents):
+        if parent >= position:
+            suspects.append(position)
+        elif parent == MISSING_PARENT:
+            findings.missing_parent(position)
+            forest[position] = NO_PARENT
+    if not suspects:
+        return forest
+    on_cycle: set[int] = set()
+    for cycle in _find_cycles(parents, suspects):
+        findings.cycle(cycle)
+        on_cycle.update(cycle)
+        # Its earliest event names a later parent: cutting that link is the likeliest repair.
+        forest[min(cycle)] = NO_PARENT
+    for position in suspects:
+        if position not in on_cycle:
+            findings.parent_after_child(position, parents[position])
+    return forest
+
+
+def _find_cycles(parents: Sequence[int], starts: Sequence[int]) -> list[list[int]]:
+    """Every cycle of the parent function, each once, in walking order.
+
+    Each walk colors the events it climbs through; meeting its own color closes a new cycle,
+    meeting an older color or a root ends it. Every event is colored once: linear. Every cycle
+    has an event whose parent is at or after it, so walking up from those ``starts`` suffices.
+    """
+    color = [0] * len(parents)
+    cycles: list[list[int]] = []
+    for walk, start in enumerate(starts, 1):
+        position = start
+        while position >= 0 and not color[position]:
+            color[position] = walk
+            position = parents[position]
+        if position >= 0 and color[position] == walk:
+            cycle = [position]
+            member = parents[position]
+            while member != position:
+                cycle.append(member)
+                member = parents[member]
+            cycles.append(cycle)
+    return cycles
+
+
+class _BranchWalk:
+    """The depth-first walk over the forest, with the state of the path from a root to the
+    event being visited: entering an event updates it, leaving restores it.
+
+    State lives in int lists indexed by position (no object per event: the walk stays fast
+    and gives the garbage collector nothing to scan). Facts that depend only on an event's
+    path (the last model-visible event, the batch of an action) are kept; the rest is undone.
+    """
+
+    def __init__(
+        self, tree: EventTree, kinds: list[str], forest: list[int], findings: _Findings
+    ) -> None:
+        events = tree.events
+        count = len(events)
+        self.tree = tree
+        self.events = events
+        self.kinds = kinds
+        self.forest = forest
+        self.findings = findings
+        self.last_visible = [NO_EVENT] * count
+        """Position of the last model-visible event on the path ending at each event."""
+        self.batch_first = [NO_EVENT] * count
+        """For an action: the first action of its batch (PROJECT-BATCH) on its path."""
+        self.response_of: list[str | None] = [None] * count
+        """For an action: its llm_response_id, read once."""
+        self.answered_by = [NO_EVENT] * count
+        """For an action on the path: the final result on the path that closed it."""
+        self.call_owner: dict[str, int] = {}
+        """tool_call_id -> the latest action on the path with that call."""
+        self.action_at: dict[str, int] = {}
+        """Action id -> its position, for actions on the path."""
+        self.open_actions: dict[int, None] = {}
+        """Actions on the path without a final result, not yet reported as LINK-ORPHAN. They
+        all share one llm_response_id: a later action of another response flushes the rest."""
+        # Undo records, by the position of the event that made the change.
+        self.shadowed_call = [NO_EVENT] * count
+        self.shadowed_action = [NO_EVENT] * count
+        self.closed = [NO_EVENT] * count
+        self.reopen = bytearray(count)
+
+    def walk(self) -> None:
+        first_child, next_sibling = _child_links(self.forest)
+        for root, parent in enumerate(self.forest):
+            if parent < 0:
+                self._walk_tree(root, first_child, next_sibling)
+                self._forget_path()
+
+    def _walk_tree(self, root: int, first_child: list[int], next_sibling: list[int]) -> None:
+        """Depth-first from ``root``, children in append order. An event's changes are undone
+        on leaving it only when a later branch still waits (``waiting``): on the last branch
+        of a tree, which is the whole of a chain, nothing is left to undo them for."""
+        forest = self.forest
+        kinds = self.kinds
+        last_visible = self.last_visible
+        events = self.events
+        enter_action = self._enter_action
+        enter_result = self._enter_result
+        stack = [root]
+        waiting = 1  # events in the stack still to enter (the rest are leave markers)
+        while stack:
+            position = stack.pop()
+            if position < 0:  # leaving an action or a result
+                self._leave(~position)
+                continue
+            waiting -= 1
+            kind = kinds[position]
+            if kind == "action":
+                enter_action(position)
+                if waiting:
+                    stack.append(~position)
+            elif kind in RESULT_KINDS:
+                enter_result(position)
+                if waiting:
+                    stack.append(~position)
+            elif kind in MODEL_VISIBLE_KINDS:
+                last_visible[position] = position
+                if kind == "message" and events[position].source == "agent":
+                    self._model_turn(position, None)
+            else:  # not model-visible: neither part of a batch nor a break in one
+                parent = forest[position]
+                last_visible[position] = last_visible[parent] if parent >= 0 else NO_EVENT
+            child = first_child[position]
+            while child >= 0:  # latest first, so that the earliest pops first
+                stack.append(child)
+                waiting += 1
+                child = next_sibling[child]
+
+    def _leave(self, position: int) -> None:
+        if self.kinds[position] == "action":
+            self._leave_action(position)
+        else:
+            self._leave_result(position)
+
+    def _forget_path(self) -> None:
+        """A new tree starts with an empty path (what its last branch left is never undone)."""
+        self.call_owner.clear()
+        self.action_at.clear()
+        self.open_actions.clear()
+
+    # -- actions: PROJECT-SHARED-TEXT, PROJECT-DUP-CALL, LINK-UNIQUE, LINK-ORPHAN ------------
+
+    def _enter_action(self, position: int) -> None:
+        action: ActionEvent = self.events[position]  # type: ignore[assignment]
+        parent = self.forest[position]
+        before = self.last_visible[parent] if parent >= 0 else NO_EVENT
+        self.last_visible[position] = position
+        response = self.response_of[position] = action.llm_response_id
+        if before >= 0 and self.response_of[before] == response:  # None unless an action
+            first = self.batch_first[before]
+            if action.has_shared_text:
+                self._shared_text(position, first)
+        else:
+            first = position
+        self.batch_first[position] = first
+        call_owner = self.call_owner
+        call = action.tool_call_id
+        earlier = self.shadowed_call[position] = call_owner.get(call, NO_EVENT)
+        if earlier >= 0:
+            self._repeated_call(position, earlier, same_batch=self.batch_first[earlier] == first)
+        call_owner[call] = position
+        action_at = self.action_at
+        self.shadowed_action[position] = action_at.get(action.id, NO_EVENT)
+        action_at[action.id] = position
+        if self.open_actions:
+            self._model_turn(position, response)
+        self.open_actions[position] = None
+
+    def _leave_action(self, position: int) -> None:
+        action: ActionEvent = self.events[position]  # type: ignore[assignment]
+        _restore(self.call_owner, action.tool_call_id, self.shadowed_call[position])
+        _restore(self.action_at, action.id, self.shadowed_action[position])
+        self.open_actions.pop(position, None)
+
+    def _model_turn(self, position: int, response: str | None) -> None:
+        """The model was asked again (a new response's action, or an agent message): every
+        action still open on the path, of another response, is a LINK-ORPHAN."""
+        open_actions = self.open_actions
+        if not open_actions:
+            return
+        if response is not None and self.response_of[next(iter(open_actions))] == response:
+            return  # all open actions share one response: this is the same model turn
+        # Reported once: an orphan stays out of open_actions on every later branch too.
+        for orphan in sorted(open_actions):
+            self._orphan(orphan, position)
+        open_actions.clear()
+
+    def _shared_text(self, position: int, first: int) -> None:
+        events = self.events
+        self.findings.add(
+            position,
+            "PROJECT-SHARED-TEXT",
+            [events[position].id, events[first].id],
+            f"{self.findings.describe(position)} carries thought/reasoning but is not the first "
+            f"action of its batch (that is {events[first].id!r}): the text would be sent twice",
+        )
+
+    def _repeated_call(self, position: int, earlier: int, *, same_batch: bool) -> None:
+        events = self.events
+        call = events[position].tool_call_id  # type: ignore[attr-defined]
+        ids = [events[earlier].id, events[position].id]
+        if same_batch:
+            contract = "PROJECT-DUP-CALL"
+            where = "in one batch"
+        else:
+            contract = "LINK-UNIQUE"
+            where = "on one path, in different batches"
+        self.findings.add(
+            position,
+            contract,
+            ids,
+            f"actions {ids[0]!r} and {ids[1]!r} both have tool_call_id {call!r} {where}",
+        )
+
+    def _orphan(self, action: int, turn: int) -> None:
+        events = self.events
+        self.findings.add(
+            action,
+            "LINK-ORPHAN",
+            [events[action].id, events[turn].id],
+            f"{self.findings.describe(action)} has no final result when the model is asked "
+            f"again ({self.findings.describe(turn)})",
+        )
+
+    # -- results: LINK-ID, LINK-ONCE --------------------------------------------------------
+
+    def _enter_result(self, position: int) -> None:
+        self.last_visible[position] = position
+        action = self._linked_action(position)
+        if action < 0:  # a broken link answers nothing: it was reported as LINK-ID
+            return
+        earlier = self.answered_by[action]
+        if earlier >= 0:
+            self._answered_twice(position, action, earlier)
+            return
+        self.answered_by[action] = position
+        self.closed[position] = action
+        if action in self.open_actions:
+            del self.open_actions[action]
+            self.reopen[position] = 1
+
+    def _leave_result(self, position: int) -> None:
+        action = self.closed[position]
+        if action < 0:
+            return
+        self.answered_by[action] = NO_EVENT
+        if self.reopen[position]:  # while its result was on the path it could not be orphaned
+            self.open_actions[action] = None
+
+    def _linked_action(self, position: int) -> int:
+        """The action on the path that the result at ``position`` answers (LINK-ID), or NO_EVENT
+        after reporting why it answers none."""
+        result = self.events[position]
+        call: str = result.tool_call_id  # type: ignore[attr-defined]
+        action_id: str | None = getattr(result, "action_id", None)
+        if action_id is None:  # an agent error may answer by its call alone
+            action = self.call_owner.get(call, NO_EVENT)
+            if action < 0:
+                why = f"answers tool_call_id {call!r}, but no action on its path has that call"
+                self._link_broken(position, [result.id], why)
+            return action
+        action = self.action_at.get(action_id, NO_EVENT)
+        if action < 0:
+            self._link_broken(position, [result.id, action_id], self._why_not_linked(action_id))
+            return NO_EVENT
+        linked: ActionEvent = self.events[action]  # type: ignore[assignment]
+        if call != linked.tool_call_id or (
+            result.kind != "agent_error" and result.tool_name != linked.tool_name  # type: ignore[attr-defined]
+        ):
+            why = "; ".join(self._mismatches(result, linked))
+            self._link_broken(position, [result.id, action_id], why)
+            return NO_EVENT
+        return action
+
+    def _mismatches(self, result: EventBase, action: ActionEvent) -> list[str]:
+        # An agent error's tool name may be one that does not exist: only its call is checked.
+        fields = ["tool_call_id"] if result.kind == "agent_error" else ["tool_call_id", "tool_name"]
+        return [
+            f"its {name} is {getattr(result, name)!r} but action {action.id!r} has "
+            f"{getattr(action, name)!r}"
+            for name in fields
+            if getattr(result, name) != getattr(action, name)
+        ]
+
+    def _why_not_linked(self, action_id: str) -> str:
+        if action_id not in self.tree:
+            return f"its action_id {action_id!r} is not in the log"
+        kind = self.tree.get(action_id).kind
+        if kind != "action":
+            return f"its action_id {action_id!r} names a {kind}, not an action"
+        return f"its action {action_id!r} is not on its path (another branch, or later)"
+
+    def _link_broken(self, position: int, ids: Sequence[str], why: str) -> None:
+        self.findings.add(position, "LINK-ID", ids, f"{self.findings.describe(position)}: {why}")
+
+    def _answered_twice(self, position: int, action: int, earlier: int) -> None:
+        events = self.events
+        call = events[action].tool_call_id  # type: ignore[attr-defined]
+        self.findings.add(
+            position,
+            "LINK-ONCE",
+            [events[action].id, events[earlier].id, events[position].id],
+            f"action {events[action].id!r} (call {call!r}) already has the final result "
+            f"{events[earlier].id!r} on this path; {self.findings.describe(position)} is a "
+            "second one",
+        )
+
+
+def _child_links(forest: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Children as linked lists (latest child first): two int lists, not a list per event."""
+    first_child = [NO_EVENT] * len(forest)
+    next_sibling = [NO_EVENT] * len(forest)
+    for position, parent in enumerate(forest):
+        if parent >= 0:
+            next_sibling[position] = first_child[parent]
+            first_child[parent] = position
+    return first_child, next_sibling
+
+
+def _restore(owners: dict[str, int], key: str, earlier: int) -> None:
+    if earlier >= 0:
+        owners[key] = earlier
+    else:
+        owners.pop(key, None)
+
+
+def _focus_head(
+    tree: EventTree, parents: Sequence[int], focus: str | None, findings: _Findings
+) -> list[str]:
+    """TREE-HEAD for the focus head, and the ids pending on its path (LINK-PENDING)."""
+    if focus is None:
+        return []
+    if focus not in tree:
+        findings.add(NO_EVENT, "TREE-HEAD", [focus], f"head {focus!r} is not an event of the log")
+        return []
+    position = tree.position(focus)
+    path = _walkable_path(parents, position)
+    head_on_cycle = parents[path[0]] == position  # its children then include the cycle itself
+    # tree.lags indexes the children of the whole log: ask only when the head has a child.
+    if not head_on_cycle and position in parents and tree.lags(focus):
+        later = next(c for c in tree.children(focus) if c.kind != "state_change")
+        findings.notices.append(
+            Violation(
+                "TREE-HEAD",
+                (focus, later.id),
+                f"head {focus!r} lags: later events continue its branch (first {later.id!r}); "
+                "the saved head was not moved",
+            )
+        )
+    return [action.id for action in pending_actions([tree.events[p] for p in path])]
+
+
+def _walkable_path(parents: Sequence[int], head: int) -> list[int]:
+    """Positions root..head as far as the parent links can be followed: up to a missing parent,
+    or once around a cycle (both already reported)."""
+    chain: list[int] = []
+    seen = bytearray(len(parents))
+    position = head
+    while position >= 0 and not seen[position]:
+        seen[position] = 1
+        chain.append(position)
+        position = parents[position]
+    chain.reverse()
+    return chain
+
+
+def _counts_by_kind(kinds: Sequence[str]) -> dict[str, int]:
+    counted = Counter(kinds)
+    known = {kind: counted[kind] for kind in EVENT_KINDS if counted[kind]}
+    return known | {kind: n for kind, n in counted.items() if kind not in known}
