@@ -23,7 +23,7 @@ from treadle.events.model import (
     StateChangeEvent,
     UserRejectionEvent,
 )
-from treadle.events.projection import project_messages
+from treadle.events.projection_cache import IncrementalProjection
 from treadle.runtime.agent import Agent, interrupted_error
 from treadle.runtime.confirmation import (
     ConfirmationPolicy,
@@ -91,6 +91,11 @@ class Conversation:
         self._run_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._status, self.status_reason = self._read_status()
+        # The active path as last seen, extended by this object's own appends, and the
+        # projection of it: a step costs O(new events), not O(history) (issue 5, speed).
+        self._path: list[Event] = []
+        self._path_head: str | None = None
+        self._projection = IncrementalProjection()
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -169,14 +174,25 @@ class Conversation:
         return self.store.head(self.id)
 
     def active_path(self, limit: int | None = None) -> list[Event]:
-        return self.store.path_to_root(self.id, limit=limit)
+        """The events root..head (TREE-PATH); with ``limit`` only the last ``limit``."""
+        path = self._current_path()
+        return path[-limit:] if limit else list(path)
 
     def pending_actions(self) -> list[ActionEvent]:
-        return pending_actions(self.active_path())
+        return pending_actions(self._current_path())
 
     def messages(self) -> list[dict]:
         """What the model would be sent now (PROJECT-*)."""
-        return project_messages(self.active_path())
+        return self._projection.project(self._current_path())
+
+    def _current_path(self) -> list[Event]:
+        """The cached path when the stored head is still its end, else a fresh read."""
+        with self._write_lock:
+            head = self.store.head(self.id)
+            if head != self._path_head:
+                self._path = self.store.path_to_root(self.id, head) if head else []
+                self._path_head = head
+            return self._path
 
     # -- user intents ----------------------------------------------------------------------
 
@@ -307,7 +323,7 @@ class Conversation:
             return self._set_status(Status.ERROR, failure)
         if ended_turn:
             return self._set_status(Status.FINISHED, "the agent called finish")
-        if is_stuck(self.active_path(limit=200)):
+        if is_stuck(self._current_path()[-200:]):
             return self._set_status(Status.STUCK, "the same calls gave the same results 3 times")
         if self._pause_requested.is_set():
             return self._record_pause()
@@ -359,6 +375,9 @@ class Conversation:
                 chained.append(event.model_copy(update={"parent_id": parent}))  # type: ignore[arg-type]
                 parent = event.id
             seqs = self.store.append_batch(self.id, chained)
+            if self._path_head == (None if chained[0].parent_id == ROOT else chained[0].parent_id):
+                self._path.extend(chained)
+                self._path_head = chained[-1].id
         for seq, event in zip(seqs, chained, strict=True):
             self._notify(StoredEvent(seq=seq, event=event))
         return chained
