@@ -41,3 +41,17 @@ def bench_core(
     from treadle.bench.core import run_core_bench
 
     print_figures("treadle bench core", run_core_bench(events), as_json)
+
+
+@bench_app.command("runtime")
+def bench_runtime(
+    long: Annotated[
+        int, typer.Option("--long", min=100, help="Events of the long history")
+    ] = 10_000,
+    steps: Annotated[int, typer.Option("--steps", min=10)] = 200,
+    as_json: JsonOption = False,
+) -> None:
+    """Treadle's overhead per agent step (store + projection) at 100 and at --long events."""
+    from treadle.bench.runtime import run_runtime_bench
+
+    print_figures("treadle bench runtime", run_runtime_bench(long=long, steps=steps), as_json)
