@@ -34,7 +34,12 @@ from treadle.runtime.confirmation import (
 from treadle.runtime.llm.base import LanguageModel, ModelError
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
-from treadle.runtime.status import ConversationStatus, status_event, status_from_event
+from treadle.runtime.status import (
+    ConversationStatus,
+    head_move_event,
+    status_event,
+    status_from_event,
+)
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.workspace.base import Workspace
@@ -259,8 +264,11 @@ class Conversation:
     def switch_branch(self, event_id: str) -> None:
         """Make ``event_id`` the head: the model's context becomes that branch. The workspace's
         files are NOT rolled back (SPEC.md BRANCH): a branch of events is not a file snapshot."""
-        with self._running():
+        with self._running(), self._write_lock:
             self.store.set_head(self.id, event_id)
+            event = head_move_event(event_id)
+            seq = self.store.append(self.id, event, move_head=False)
+            self._notify(StoredEvent(seq=seq, event=event))
             self._set_status(Status.IDLE, f"switched to the branch of {event_id}")
 
     def fork(self, event_id: str | None = None, *, title: str | None = None) -> Conversation:

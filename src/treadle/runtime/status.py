@@ -12,6 +12,8 @@ from typing import Any
 from treadle.events.model import StateChangeEvent
 
 STATUS_KEY = "status"
+HEAD_KEY = "head"
+"""State-change key recording an explicit head move (switch branch), so streams see it."""
 
 
 class ConversationStatus(StrEnum):
@@ -41,3 +43,7 @@ def status_from_event(event: StateChangeEvent) -> tuple[ConversationStatus, str 
         return ConversationStatus(event.value.get("status")), event.value.get("reason")
     except ValueError:
         return None
+
+
+def head_move_event(head_id: str) -> StateChangeEvent:
+    return StateChangeEvent(key=HEAD_KEY, value={"head": head_id}, parent_id=head_id)
