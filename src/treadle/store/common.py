@@ -5,7 +5,7 @@ resolution, head moves, time keys, query validation and paging. Backends only fe
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -80,6 +80,40 @@ def plan_append(
             PlannedEvent(seq, event, parent_seq, event_to_json(event), time_us(event.time))
         )
     return planned
+
+
+def assign_branches(
+    planned: Sequence[PlannedEvent],
+    *,
+    branch_of: Mapping[int, int],
+    tip_of: Callable[[int], int],
+) -> list[int]:
+    """The chain segment ("branch": the seq of its first event) of each planned event.
+
+    An event continues its parent's segment when the parent is that segment's last event (its
+    tip); a root, or a child of an event that already has one there, starts a segment at its
+    own seq. A path is then a few (branch, seq range) segments, one per fork on it, each an
+    index range scan. ``branch_of`` maps the seqs of the stored parents and of the last stored
+    event to their branch; ``tip_of(branch)`` is the highest stored seq of a branch.
+    """
+    known = dict(branch_of)
+    tips: dict[int, int] = {}
+    branches: list[int] = []
+    for item in planned:
+        seq, parent = item.seq, item.parent_seq
+        if parent is None:
+            branch = seq
+        else:
+            branch = known[parent]
+            # the event appended just before is the newest of all, so its segment's tip
+            if parent != seq - 1:
+                tip = tips[branch] if branch in tips else tip_of(branch)
+                if tip != parent:
+                    branch = seq  # the parent already has a child on its segment: a fork
+        known[seq] = branch
+        tips[branch] = seq
+        branches.append(branch)
+    return branches
 
 
 def moved_head(events: Sequence[Event], head_id: str | None, *, move_head: bool) -> str | None:
