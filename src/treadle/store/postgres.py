@@ -54,6 +54,7 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _NO_LIMIT = 2**62
 _SUBSCRIBE_BATCH = 500
 _MAX_IDLE_CONNECTIONS = 8
+_IN_TRANSACTION = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 # Each entry upgrades the schema by one version; a new store runs them all from version 0, so
 # creating and migrating are one code path. Append, never edit: stores in the field ran these.
@@ -213,12 +214,14 @@ class PostgresEventStore:
         # slower), and JIT only adds compile time to these short queries.
         tuning = "-c random_page_cost=1.1 -c jit=off"
         try:
-            return psycopg.connect(
+            conn = psycopg.connect(
                 self._conninfo,
                 autocommit=True,
                 application_name=f"treadle-{role}:{self.schema}",
                 options=f"-c search_path={self.schema} -c synchronous_commit={commit} {tuning}",
             )
+            conn.prepare_threshold = None
+            return conn
         except psycopg.OperationalError as error:
             raise StoreError(
                 f"cannot connect to PostgreSQL at {self._conninfo}: {error}".strip()
@@ -374,62 +377,97 @@ class PostgresEventStore:
         self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
     ) -> list[int]:
         events = list(events)
-        with self._pool.connection() as conn, conn.transaction():
-            # The row lock is APPEND's one lock: it serialises appenders of this conversation
-            # across threads, processes and servers, and READ COMMITTED makes the statements
-            # after it see everything the previous holder committed (APPEND step 1).
-            row = conn.execute(
-                "SELECT key, event_count, head_id FROM conversations WHERE id = %s FOR UPDATE",
-                (conversation_id,),
-            ).fetchone()
-            if row is None:
-                raise ConversationNotFound(conversation_id)
-            key, count, head = row
-            if not events:
-                return []
-            # the ids and explicit parents already stored, and the last event (legacy parent)
-            wanted = ids_to_look_up(events)
-            found = conn.execute(
-                "SELECT id, seq, branch FROM events WHERE conversation = %s "
-                "AND (id = ANY(%s) OR seq = %s)",
-                (key, list(wanted), count - 1),
-            ).fetchall()
-            stored = {event_id: seq for event_id, seq, _ in found if event_id in wanted}
-            planned = plan_append(conversation_id, events, next_seq=count, stored=stored)
-            branches = assign_branches(
-                planned,
-                branch_of={seq: branch for _, seq, branch in found},
-                tip_of=lambda branch: self._tip(conn, key, branch),
+        wanted = ids_to_look_up(events)
+        with self._pool.connection() as conn:
+            # Client-side binding lets several statements travel in one message, each still
+            # with its own snapshot: an append waits for the server twice, and every plan is
+            # made for this call's values (a plan cached while the table was tiny scanned all
+            # of a conversation's events per append).
+            cursor = psycopg.ClientCursor(conn)
+            try:
+                return self._append_in(cursor, conversation_id, events, wanted, move_head)
+            except BaseException:
+                if conn.info.transaction_status in _IN_TRANSACTION:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _append_in(
+        self,
+        cursor: psycopg.ClientCursor[Any],
+        conversation_id: str,
+        events: list[Event],
+        wanted: set[str],
+        move_head: bool,
+    ) -> list[int]:
+        # The row lock is APPEND's one lock: it serialises appenders of this conversation
+        # across threads, processes and servers. The look-up is a statement of its own after
+        # it: under READ COMMITTED its snapshot is taken once the lock is held, so it sees all
+        # the previous holder committed (APPEND step 1). It finds the new ids and explicit
+        # parents already stored, and the last event (the legacy parent).
+        cursor.execute(
+            "BEGIN; "
+            "SELECT key, event_count, head_id FROM conversations WHERE id = %(c)s FOR UPDATE; "
+            "SELECT e.id, e.seq, e.branch FROM conversations c "
+            "JOIN events e ON e.conversation = c.key AND e.id = ANY(%(ids)s) WHERE c.id = %(c)s "
+            "UNION ALL "
+            "SELECT e.id, e.seq, e.branch FROM conversations c "
+            "JOIN events e ON e.conversation = c.key AND e.seq = c.event_count - 1 "
+            "WHERE c.id = %(c)s",
+            {"c": conversation_id, "ids": list(wanted)},
+        )
+        cursor.nextset()
+        row = cursor.fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        key, count, head = row
+        cursor.nextset()
+        found = cursor.fetchall()
+        if not events:
+            cursor.execute("COMMIT")
+            return []
+        stored = {event_id: seq for event_id, seq, _ in found if event_id in wanted}
+        planned = plan_append(conversation_id, events, next_seq=count, stored=stored)
+        branches = assign_branches(
+            planned,
+            branch_of={seq: branch for _, seq, branch in found},
+            tip_of=lambda branch: self._tip(cursor.connection, key, branch),
+        )
+        rows = [
+            (
+                key,
+                item.seq,
+                item.event.id,
+                item.parent_seq,
+                branch,
+                item.event.kind,
+                item.event.source,
+                item.time_us,
+                item.payload,
             )
-            conn.execute(
-                "INSERT INTO events "
-                "(conversation, seq, id, parent_seq, branch, kind, source, time_us, payload) "
-                "SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::bigint[], "
-                "%s::text[], %s::text[], %s::bigint[], %s::text[])",
-                (
-                    key,
-                    [p.seq for p in planned],
-                    [p.event.id for p in planned],
-                    [p.parent_seq for p in planned],
-                    branches,
-                    [p.event.kind for p in planned],
-                    [p.event.source for p in planned],
-                    [p.time_us for p in planned],
-                    [p.payload for p in planned],
-                ),
-            )
-            last_seq = planned[-1].seq
-            conn.execute(
-                "UPDATE conversations SET event_count = %s, head_id = %s, updated_at = now() "
-                "WHERE key = %s",
-                (last_seq + 1, moved_head(events, head, move_head=move_head), key),
-            )
-            # Delivered at commit, only if it commits: subscribers never see a rolled-back seq.
-            conn.execute(
-                "SELECT pg_notify(%s, %s)",
-                (self._channel(conversation_id), _notice(conversation_id, last_seq)),
-            )
-        return [p.seq for p in planned]
+            for item, branch in zip(planned, branches, strict=True)
+        ]
+        last_seq = planned[-1].seq
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+        # Rows, length, head and notification in one transaction; the notification is
+        # delivered at commit, only if it commits: no subscriber sees a rolled-back seq.
+        cursor.execute(
+            "INSERT INTO events "
+            "(conversation, seq, id, parent_seq, branch, kind, source, time_us, payload) "
+            f"VALUES {values}; "
+            "UPDATE conversations SET event_count = %s, head_id = %s, updated_at = now() "
+            "WHERE key = %s; "
+            "SELECT pg_notify(%s, %s); "
+            "COMMIT",
+            [
+                *(value for row in rows for value in row),
+                last_seq + 1,
+                moved_head(events, head, move_head=move_head),
+                key,
+                self._channel(conversation_id),
+                _notice(conversation_id, last_seq),
+            ],
+        )
+        return [item.seq for item in planned]
 
     def set_head(self, conversation_id: str, event_id: str | None) -> None:
         with self._pool.connection() as conn, conn.transaction():
