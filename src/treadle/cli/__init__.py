@@ -4,6 +4,7 @@ from treadle.cli import (  # noqa: F401  (importing registers their commands)
     bench_commands,
     core_commands,
     run_commands,
+    serve_commands,
 )
 from treadle.cli.app import app, main
 

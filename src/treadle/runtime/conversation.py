@@ -20,7 +20,6 @@ from treadle.events.model import (
     EventBase,
     MessageEvent,
     PauseEvent,
-    StateChangeEvent,
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
@@ -37,14 +36,14 @@ from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
 from treadle.runtime.status import (
     ConversationStatus,
     head_move_event,
+    read_status,
     status_event,
-    status_from_event,
 )
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.local import LocalWorkspace
-from treadle.store.base import ConversationNotFound, EventQuery, EventStore, StoredEvent
+from treadle.store.base import ConversationNotFound, EventStore, StoredEvent
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +172,10 @@ class Conversation:
     @property
     def status(self) -> ConversationStatus:
         return self._status
+
+    def stored_status(self) -> tuple[ConversationStatus, str | None]:
+        """The status the log records now (another process may have moved it on)."""
+        return self._read_status()
 
     @property
     def head(self) -> str | None:
@@ -408,12 +411,7 @@ class Conversation:
                 logger.exception("event callback %r failed on event %s", callback, stored.event.id)
 
     def _read_status(self) -> tuple[ConversationStatus, str | None]:
-        query = EventQuery(kinds=["state_change"], text='"key":"status"', order="desc", limit=20)
-        for stored in self.store.search(self.id, query).items:
-            event = stored.event
-            if isinstance(event, StateChangeEvent) and (found := status_from_event(event)):
-                return found
-        return Status.IDLE, None
+        return read_status(self.store, self.id)
 
     def _running(self) -> _RunGuard:
         return _RunGuard(self._run_lock, self.id)

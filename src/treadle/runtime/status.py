@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from treadle.events.model import StateChangeEvent
+from treadle.store.base import EventQuery, EventStore
 
 STATUS_KEY = "status"
 HEAD_KEY = "head"
@@ -47,3 +48,13 @@ def status_from_event(event: StateChangeEvent) -> tuple[ConversationStatus, str 
 
 def head_move_event(head_id: str) -> StateChangeEvent:
     return StateChangeEvent(key=HEAD_KEY, value={"head": head_id}, parent_id=head_id)
+
+
+def read_status(store: EventStore, conversation_id: str) -> tuple[ConversationStatus, str | None]:
+    """The status (and reason) the conversation's log records last; IDLE when none."""
+    query = EventQuery(kinds=["state_change"], text='"key":"status"', order="desc", limit=20)
+    for stored in store.search(conversation_id, query).items:
+        event = stored.event
+        if isinstance(event, StateChangeEvent) and (found := status_from_event(event)):
+            return found
+    return ConversationStatus.IDLE, None

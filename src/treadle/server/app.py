@@ -1,0 +1,67 @@
+"""The agent server: a FastAPI app over one store, the canonical API for clients and the Canvas.
+
+``create_app`` wires the store, the run manager (leases), the stream hubs, security and routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import treadle
+from treadle.server import routes_conversations, routes_events
+from treadle.server.errors import install_error_handlers
+from treadle.server.runs import RunManager
+from treadle.server.security import SecurityConfig, SecurityMiddleware
+from treadle.server.state import ServerState
+from treadle.server.stream import Hubs
+from treadle.store.leases import open_leases
+from treadle.store.urls import default_store_url, open_store
+
+PUBLIC_PATHS = frozenset({"/", "/favicon.ico", "/docs", "/openapi.json", "/health"})
+
+
+def create_app(
+    store_url: str | None = None,
+    *,
+    api_keys: Iterable[str] = (),
+    bind_host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
+    lease_ttl_s: float = 10.0,
+) -> FastAPI:
+    url = store_url or default_store_url()
+    security = SecurityConfig.build(
+        api_keys, bind_host=bind_host, extra_hosts=allowed_hosts, public_paths=PUBLIC_PATHS
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = open_store(url)
+        runs = RunManager(store, open_leases(url), lease_ttl_s=lease_ttl_s)
+        app.state.treadle = ServerState(store=store, runs=runs, security=security, hubs=Hubs(store))
+        try:
+            yield
+        finally:
+            runs.shutdown()
+            store.close()
+
+    app = FastAPI(
+        title="Treadle agent server",
+        version=treadle.__version__,
+        description="Conversations, events (search, count, path, projection, audit, live "
+        "stream with gap-free resume by seq) and the user's intents. Auth: "
+        "`Authorization: Bearer KEY` when keys are configured.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(routes_conversations.router)
+    app.include_router(routes_events.router)
+
+    @app.get("/health", tags=["server"])
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": treadle.__version__}
+
+    app.add_middleware(SecurityMiddleware, config=security)
+    return app

@@ -1,0 +1,164 @@
+"""REST routes for conversations: create, list, get, delete, and the user's intents (message,
+run, pause, interrupt, confirm, reject, fork, move the head)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from treadle.events.model import event_to_dict
+from treadle.runtime.conversation import Conversation
+from treadle.server.api_models import (
+    Accepted,
+    ActionChoice,
+    ConversationList,
+    ConversationView,
+    CreateConversation,
+    ForkRequest,
+    MoveHead,
+    RejectRequest,
+    RunRequest,
+    SendMessage,
+)
+from treadle.server.errors import ApiError
+from treadle.server.state import ServerState, server_state
+from treadle.store.base import ConversationInfo, ConversationNotFound
+
+router = APIRouter(prefix="/api/conversations", tags=["conversations"])
+State = Annotated[ServerState, Depends(server_state)]
+
+
+def view(state: ServerState, info: ConversationInfo) -> ConversationView:
+    status, reason = state.status_of(info.id)
+    return ConversationView(
+        id=info.id,
+        title=info.title,
+        status=status,
+        status_reason=reason,
+        head_id=info.head_id,
+        event_count=info.event_count,
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+        running_here=state.runs.is_running(info.id),
+        metadata=info.metadata,
+    )
+
+
+@router.post("", status_code=201, response_model=ConversationView)
+def create_conversation(
+    body: CreateConversation, state: State, response: Response
+) -> ConversationView:
+    """Create a conversation; with a client-given id that exists already, return it (200)."""
+    if body.id is not None:
+        try:
+            existing = state.store.get_conversation(body.id)
+        except ConversationNotFound:
+            pass
+        else:
+            response.status_code = 200
+            return view(state, existing)
+    conversation = Conversation.create(state.store, body.settings, id=body.id, title=body.title)
+    conversation.close()
+    return view(state, state.store.get_conversation(conversation.id))
+
+
+@router.get("", response_model=ConversationList)
+def list_conversations(
+    state: State,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> ConversationList:
+    infos = state.store.list_conversations(limit=limit + 1, offset=offset)
+    more = len(infos) > limit
+    return ConversationList(
+        items=[view(state, info) for info in infos[:limit]],
+        next_offset=offset + limit if more else None,
+    )
+
+
+@router.get("/{conversation_id}", response_model=ConversationView)
+def get_conversation(conversation_id: str, state: State) -> ConversationView:
+    return view(state, state.store.get_conversation(conversation_id))
+
+
+@router.delete("/{conversation_id}", status_code=204)
+def delete_conversation(conversation_id: str, state: State) -> Response:
+    if state.runs.is_running(conversation_id):
+        raise ApiError(409, "already_running", "pause the conversation before deleting it")
+    state.store.get_conversation(conversation_id)
+    state.runs.forget(conversation_id)
+    state.store.delete_conversation(conversation_id)
+    return Response(status_code=204)
+
+
+@router.post("/{conversation_id}/messages", status_code=201)
+def send_message(conversation_id: str, body: SendMessage, state: State) -> dict:
+    event = state.runtime(conversation_id).send_message(body.text)
+    return event_to_dict(event)
+
+
+def _accepted(state: ServerState, conversation_id: str, operation: str) -> Accepted:
+    status, _reason = state.status_of(conversation_id)
+    return Accepted(conversation_id=conversation_id, operation=operation, status=status)  # type: ignore[arg-type]
+
+
+@router.post("/{conversation_id}/run", status_code=202, response_model=Accepted)
+def run(conversation_id: str, state: State, body: RunRequest | None = None) -> Accepted:
+    """Start a run in the background; 409 when it already runs (here or in another server)."""
+    max_steps = (body or RunRequest()).max_steps
+    state.runtime(conversation_id)  # 404 / 409 before starting a thread
+    state.runs.start(conversation_id, lambda c: c.run(max_steps), "run")
+    return _accepted(state, conversation_id, "run")
+
+
+@router.post("/{conversation_id}/pause", status_code=202, response_model=Accepted)
+def pause(conversation_id: str, state: State) -> Accepted:
+    state.runtime(conversation_id).pause()
+    return _accepted(state, conversation_id, "pause")
+
+
+@router.post("/{conversation_id}/interrupt", status_code=202, response_model=Accepted)
+def interrupt(conversation_id: str, state: State) -> Accepted:
+    """Stop as soon as possible: no new model call or tool call starts (a running command
+    finishes or hits its timeout)."""
+    state.runtime(conversation_id).pause()
+    return _accepted(state, conversation_id, "interrupt")
+
+
+@router.post("/{conversation_id}/confirm", status_code=202, response_model=Accepted)
+def confirm(conversation_id: str, state: State, body: ActionChoice | None = None) -> Accepted:
+    """Run the confirmed pending calls in the background (all of them by default)."""
+    conversation = state.runtime(conversation_id)
+    chosen = (body or ActionChoice()).action_ids
+    state.check_pending(conversation, chosen)
+    state.runs.start(conversation_id, lambda c: c.confirm(chosen), "confirm")
+    return _accepted(state, conversation_id, "confirm")
+
+
+@router.post("/{conversation_id}/reject", response_model=Accepted)
+def reject(conversation_id: str, state: State, body: RejectRequest | None = None) -> Accepted:
+    body = body or RejectRequest()
+    conversation = state.runtime(conversation_id)
+    state.check_pending(conversation, body.action_ids)
+    if state.runs.is_running(conversation_id):
+        raise ApiError(409, "already_running", "the conversation is running")
+    conversation.reject(body.action_ids, reason=body.reason)
+    return _accepted(state, conversation_id, "reject")
+
+
+@router.post("/{conversation_id}/fork", status_code=201, response_model=ConversationView)
+def fork(conversation_id: str, body: ForkRequest, state: State) -> ConversationView:
+    """A new conversation holding the path up to the event (files are not copied)."""
+    child = state.runtime(conversation_id).fork(body.event_id, title=body.title)
+    return view(state, state.store.get_conversation(child.id))
+
+
+@router.put("/{conversation_id}/head", response_model=ConversationView)
+def move_head(conversation_id: str, body: MoveHead, state: State) -> ConversationView:
+    """Switch the active branch: the model's context follows the new head."""
+    if state.runs.is_running(conversation_id):
+        raise ApiError(409, "already_running", "pause the conversation before switching branch")
+    state.store.get_event(conversation_id, body.event_id)  # 404 for an unknown event
+    state.runtime(conversation_id).switch_branch(body.event_id)
+    return view(state, state.store.get_conversation(conversation_id))

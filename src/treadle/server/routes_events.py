@@ -1,0 +1,186 @@
+"""REST and WebSocket routes over a conversation's events: search and count with the store's
+filters and seq cursors, one event, the path, the projection, the audit, the tree, the stream."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
+from starlette.concurrency import run_in_threadpool
+
+from treadle.events.audit import audit_events
+from treadle.events.model import event_to_dict
+from treadle.events.projection import project_messages
+from treadle.events.tree import EventTree
+from treadle.server.api_models import CountView, EventPageView, StoredEventView, TreeView
+from treadle.server.security import ws_key_required
+from treadle.server.state import ServerState, server_state
+from treadle.server.stream import Listener, stream_messages
+from treadle.store.base import ConversationNotFound, EventQuery, StoredEvent
+
+router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["events"])
+State = Annotated[ServerState, Depends(server_state)]
+
+REPLAY_PAGE = 1000
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    """``?kinds=a,b`` and ``?kinds=a&kinds=b`` both mean [a, b]."""
+    if not values:
+        return None
+    return [part for value in values for part in value.split(",") if part]
+
+
+def event_query(
+    kinds: Annotated[list[str] | None, Query()] = None,
+    sources: Annotated[list[str] | None, Query()] = None,
+    after_seq: int | None = None,
+    before_seq: int | None = None,
+    time_from: datetime | None = None,
+    time_to: datetime | None = None,
+    branch_head: str | None = None,
+    text: Annotated[str | None, Query(max_length=1000)] = None,
+    order: Literal["asc", "desc"] = "asc",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> EventQuery:
+    return EventQuery(
+        kinds=_split(kinds),
+        sources=_split(sources),
+        after_seq=after_seq,
+        before_seq=before_seq,
+        time_from=time_from,
+        time_to=time_to,
+        branch_head=branch_head,
+        text=text,
+        order=order,
+        limit=limit,
+    )
+
+
+Filters = Annotated[EventQuery, Depends(event_query)]
+
+
+def _view(stored: StoredEvent) -> StoredEventView:
+    return StoredEventView(seq=stored.seq, event=event_to_dict(stored.event))
+
+
+@router.get("/events", response_model=EventPageView)
+def search_events(conversation_id: str, query: Filters, state: State) -> EventPageView:
+    """A page of events; pass ``next_cursor`` as ``after_seq`` (asc) or ``before_seq`` (desc)."""
+    page = state.store.search(conversation_id, query)
+    return EventPageView(items=[_view(item) for item in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/events/count", response_model=CountView)
+def count_events(conversation_id: str, query: Filters, state: State) -> CountView:
+    return CountView(count=state.store.count(conversation_id, query))
+
+
+@router.get("/events/{event_id}", response_model=StoredEventView)
+def get_event(conversation_id: str, event_id: str, state: State) -> StoredEventView:
+    return _view(state.store.get_event(conversation_id, event_id))
+
+
+@router.get("/path")
+def get_path(
+    conversation_id: str,
+    state: State,
+    head: str | None = None,
+    limit: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+) -> list[dict[str, Any]]:
+    """The active path root..head (TREE-PATH), or its last ``limit`` events."""
+    return [event_to_dict(e) for e in state.store.path_to_root(conversation_id, head, limit)]
+
+
+@router.get("/messages")
+def get_messages(conversation_id: str, state: State, head: str | None = None) -> list[dict]:
+    """The OpenAI-format messages the model would be sent for the active path (PROJECT-*)."""
+    return project_messages(state.store.path_to_root(conversation_id, head))
+
+
+def _whole_log(state: ServerState, conversation_id: str) -> list:
+    return [item.event for item in state.store.get_range(conversation_id, 0, 2**62)]
+
+
+@router.get("/audit")
+def get_audit(conversation_id: str, state: State, head: str | None = None) -> dict[str, Any]:
+    """The audit of the whole stored log (every branch); ``head`` focuses the path checks."""
+    events = _whole_log(state, conversation_id)
+    return audit_events(events, head=head or state.store.head(conversation_id)).to_json_dict()
+
+
+@router.get("/tree", response_model=TreeView)
+def get_tree(conversation_id: str, state: State) -> TreeView:
+    tree = EventTree(_whole_log(state, conversation_id))
+    return TreeView(
+        head=state.store.head(conversation_id),
+        heads=tree.heads(),
+        branch_points=tree.branch_points(),
+    )
+
+
+@router.get("/events/{event_id}/children")
+def get_children(conversation_id: str, event_id: str, state: State) -> list[dict[str, Any]]:
+    state.store.get_event(conversation_id, event_id)  # 404 for an unknown event
+    tree = EventTree(_whole_log(state, conversation_id))
+    return [event_to_dict(child) for child in tree.children(event_id)]
+
+
+@router.websocket("/events/stream")
+async def stream_events(websocket: WebSocket, conversation_id: str, after_seq: int = -1) -> None:
+    """Every stored event after ``after_seq``, then live ones, each with its seq; status
+    changes, head moves and the end of a run are messages of their own."""
+    state: ServerState = websocket.app.state.treadle
+    await websocket.accept()
+    if ws_key_required(state.security, dict(websocket.headers)) and not await _key_message_ok(
+        websocket, state
+    ):
+        await websocket.close(code=4401, reason="a valid API key is required")
+        return
+    try:
+        hub = await run_in_threadpool(state.hubs.hub, conversation_id)
+    except ConversationNotFound:
+        await websocket.close(code=4404, reason="no such conversation")
+        return
+    listener = Listener(loop=asyncio.get_running_loop())
+    delivered_up_to = hub.join(listener)
+    try:
+        await _replay(websocket, state, conversation_id, after_seq, delivered_up_to)
+        last = max(after_seq, delivered_up_to)
+        while True:
+            stored = await listener.queue.get()
+            if stored is None:  # dropped for falling behind, or the stream ended
+                await websocket.close(code=4408, reason="reconnect with after_seq")
+                return
+            if stored.seq <= last:
+                continue
+            last = stored.seq
+            for message in stream_messages(stored):
+                await websocket.send_json(message)
+    except WebSocketDisconnect:
+        pass
+    finally:
+        hub.leave(listener)
+
+
+async def _replay(
+    websocket: WebSocket, state: ServerState, conversation_id: str, after_seq: int, up_to: int
+) -> None:
+    start = after_seq + 1
+    while start <= up_to:
+        end = min(up_to + 1, start + REPLAY_PAGE)
+        page = await run_in_threadpool(state.store.get_range, conversation_id, start, end)
+        for stored in page:
+            for message in stream_messages(stored):
+                await websocket.send_json(message)
+        start = end
+
+
+async def _key_message_ok(websocket: WebSocket, state: ServerState) -> bool:
+    with contextlib.suppress(Exception):
+        first = await asyncio.wait_for(websocket.receive_json(), timeout=10)
+        return isinstance(first, dict) and state.security.key_is_valid(first.get("api_key"))
+    return False

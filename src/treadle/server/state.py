@@ -1,0 +1,53 @@
+"""What the server's routes share: the store, the run manager, the security settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from treadle.runtime.conversation import Conversation, ConversationError
+from treadle.runtime.status import read_status
+from treadle.server.errors import ApiError
+from treadle.server.runs import RunManager
+from treadle.server.security import SecurityConfig
+from treadle.server.stream import Hubs
+from treadle.store.base import EventStore
+
+
+@dataclass
+class ServerState:
+    store: EventStore
+    runs: RunManager
+    security: SecurityConfig
+    hubs: Hubs
+
+    def runtime(self, conversation_id: str) -> Conversation:
+        """The conversation to act on: 404 when unknown, 409 when it cannot be run here."""
+        self.store.get_conversation(conversation_id)
+        try:
+            return self.runs.conversation(conversation_id)
+        except ConversationError as error:
+            raise ApiError(409, "not_runnable", str(error)) from None
+
+    def status_of(self, conversation_id: str) -> tuple[str, str | None]:
+        status, reason = read_status(self.store, conversation_id)
+        return status.value, reason
+
+    @staticmethod
+    def check_pending(conversation: Conversation, action_ids: Sequence[str] | None) -> None:
+        pending = {action.id for action in conversation.pending_actions()}
+        if not pending:
+            raise ApiError(409, "nothing_pending", "no call is waiting for confirmation")
+        unknown = [a for a in action_ids or () if a not in pending]
+        if unknown:
+            raise ApiError(
+                409,
+                "not_pending",
+                f"not pending: {', '.join(unknown)}; pending: {', '.join(pending)}",
+            )
+
+
+def server_state(request: Request) -> ServerState:
+    return request.app.state.treadle

@@ -1,0 +1,155 @@
+"""Run leases: exactly one process runs a given conversation at a time, across processes and,
+on PostgreSQL, across machines. A holder renews its lease; a crashed holder's lease expires and
+another process may take the conversation over (its ``run`` then closes interrupted calls).
+
+The lease lives beside the events, in the same database, in a table of its own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from typing import Protocol
+
+from treadle.store.urls import sqlite_path_and_options
+
+
+class RunLeases(Protocol):
+    def acquire(self, conversation_id: str, owner: str, ttl_s: float) -> bool:
+        """Take the lease if it is free, expired, or already ours; False if another holds it."""
+        ...
+
+    def renew(self, conversation_id: str, owner: str, ttl_s: float) -> bool:
+        """Extend our lease; False when it is no longer ours (we stalled and lost it)."""
+        ...
+
+    def release(self, conversation_id: str, owner: str) -> None: ...
+
+    def expired(self) -> list[str]:
+        """Conversations whose holder stopped renewing (crashed): candidates for take-over."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_leases(url: str) -> RunLeases:
+    """The lease table of the store at ``url`` (sqlite:/// or postgresql://)."""
+    if url.startswith("sqlite:"):
+        path, _options = sqlite_path_and_options(url)
+        return SqliteRunLeases(str(path))
+    return PostgresRunLeases(url)
+
+
+class SqliteRunLeases:
+    """Leases in the SQLite file: serialised by SQLite's write lock (one machine)."""
+
+    def __init__(self, path: str) -> None:
+        self._conn = sqlite3.connect(
+            path, timeout=30, isolation_level=None, check_same_thread=False
+        )
+        self._lock = threading.Lock()  # one connection, used by the run threads in turn
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS run_leases ("
+            " conversation_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)"
+        )
+
+    def _write(self, sql: str, params: tuple) -> int:
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                changed = conn.execute(sql, params).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return changed
+
+    def acquire(self, conversation_id: str, owner: str, ttl_s: float) -> bool:
+        now = time.time()
+        changed = self._write(
+            "INSERT INTO run_leases VALUES (?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
+            " owner = excluded.owner, expires_at = excluded.expires_at"
+            " WHERE run_leases.expires_at < ? OR run_leases.owner = excluded.owner",
+            (conversation_id, owner, now + ttl_s, now),
+        )
+        return changed == 1
+
+    def renew(self, conversation_id: str, owner: str, ttl_s: float) -> bool:
+        changed = self._write(
+            "UPDATE run_leases SET expires_at = ? WHERE conversation_id = ? AND owner = ?",
+            (time.time() + ttl_s, conversation_id, owner),
+        )
+        return changed == 1
+
+    def release(self, conversation_id: str, owner: str) -> None:
+        self._write(
+            "DELETE FROM run_leases WHERE conversation_id = ? AND owner = ?",
+            (conversation_id, owner),
+        )
+
+    def expired(self) -> list[str]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT conversation_id FROM run_leases WHERE expires_at < ?", (time.time(),)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresRunLeases:
+    """Leases in the store's schema; the upsert's row lock decides between racing servers."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        from treadle.store.postgres import parse_postgres_url
+
+        conninfo, schema, _durability = parse_postgres_url(url)
+        self._conn = psycopg.connect(
+            conninfo,
+            autocommit=True,
+            options=f"-c search_path={schema}",
+            application_name="treadle-leases",
+        )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS run_leases ("
+            " conversation_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
+        )
+
+    def acquire(self, conversation_id: str, owner: str, ttl_s: float) -> bool:
+        row = self._conn.execute(
+            "INSERT INTO run_leases VALUES (%s, %s, now() + make_interval(secs => %s))"
+            " ON CONFLICT (conversation_id) DO UPDATE SET"
+            " owner = excluded.owner, expires_at = excluded.expires_at"
+            " WHERE run_leases.expires_at < now() OR run_leases.owner = excluded.owner"
+            " RETURNING owner",
+            (conversation_id, owner, ttl_s),
+        ).fetchone()
+        return row is not None
+
+    def renew(self, conversation_id: str, owner: str, ttl_s: float) -> bool:
+        cursor = self._conn.execute(
+            "UPDATE run_leases SET expires_at = now() + make_interval(secs => %s)"
+            " WHERE conversation_id = %s AND owner = %s",
+            (ttl_s, conversation_id, owner),
+        )
+        return cursor.rowcount == 1
+
+    def release(self, conversation_id: str, owner: str) -> None:
+        self._conn.execute(
+            "DELETE FROM run_leases WHERE conversation_id = %s AND owner = %s",
+            (conversation_id, owner),
+        )
+
+    def expired(self) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT conversation_id FROM run_leases WHERE expires_at < now()"
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def close(self) -> None:
+        self._conn.close()
