@@ -108,7 +108,9 @@ def test_newer_schema_version_is_refused_and_not_modified(postgres_url):
     with pytest.raises(StoreError, match=r"newer Treadle.*not modified"):
         PostgresEventStore(postgres_url)
     with _admin(postgres_url) as conn:
-        assert conn.execute("SELECT value FROM meta").fetchall() == [(newer,)]
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [
+            (newer,)
+        ]
         assert conn.execute("SELECT id FROM events").fetchall() == [("a",)]
 
 
@@ -122,7 +124,8 @@ def test_older_store_is_migrated_forward_keeping_its_events(postgres_url, monkey
     with PostgresEventStore(postgres_url) as store:
         assert [e.id for e in store.path_to_root("c")] == ["a"]
     with _admin(postgres_url) as conn:
-        assert conn.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION + 1),)
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION + 1),)
         assert conn.execute("SELECT archived FROM conversations").fetchone() == (False,)
 
 
@@ -283,6 +286,30 @@ def _subscriber_connections(url: str) -> int:
             (f"treadle-subscribe:{_schema(url)}",),
         ).fetchone()
     return row[0]
+
+
+def test_deleting_the_conversation_ends_its_subscribers(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("a", ROOT))
+        stream = store.subscribe("c", poll_interval=60)  # woken by the delete's notification
+        assert next(stream).seq == 0
+        threading.Timer(0.2, lambda: store.delete_conversation("c")).start()
+        started = time.monotonic()
+        assert list(stream) == []
+        assert time.monotonic() - started < 30
+
+
+def test_values_postgresql_cannot_hold_are_refused_clearly(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        with pytest.raises(StoreError, match="NUL"):
+            store.create_conversation("a\x00b")
+        store.create_conversation("c")
+        with pytest.raises(StoreError, match="NUL"):
+            store.append("c", msg("id\x00", ROOT))
+        store.append("c", msg("a", ROOT, text="text\x00 with NUL is JSON-escaped"))
+        assert store.path_to_root("c")[0].text == "text\x00 with NUL is JSON-escaped"
+        assert store.get_conversation("c").event_count == 1
 
 
 def test_a_closed_stream_releases_its_connection(postgres_url):

@@ -48,6 +48,7 @@ from treadle.store.common import (
     time_us,
 )
 
+APPLICATION = "treadle"
 DEFAULT_SCHEMA = "treadle"
 DURABILITY_MODES = ("durable", "fast")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -153,6 +154,16 @@ class _Pool:
             conn = self._connect()
         try:
             yield conn
+        except psycopg.DataError as error:
+            raise StoreError(
+                f"PostgreSQL cannot store a value given ({error}); conversation ids, event ids "
+                "and titles must not contain NUL characters"
+            ) from error
+        except psycopg.OperationalError as error:
+            raise StoreError(
+                f"the PostgreSQL connection failed ({error}); check the server and retry. An "
+                "append cut off this way may have been stored: look its event id up first"
+            ) from error
         finally:
             self._give_back(conn)
 
@@ -237,13 +248,15 @@ class PostgresEventStore:
             )
             has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
             if has_meta and has_meta[0]:
-                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                if row is None or not row[0].isdigit():
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                version_text = meta.get("schema_version", "")
+                if meta.get("application") != APPLICATION or not version_text.isdigit():
                     raise StoreError(
-                        f"schema {self.schema!r} has a meta table without a schema version; it "
-                        "is not a Treadle store (or is damaged): use another ?schema= name"
+                        f"schema {self.schema!r} has a meta table but is not a Treadle store "
+                        f"(application {meta.get('application')!r}, schema version "
+                        f"{meta.get('schema_version')!r}); use another ?schema= name"
                     )
-                version = int(row[0])
+                version = int(version_text)
             else:
                 if self._has_tables(conn):
                     raise StoreError(
@@ -251,7 +264,10 @@ class PostgresEventStore:
                         "store; use another ?schema= name"
                     )
                 conn.execute("CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)")
-                conn.execute("INSERT INTO meta VALUES ('schema_version', '0')")
+                conn.execute(
+                    "INSERT INTO meta VALUES ('application', %s), ('schema_version', '0')",
+                    (APPLICATION,),
+                )
                 version = 0
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -268,10 +284,9 @@ class PostgresEventStore:
                     (str(SCHEMA_VERSION),),
                 )
 
-    @staticmethod
-    def _has_tables(conn: psycopg.Connection[Any]) -> bool:
+    def _has_tables(self, conn: psycopg.Connection[Any]) -> bool:
         row = conn.execute(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+            "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (self.schema,)
         ).fetchone()
         return bool(row and row[0])
 
@@ -361,12 +376,17 @@ class PostgresEventStore:
         return _conversation_info(row)
 
     def delete_conversation(self, conversation_id: str) -> None:
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
             deleted = conn.execute(
                 "DELETE FROM conversations WHERE id = %s", (conversation_id,)
             ).rowcount
-        if not deleted:
-            raise ConversationNotFound(conversation_id)
+            if not deleted:
+                raise ConversationNotFound(conversation_id)
+            # wakes its subscribers, which then find it gone and end
+            conn.execute(
+                "SELECT pg_notify(%s, %s)",
+                (self._channel(conversation_id), json.dumps({"deleted": True})),
+            )
 
     # -- writing --------------------------------------------------------------------------
 
@@ -631,6 +651,7 @@ class PostgresEventStore:
         with self._listeners_lock:
             self._listeners.add(listener)
         last = after_seq
+        waited = False
         try:
             with listener.busy:
                 channel = sql.Identifier(self._channel(conversation_id))
@@ -649,9 +670,12 @@ class PostgresEventStore:
                 if len(rows) == _SUBSCRIBE_BATCH:
                     continue  # more rows are stored already: read on before waiting
                 with listener.busy:
+                    if not rows and waited and not self._exists(listener.conn, key):
+                        return  # the conversation was deleted: nothing more will come
                     for notice in listener.conn.notifies(timeout=poll_interval):
                         if _notice_seq(notice.payload) > last:
                             break  # stale notices (rows already read) keep us waiting
+                waited = True
         except psycopg.OperationalError:
             if not listener.conn.closed:
                 raise  # the server went away; the store closing under us ends quietly
@@ -691,6 +715,13 @@ class PostgresEventStore:
         if row is None:
             raise ConversationNotFound(conversation_id)
         return int(row[0]), int(row[1])
+
+    @staticmethod
+    def _exists(conn: psycopg.Connection[Any], key: int) -> bool:
+        return (
+            conn.execute("SELECT 1 FROM conversations WHERE key = %s", (key,)).fetchone()
+            is not None
+        )
 
     @staticmethod
     def _tip(conn: psycopg.Connection[Any], key: int, branch: int) -> int:
