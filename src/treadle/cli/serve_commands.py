@@ -25,6 +25,12 @@ def serve(
         list[str] | None,
         typer.Option("--allowed-host", help="Extra Host name to answer to (DNS-rebinding guard)"),
     ] = None,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            "--lease-ttl", min=0.5, help="Seconds before a crashed server's runs are taken over"
+        ),
+    ] = 10.0,
 ) -> None:
     """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs."""
     import uvicorn
@@ -32,6 +38,10 @@ def serve(
     from treadle.server import create_app
 
     application = create_app(
-        store, api_keys=api_key or (), bind_host=host, allowed_hosts=allowed_host or ()
+        store,
+        api_keys=api_key or (),
+        bind_host=host,
+        allowed_hosts=allowed_host or (),
+        lease_ttl_s=lease_ttl,
     )
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets")

@@ -6,11 +6,12 @@ head, so the log itself says what state a conversation was left in, also after a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
-from treadle.events.model import StateChangeEvent
-from treadle.store.base import EventQuery, EventStore
+from treadle.events.model import StateChangeEvent, event_to_dict
+from treadle.store.base import EventQuery, EventStore, StoredEvent
 
 STATUS_KEY = "status"
 HEAD_KEY = "head"
@@ -58,3 +59,19 @@ def read_status(store: EventStore, conversation_id: str) -> tuple[ConversationSt
         if isinstance(event, StateChangeEvent) and (found := status_from_event(event)):
             return found
     return ConversationStatus.IDLE, None
+
+
+def stream_messages(stored: StoredEvent) -> Iterator[dict[str, Any]]:
+    """The stream messages for one stored event: the event itself, then what it means."""
+    event = stored.event
+    yield {"type": "event", "seq": stored.seq, "event": event_to_dict(event)}
+    if not isinstance(event, StateChangeEvent):
+        return
+    status = status_from_event(event)
+    if status is not None:
+        state, reason = status
+        yield {"type": "status", "seq": stored.seq, "status": state.value, "reason": reason}
+        if state is not ConversationStatus.RUNNING:
+            yield {"type": "run_finished", "seq": stored.seq, "status": state.value}
+    elif event.key == HEAD_KEY and isinstance(event.value, dict):
+        yield {"type": "head", "seq": stored.seq, "head_id": event.value.get("head")}

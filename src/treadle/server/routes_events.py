@@ -15,10 +15,11 @@ from treadle.events.audit import audit_events
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
 from treadle.events.tree import EventTree
+from treadle.runtime.status import stream_messages
 from treadle.server.api_models import CountView, EventPageView, StoredEventView, TreeView
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state
-from treadle.server.stream import Listener, stream_messages
+from treadle.server.stream import Listener
 from treadle.store.base import ConversationNotFound, EventQuery, StoredEvent
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["events"])
@@ -129,10 +130,30 @@ def get_children(conversation_id: str, event_id: str, state: State) -> list[dict
     return [event_to_dict(child) for child in tree.children(event_id)]
 
 
+class _Sender:
+    """Sends a stored event's stream messages; counts events against the client's ``limit``."""
+
+    def __init__(self, websocket: WebSocket, limit: int | None) -> None:
+        self.websocket = websocket
+        self.remaining = limit
+
+    async def send(self, stored: StoredEvent) -> bool:
+        """False once ``limit`` events were sent (the server then closes the stream)."""
+        for message in stream_messages(stored):
+            await self.websocket.send_json(message)
+        if self.remaining is None:
+            return True
+        self.remaining -= 1
+        return self.remaining > 0
+
+
 @router.websocket("/events/stream")
-async def stream_events(websocket: WebSocket, conversation_id: str, after_seq: int = -1) -> None:
+async def stream_events(
+    websocket: WebSocket, conversation_id: str, after_seq: int = -1, limit: int | None = None
+) -> None:
     """Every stored event after ``after_seq``, then live ones, each with its seq; status
-    changes, head moves and the end of a run are messages of their own."""
+    changes, head moves and the end of a run are messages of their own. With ``limit`` the
+    server closes the stream (code 1000) after that many events: resume with ``after_seq``."""
     state: ServerState = websocket.app.state.treadle
     await websocket.accept()
     if ws_key_required(state.security, dict(websocket.headers)) and not await _key_message_ok(
@@ -147,8 +168,11 @@ async def stream_events(websocket: WebSocket, conversation_id: str, after_seq: i
         return
     listener = Listener(loop=asyncio.get_running_loop())
     delivered_up_to = hub.join(listener)
+    sender = _Sender(websocket, limit if limit is None or limit > 0 else None)
     try:
-        await _replay(websocket, state, conversation_id, after_seq, delivered_up_to)
+        if not await _replay(sender, state, conversation_id, after_seq, delivered_up_to):
+            await websocket.close(code=1000, reason="limit reached")
+            return
         last = max(after_seq, delivered_up_to)
         while True:
             stored = await listener.queue.get()
@@ -158,8 +182,9 @@ async def stream_events(websocket: WebSocket, conversation_id: str, after_seq: i
             if stored.seq <= last:
                 continue
             last = stored.seq
-            for message in stream_messages(stored):
-                await websocket.send_json(message)
+            if not await sender.send(stored):
+                await websocket.close(code=1000, reason="limit reached")
+                return
     except WebSocketDisconnect:
         pass
     finally:
@@ -167,16 +192,17 @@ async def stream_events(websocket: WebSocket, conversation_id: str, after_seq: i
 
 
 async def _replay(
-    websocket: WebSocket, state: ServerState, conversation_id: str, after_seq: int, up_to: int
-) -> None:
+    sender: _Sender, state: ServerState, conversation_id: str, after_seq: int, up_to: int
+) -> bool:
     start = after_seq + 1
     while start <= up_to:
         end = min(up_to + 1, start + REPLAY_PAGE)
         page = await run_in_threadpool(state.store.get_range, conversation_id, start, end)
         for stored in page:
-            for message in stream_messages(stored):
-                await websocket.send_json(message)
+            if not await sender.send(stored):
+                return False
         start = end
+    return True
 
 
 async def _key_message_ok(websocket: WebSocket, state: ServerState) -> bool:

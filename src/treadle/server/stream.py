@@ -3,7 +3,8 @@
 Joining is atomic with the fan-out: under the hub's lock a client learns the last seq the hub
 delivered and is added to it, then replays the store up to that seq. So a client that
 reconnects with its last seq gets every later event exactly once: no gap, no duplicate.
-Every stream message is derived from a stored event, so a replay reproduces them all.
+Every stream message is derived from a stored event (``runtime.status.stream_messages``), so
+a replay reproduces them all.
 """
 
 from __future__ import annotations
@@ -11,34 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from treadle.events.model import StateChangeEvent, event_to_dict
-from treadle.runtime.status import HEAD_KEY, ConversationStatus, status_from_event
 from treadle.store.base import EventStore, StoredEvent
 
 logger = logging.getLogger(__name__)
 
 MAX_BACKLOG = 10_000
 """Messages a slow client may fall behind before it is dropped (it reconnects and replays)."""
-
-
-def stream_messages(stored: StoredEvent) -> Iterator[dict[str, Any]]:
-    """The stream messages for one stored event: the event itself, then what it means."""
-    event = stored.event
-    yield {"type": "event", "seq": stored.seq, "event": event_to_dict(event)}
-    if not isinstance(event, StateChangeEvent):
-        return
-    status = status_from_event(event)
-    if status is not None:
-        state, reason = status
-        yield {"type": "status", "seq": stored.seq, "status": state.value, "reason": reason}
-        if state is not ConversationStatus.RUNNING:
-            yield {"type": "run_finished", "seq": stored.seq, "status": state.value}
-    elif event.key == HEAD_KEY and isinstance(event.value, dict):
-        yield {"type": "head", "seq": stored.seq, "head_id": event.value.get("head")}
 
 
 @dataclass(eq=False)

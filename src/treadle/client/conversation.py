@@ -1,0 +1,169 @@
+"""``TreadleClient`` and ``RemoteConversation``: the local ``Conversation``'s methods over the
+agent server, plus the events API (search, count, every page, path, messages, audit, stream)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from treadle.client.http import HttpApi
+from treadle.client.stream import EventSubscription
+from treadle.events.links import pending_actions
+from treadle.events.model import ActionEvent, Event, event_from_dict
+from treadle.runtime.settings import ConversationSettings
+from treadle.runtime.status import ConversationStatus
+from treadle.store.base import StoredEvent
+
+
+class TreadleClient:
+    """Entry point: ``TreadleClient("http://127.0.0.1:8000", api_key=...)``."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 30.0) -> None:
+        self.api = HttpApi(base_url, api_key, timeout)
+
+    def create_conversation(
+        self, settings: ConversationSettings, *, id: str | None = None, title: str | None = None
+    ) -> RemoteConversation:
+        body = {"id": id, "title": title, "settings": settings.model_dump(mode="json")}
+        data = self.api.request("POST", "/api/conversations", json=body)
+        return RemoteConversation(self, data["id"])
+
+    def conversation(self, conversation_id: str) -> RemoteConversation:
+        self.api.request("GET", f"/api/conversations/{conversation_id}")  # 404 now, not later
+        return RemoteConversation(self, conversation_id)
+
+    def list_conversations(self, *, limit: int = 50, offset: int = 0) -> dict[str, Any]:
+        return self.api.request(
+            "GET", "/api/conversations", params={"limit": limit, "offset": offset}
+        )
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> TreadleClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+class RemoteConversation:
+    """A conversation on the server, with the methods of the local ``Conversation``."""
+
+    def __init__(self, client: TreadleClient, conversation_id: str) -> None:
+        self.client = client
+        self.id = conversation_id
+        self._base = f"/api/conversations/{conversation_id}"
+
+    def _call(self, method: str, path: str = "", **kwargs: Any) -> Any:
+        return self.client.api.request(method, self._base + path, **kwargs)
+
+    # -- state ----------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        return self._call("GET")
+
+    @property
+    def status(self) -> ConversationStatus:
+        return ConversationStatus(self.info()["status"])
+
+    @property
+    def head(self) -> str | None:
+        return self.info()["head_id"]
+
+    # -- intents --------------------------------------------------------------------------
+
+    def send_message(self, text: str) -> Event:
+        return event_from_dict(self._call("POST", "/messages", json={"text": text}))
+
+    def run(
+        self, max_steps: int = 50, *, wait: bool = True, timeout_s: float = 300.0
+    ) -> ConversationStatus:
+        """Start a run; with ``wait`` (default) return the status it stopped in."""
+        self._call("POST", "/run", json={"max_steps": max_steps})
+        return self.wait(timeout_s) if wait else ConversationStatus.RUNNING
+
+    def wait(self, timeout_s: float = 300.0, poll_s: float = 0.05) -> ConversationStatus:
+        """Wait until no run or confirmation is in progress here; the final status."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            info = self.info()
+            if not info["running_here"] and info["status"] != ConversationStatus.RUNNING:
+                return ConversationStatus(info["status"])
+            time.sleep(poll_s)
+        raise TimeoutError(f"conversation {self.id} still running after {timeout_s} s")
+
+    def pause(self) -> None:
+        self._call("POST", "/pause")
+
+    def interrupt(self) -> None:
+        self._call("POST", "/interrupt")
+
+    def confirm(
+        self, action_ids: Sequence[str] | None = None, *, wait: bool = True
+    ) -> ConversationStatus:
+        self._call(
+            "POST", "/confirm", json={"action_ids": list(action_ids) if action_ids else None}
+        )
+        return self.wait() if wait else ConversationStatus.RUNNING
+
+    def reject(
+        self, action_ids: Sequence[str] | None = None, reason: str = "User rejected the action"
+    ) -> ConversationStatus:
+        body = {"action_ids": list(action_ids) if action_ids else None, "reason": reason}
+        return ConversationStatus(self._call("POST", "/reject", json=body)["status"])
+
+    def fork(self, event_id: str | None = None, *, title: str | None = None) -> RemoteConversation:
+        data = self._call("POST", "/fork", json={"event_id": event_id, "title": title})
+        return RemoteConversation(self.client, data["id"])
+
+    def switch_branch(self, event_id: str) -> None:
+        self._call("PUT", "/head", json={"event_id": event_id})
+
+    def delete(self) -> None:
+        self._call("DELETE")
+
+    # -- events ---------------------------------------------------------------------------
+
+    def search(self, **filters: Any) -> dict[str, Any]:
+        """One page: ``{"items": [{"seq", "event"}], "next_cursor"}`` (filters as the server's)."""
+        return self._call("GET", "/events", params=_params(filters))
+
+    def count(self, **filters: Any) -> int:
+        return self._call("GET", "/events/count", params=_params(filters))["count"]
+
+    def iter_events(self, page_size: int = 500, **filters: Any) -> Iterator[StoredEvent]:
+        """Every matching event, page after page by seq cursor."""
+        cursor = filters.pop("after_seq", None)
+        while True:
+            page = self.search(**filters, after_seq=cursor, limit=page_size, order="asc")
+            for item in page["items"]:
+                yield StoredEvent(item["seq"], event_from_dict(item["event"]))
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
+    def active_path(self, limit: int | None = None, head: str | None = None) -> list[Event]:
+        params = {k: v for k, v in (("limit", limit), ("head", head)) if v is not None}
+        return [event_from_dict(item) for item in self._call("GET", "/path", params=params)]
+
+    def pending_actions(self) -> list[ActionEvent]:
+        return pending_actions(self.active_path())
+
+    def messages(self, head: str | None = None) -> list[dict[str, Any]]:
+        return self._call("GET", "/messages", params={"head": head} if head else None)
+
+    def audit(self, head: str | None = None) -> dict[str, Any]:
+        return self._call("GET", "/audit", params={"head": head} if head else None)
+
+    def tree(self) -> dict[str, Any]:
+        return self._call("GET", "/tree")
+
+    def subscribe(self, after_seq: int = -1) -> EventSubscription:
+        """A live, self-reconnecting subscription resuming from its last seq."""
+        return EventSubscription(self.client.api, self.id, after_seq)
+
+
+def _params(filters: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in filters.items() if value is not None}
