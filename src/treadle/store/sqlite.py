@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from pydantic import ValidationError
+
 from treadle.errors import AppendError, TreeError
 from treadle.events.model import Event, event_from_json
 from treadle.store.base import (
@@ -153,7 +155,27 @@ def read_schema_version(path: Path) -> int:
             f"{path} is not a SQLite database, so not a Treadle store; give the path of a "
             "Treadle store or of a new file (the file was not modified)"
         )
-    uri = f"file:{quote(str(path))}?mode=ro"
+    if _is_truncated(path, header, size):
+        raise StoreError(
+            f"{path} is truncated (shorter than its header says); restore it from a backup "
+            "(the file was not modified)"
+        )
+    try:
+        return _read_version(path, immutable=True)
+    except StoreError:
+        # The unlocked read may have met a checkpoint of another process halfway: ask again
+        # with SQLite's locks before calling the file damaged. Without a WAL nobody has the
+        # file open in WAL mode, so no checkpoint runs and the first answer stands.
+        if not path.with_name(path.name + "-wal").exists():
+            raise
+        return _read_version(path, immutable=False)
+
+
+def _read_version(path: Path, *, immutable: bool) -> int:
+    # immutable=1 reads the main file alone and creates no -wal/-shm beside it; a plain
+    # read-only connection leaves empty ones behind. A version read this way may lag the WAL;
+    # the migration reads it again under the write lock.
+    uri = f"file:{quote(str(path))}?mode=ro" + ("&immutable=1" if immutable else "")
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=DEFAULT_BUSY_TIMEOUT, isolation_level=None)
     except sqlite3.Error as error:
@@ -167,6 +189,20 @@ def read_schema_version(path: Path) -> int:
         ) from None
     finally:
         conn.close()
+
+
+def _is_truncated(path: Path, header: bytes, size: int) -> bool:
+    """Whether the file is shorter than the page count its header vouches for. Only without a
+    WAL: a checkpoint killed midway may have written page 1 before extending the file, and the
+    WAL it will be redone from is then still there."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return False
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    size_is_valid = pages > 0 and header[24:28] == header[92:96]
+    return size_is_valid and size < pages * page_size
 
 
 def _version_of(conn: sqlite3.Connection, path: Path) -> int:
@@ -616,7 +652,7 @@ class SqliteEventStore:
             ).fetchone()
         if row is None:
             raise EventNotFound(conversation_id, event_id)
-        return _stored(row)
+        return _stored(row, self.path)
 
     def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:
         """Events with ``start_seq <= seq < end_seq``, in seq order."""
@@ -627,7 +663,7 @@ class SqliteEventStore:
                 "ORDER BY seq",
                 (key, start_seq, end_seq),
             ).fetchall()
-        return [_stored(row) for row in rows]
+        return [_stored(row, self.path) for row in rows]
 
     def path_to_root(
         self, conversation_id: str, head_id: str | None = None, limit: int | None = None
@@ -655,7 +691,7 @@ class SqliteEventStore:
                 if wanted >= 0 and len(payloads) >= wanted:
                     break
         payloads.reverse()
-        return [event_from_json(payload) for payload in payloads]
+        return [_decode(payload, self.path) for payload in payloads]
 
     @staticmethod
     def _event_position(
@@ -706,7 +742,7 @@ class SqliteEventStore:
         with self._reading() as conn:
             key = self._key(conn, conversation_id)
             rows = self._page_rows(conn, conversation_id, key, query, query.limit + 1)
-        return page_of([_stored(row) for row in rows], query.limit)
+        return page_of([_stored(row, self.path) for row in rows], query.limit)
 
     def count(self, conversation_id: str, query: EventQuery) -> int:
         check_query(query)
@@ -873,7 +909,7 @@ class SqliteEventStore:
                     (key, last, _SUBSCRIBE_BATCH),
                 ).fetchall()
                 for row in rows:
-                    stored = _stored(row)
+                    stored = _stored(row, self.path)
                     last = stored.seq
                     yield stored
                 if len(rows) == _SUBSCRIBE_BATCH:
@@ -900,8 +936,13 @@ class SqliteEventStore:
 
     def integrity_check(self) -> list[str]:
         """SQLite's own check of the file: [] when sound, else its findings."""
-        with self._errors():
-            rows = self._conn().execute("PRAGMA integrity_check").fetchall()
+        try:
+            with self._errors():
+                rows = self._conn().execute("PRAGMA integrity_check").fetchall()
+        except StoreError as error:
+            if isinstance(error.__cause__, sqlite3.OperationalError):
+                raise  # busy or closed: no finding about the file
+            return [str(error.__cause__ or error)]
         findings = [str(row[0]) for row in rows]
         return [] if findings == ["ok"] else findings
 
@@ -953,8 +994,20 @@ def _row_filters(
     return "".join(f" AND {condition}" for condition in conditions), params
 
 
-def _stored(row: Sequence[Any]) -> StoredEvent:
-    return StoredEvent(seq=int(row[0]), event=event_from_json(row[1]))
+def _decode(payload: str, path: Path, seq: int | None = None) -> Event:
+    try:
+        return event_from_json(payload)
+    except ValidationError as error:
+        where = "an event" if seq is None else f"the event at seq {seq}"
+        raise StoreError(
+            f"store {path} is damaged: {where} cannot be read back ({error.errors()[0]['msg']}); "
+            "run 'treadle store check' and restore the file from a backup"
+        ) from None
+
+
+def _stored(row: Sequence[Any], path: Path) -> StoredEvent:
+    seq = int(row[0])
+    return StoredEvent(seq=seq, event=_decode(row[1], path, seq))
 
 
 def _conversation_info(row: Sequence[Any]) -> ConversationInfo:

@@ -1,0 +1,181 @@
+"""Bad input to the SQLite store: a file that is not a store, a damaged store, a store of a
+newer schema, bad URLs. Each gives a StoreError saying what is wrong, and the file is never
+modified (byte for byte)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from treadle.events.model import MessageEvent
+from treadle.store.base import StoreError
+from treadle.store.sqlite import SqliteEventStore, schema_version
+from treadle.store.urls import open_store
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_store(path: Path, events: int = 300) -> None:
+    """A real store with events, closed cleanly (everything checkpointed into the file)."""
+    store = open_store(f"sqlite:///{path}")
+    store.create_conversation("c")
+    store.append_batch("c", [MessageEvent(source="user", text="x" * 500) for _ in range(events)])
+    store.close()
+    assert not path.with_name(path.name + "-wal").exists()
+
+
+def assert_refused(path: Path, *fragments: str) -> StoreError:
+    before = digest(path)
+    with pytest.raises(StoreError) as caught:
+        open_store(f"sqlite:///{path}")
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    assert digest(path) == before, "the refused file was modified"
+    assert not path.with_name(path.name + "-wal").exists()
+    return caught.value
+
+
+def test_random_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "noise.db"
+    path.write_bytes(os.urandom(10_000))
+    assert_refused(path, "not a SQLite database", "not modified")
+
+
+def test_text_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text('{"id": "e1", "kind": "message"}\n' * 50)
+    assert_refused(path, "not a SQLite database")
+
+
+def test_sqlite_database_of_another_application(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO customers (name) VALUES ('ada')")
+    conn.close()
+    assert_refused(path, "another application")
+
+
+def test_meta_table_of_another_application(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.commit()
+    conn.close()
+    assert_refused(path, "not a Treadle store")
+
+
+def _set_meta(path: Path, version: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+    conn.commit()
+    conn.close()
+
+
+def test_newer_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    make_store(path)
+    _set_meta(path, str(schema_version() + 1))
+    error = assert_refused(path, "newer Treadle", "upgrade Treadle", "not modified")
+    assert f"version {schema_version() + 1}" in str(error)
+
+
+def test_damaged_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "odd.db"
+    make_store(path)
+    _set_meta(path, "two")
+    assert_refused(path, "not a Treadle store")
+
+
+def test_truncated_store(tmp_path: Path) -> None:
+    path = tmp_path / "cut.db"
+    make_store(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert_refused(path, "truncated")
+
+
+def test_truncated_header(tmp_path: Path) -> None:
+    path = tmp_path / "cut.db"
+    make_store(path)
+    path.write_bytes(path.read_bytes()[:60])
+    assert_refused(path, "not a SQLite database")
+
+
+def test_damaged_pages_give_store_errors_not_tracebacks(tmp_path: Path) -> None:
+    """Damage past the schema pages is only met when read: reads then raise StoreError, and
+    ``integrity_check`` (``treadle store check``) reports it."""
+    path = tmp_path / "damaged.db"
+    make_store(path, events=2000)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for start in range(len(data) // 2, len(data) // 2 + 8 * page, page):
+        data[start : start + page] = os.urandom(page)  # overwrite whole pages in the middle
+    path.write_bytes(bytes(data))
+    store = SqliteEventStore(path)
+    try:
+        assert store.integrity_check() != []
+        with pytest.raises(StoreError, match="damaged"):
+            store.get_range("c", 0, 10**9)
+    finally:
+        store.close()
+
+
+def test_damaged_payload_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "payload.db"
+    make_store(path, events=3)
+    conn = sqlite3.connect(path)
+    conn.execute('UPDATE events SET payload = \'{"kind": "message", "id": 3\' WHERE seq = 1')
+    conn.commit()
+    conn.close()
+    store = SqliteEventStore(path)
+    try:
+        assert store.get_range("c", 0, 1)[0].seq == 0
+        with pytest.raises(StoreError, match="seq 1 cannot be read back"):
+            store.get_range("c", 0, 3)
+    finally:
+        store.close()
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
+    (tmp_path / "folder.db").mkdir()
+    with pytest.raises(StoreError):
+        open_store(f"sqlite:///{tmp_path / 'folder.db'}")
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("", "empty"),
+        ("sqlite://", "no file path"),
+        ("sqlite:///", "no file path"),
+        ("sqlite://host/file.db", "host"),
+        ("sqlite:///:memory:", "in-memory"),
+        ("sqlite:///x.db?durability=sometimes", "durability"),
+        ("sqlite:///x.db?journal=off", "unknown option"),
+        ("mysql://user@host/db", "unknown scheme"),
+        ("/just/a/path.db", "no scheme"),
+    ],
+)
+def test_bad_urls_say_what_is_accepted(tmp_path: Path, monkeypatch, url: str, problem: str):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError) as caught:
+        open_store(url)
+    assert problem in str(caught.value)
+    if problem != "durability":
+        assert "sqlite:////absolute/path.db" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
