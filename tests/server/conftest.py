@@ -1,0 +1,44 @@
+"""Server fixtures: a real ``treadle serve`` on 127.0.0.1 over a fresh SQLite store, scripts
+for the scripted model, and a clean audit of every conversation the test left behind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.scripts import assert_store_audits_clean, write_script
+from support.server_process import ServerProcess
+from treadle.client import TreadleClient
+from treadle.runtime.settings import ConversationSettings
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'server.db'}"
+
+
+@pytest.fixture
+def server(store_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
+    process = ServerProcess(store_url, log_dir=tmp_path).start()
+    yield process
+    process.stop()
+    assert_store_audits_clean(store_url)
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[TreadleClient]:
+    with TreadleClient(server.base_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def settings_for(tmp_path: Path):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+
+    def make(responses: list[dict], **fields) -> ConversationSettings:
+        return ConversationSettings.scripted(write_script(tmp_path, responses), workspace, **fields)
+
+    return make
