@@ -3,6 +3,7 @@
 from treadle.cli import (  # noqa: F401  (importing registers their commands)
     bench_commands,
     core_commands,
+    openhands_commands,
     run_commands,
     serve_commands,
 )

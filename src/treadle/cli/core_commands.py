@@ -1,4 +1,5 @@
-"""``treadle audit | path | project | schema``: the event core on a log file, no store needed.
+"""``treadle audit | path | project | schema``: the event core on a log file or an OpenHands
+conversation folder, no store needed.
 
 Exit codes (DESIGN.md): 0 clean, 1 contract violations, 2 bad input or usage.
 """
@@ -6,11 +7,14 @@ Exit codes (DESIGN.md): 0 clean, 1 contract violations, 2 bad input or usage.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from treadle.cli.app import app
@@ -21,21 +25,60 @@ from treadle.events.decode import decode_events
 from treadle.events.model import Event, event_to_dict, events_json_schema
 from treadle.events.projection import project_messages
 from treadle.events.tree import EventTree
+from treadle.store.openhands import FolderProblem, read_conversation_folder
 
 FileArg = Annotated[
     Path,
-    typer.Argument(help="Log file: JSON Lines (one event per line) or a JSON array; '-' for stdin"),
+    typer.Argument(
+        help="Log file: JSON Lines (one event per line) or a JSON array; '-' for stdin; or an "
+        "OpenHands SDK conversation folder (base_state.json + events/)"
+    ),
 ]
 HeadOption = Annotated[
     str | None,
     typer.Option(
-        "--head", help="Head event id (default: last appended event that is not a state change)"
+        "--head",
+        help="Head event id (default: a folder's saved head, as the OpenHands SDK takes it; "
+        "else the last appended event that is not a state change)",
     ),
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class Log:
+    """A log read for the core commands: its events and, for a conversation folder, the head
+    it saved (possibly None: an empty head) and what is wrong with the folder."""
+
+    events: list[Event]
+    has_saved_head: bool = False
+    saved_head: str | None = None
+    problems: tuple[FolderProblem, ...] = ()
+    files: dict[str, list[str]] | None = None
+    """A folder's files by event id, so that findings name them."""
+
+    def files_of(self, event_ids: Iterable[str]) -> list[str]:
+        files = self.files or {}
+        return [name for event_id in event_ids for name in files.get(event_id, ())]
+
+
+def load_log(file: Path) -> Log:
+    """The log at ``file`` (a file, '-', or an OpenHands conversation folder); exits 2 on an
+    unreadable file. A folder's notices go to stderr; its problems are in ``problems``."""
+    if file.is_dir():
+        folder = read_conversation_folder(file)
+        for notice in folder.notices:
+            typer.echo(f"note: {notice}", err=True)
+        files: dict[str, list[str]] = {}
+        for event, name in zip(folder.events, folder.files, strict=True):
+            files.setdefault(event.id, []).append(name)
+        return Log(folder.events, True, folder.head, tuple(folder.problems), files)
+    return Log(read_log(file))
+
+
 def read_log(file: Path) -> list[Event]:
     """The events of ``file``; exits 2 with the line and field on bad input."""
+    if file.is_dir():
+        return load_log(file).events
     try:
         text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
     except OSError as error:
@@ -48,17 +91,20 @@ def read_log(file: Path) -> list[Event]:
         fail(f"{file}: {error}", EXIT_BAD_INPUT)
 
 
-def _resolve_head(tree: EventTree, head: str | None) -> str | None:
+def _resolve_head(tree: EventTree, head: str | None, log: Log) -> str | None:
     if head is None:
-        return tree.default_head()
+        return log.saved_head if log.has_saved_head else tree.default_head()
     if head not in tree:
         fail(f"TREE-HEAD: head {head!r} is not an event of the log", EXIT_BAD_INPUT)
     return head
 
 
 def _active_path(file: Path, head: str | None, limit: int | None = None) -> list[Event]:
-    tree = EventTree(read_log(file))
-    head_id = _resolve_head(tree, head)
+    log = load_log(file)
+    if log.problems:
+        fail(f"{file}: " + "; ".join(str(problem) for problem in log.problems), EXIT_BAD_INPUT)
+    tree = EventTree(log.events)
+    head_id = _resolve_head(tree, head, log)
     if head_id is None:
         return []
     try:
@@ -73,12 +119,21 @@ def audit(
     head: HeadOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
 ) -> None:
-    """Check a log against the SPEC.md contracts on every branch; exit 1 on violations."""
-    report = audit_events(read_log(file), head=head)
+    """Check a log against the SPEC.md contracts on every branch; exit 1 on violations (2 when
+    a conversation folder has files that could not be read as events)."""
+    log = load_log(file)
+    report = audit_events(log.events, head=head if head is not None else log.saved_head)
     if as_json:
-        print_json(report.to_json_dict())
+        output = report.to_json_dict()
+        if log.has_saved_head:
+            output["problems"] = [problem.to_json_dict() for problem in log.problems]
+            for violation in output["violations"]:
+                violation["files"] = log.files_of(violation["event_ids"])
+        print_json(output)
     else:
-        _print_report(report)
+        _print_report(report, log)
+    if log.problems:
+        raise typer.Exit(EXIT_BAD_INPUT)
     if not report.clean:
         raise typer.Exit(EXIT_VIOLATIONS)
 
@@ -119,15 +174,21 @@ def schema() -> None:
     print_json(events_json_schema())
 
 
-def _print_report(report: AuditReport) -> None:
+def _print_report(report: AuditReport, log: Log) -> None:
     console = Console()
+    for problem in log.problems:
+        files = ", ".join(problem.files)
+        console.print(
+            f"[bold red]{problem.code}[/]: {escape(problem.message)} {escape(f'[{files}]')}"
+        )
     if report.violations:
         table = Table(title=f"{len(report.violations)} violation(s)", title_justify="left")
         table.add_column("contract", style="bold red", no_wrap=True)
         table.add_column("events")
         table.add_column("explanation")
         for violation in report.violations:
-            table.add_row(violation.contract, ", ".join(violation.event_ids), violation.message)
+            where = ", ".join([*violation.event_ids, *log.files_of(violation.event_ids)])
+            table.add_row(violation.contract, where, violation.message)
         console.print(table)
     else:
         console.print("[bold green]clean[/]: no contract violations")
