@@ -5,11 +5,13 @@ Each opens the store by URL itself, as a separate program would, and reports on 
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from multiprocessing.connection import Connection
 
 from treadle.events.model import ROOT, Event, MessageEvent, StateChangeEvent
+from treadle.store.base import ConversationExists
 from treadle.store.urls import open_store
 
 
@@ -21,6 +23,17 @@ def append_messages(url: str, conversation: str, count: int) -> None:
             store.append(conversation, MessageEvent(id=f"p{index}", source="user", text="x"))
             if index % 25 == 0:
                 time.sleep(0.01)
+    finally:
+        store.close()
+
+
+def open_and_append(path: str, worker: int) -> None:
+    """Open (maybe first, racing others) the store at ``path`` and append one root."""
+    store = open_store(f"sqlite:///{path}")
+    try:
+        with contextlib.suppress(ConversationExists):  # another process created it first
+            store.create_conversation("c")
+        store.append("c", MessageEvent(id=f"w{worker}", source="user", parent_id=ROOT))
     finally:
         store.close()
 
