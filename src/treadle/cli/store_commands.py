@@ -1,0 +1,322 @@
+"""``treadle store info|check``, ``treadle log``, ``treadle export jsonl`` and ``treadle bench
+store``: reading and checking a store from the command line.
+
+Exit codes (DESIGN.md): 0 ok, 1 contract violations or a damaged file, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from treadle.cli.app import app
+from treadle.cli.bench_commands import JsonOption, bench_app, print_figures
+from treadle.cli.openhands_commands import export_app
+from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.store_options import StoreOption
+from treadle.events.audit import audit_events
+from treadle.events.model import Event, event_to_dict, event_to_json
+from treadle.store.base import (
+    ConversationInfo,
+    ConversationNotFound,
+    EventNotFound,
+    EventStore,
+    StoreError,
+)
+from treadle.store.urls import default_store_url, open_store
+
+store_app = typer.Typer(
+    name="store", help="Inspect and check a store of conversations.", no_args_is_help=True
+)
+app.add_typer(store_app, name="store")
+
+_CHUNK = 2_000
+"""Events read per query when a command goes through a whole conversation."""
+
+
+def open_existing_store(url: str | None) -> EventStore:
+    """The store at ``url`` (default store if None); exits 2 when it cannot be opened. A
+    SQLite file that does not exist is an error here: reading commands never create a store."""
+    url = default_store_url() if url is None else url
+    options: dict[str, Any] = {"create": False} if url.startswith("sqlite:") else {}
+    try:
+        return open_store(url, **options)
+    except StoreError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+
+
+def all_conversations(store: EventStore) -> Iterator[ConversationInfo]:
+    offset = 0
+    while True:
+        page = store.list_conversations(limit=500, offset=offset)
+        yield from page
+        if len(page) < 500:
+            return
+        offset += len(page)
+
+
+def all_events(store: EventStore, conversation: str, count: int) -> Iterator[Event]:
+    """Every stored event of ``conversation`` in seq order, read in chunks."""
+    for start in range(0, count, _CHUNK):
+        for stored in store.get_range(conversation, start, start + _CHUNK):
+            yield stored.event
+
+
+# -- treadle store info | check --------------------------------------------------------------
+
+
+@store_app.command("info")
+def store_info(
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Conversations, their event counts and heads, and the size of the store."""
+    event_store = open_existing_store(store)
+    try:
+        conversations = list(all_conversations(event_store))
+        facts = _store_facts(event_store)
+    except StoreError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    finally:
+        event_store.close()
+    total = sum(info.event_count for info in conversations)
+    if as_json:
+        print_json(
+            {
+                **facts,
+                "conversations": [
+                    {
+                        "id": info.id,
+                        "title": info.title,
+                        "events": info.event_count,
+                        "head_id": info.head_id,
+                        "created_at": info.created_at.isoformat(),
+                        "updated_at": info.updated_at.isoformat(),
+                    }
+                    for info in conversations
+                ],
+                "events": total,
+            }
+        )
+        return
+    console = Console()
+    for name, value in facts.items():
+        console.print(f"{name}: {value}")
+    table = Table(title=f"{len(conversations)} conversation(s), {total} event(s)")
+    for column in ("id", "title", "events", "head", "updated"):
+        table.add_column(column, justify="right" if column == "events" else "left")
+    for info in conversations:
+        table.add_row(
+            info.id,
+            info.title or "",
+            str(info.event_count),
+            info.head_id or "-",
+            info.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+    console.print(table)
+
+
+def _store_facts(store: EventStore) -> dict[str, Any]:
+    facts: dict[str, Any] = {"store": store.url, "backend": type(store).__name__}
+    path = getattr(store, "path", None)
+    if isinstance(path, Path):
+        facts["file"] = str(path)
+        facts["bytes_on_disk"] = store.file_size()  # type: ignore[attr-defined]
+        facts["durability"] = getattr(store, "durability", None)
+    return facts
+
+
+@store_app.command("check")
+def store_check(
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Check the file (SQLite integrity_check) and audit every conversation; exit 1 on any
+    violation or damage."""
+    event_store = open_existing_store(store)
+    findings: list[dict[str, Any]] = []
+    checked = 0
+    try:
+        integrity = getattr(event_store, "integrity_check", None)
+        problems = integrity() if integrity is not None else []
+        findings.extend({"contract": "STORE-INTEGRITY", "message": p} for p in problems)
+        for info in all_conversations(event_store):
+            findings.extend(_check_conversation(event_store, info))
+            checked += 1
+    except StoreError as error:
+        findings.append({"contract": "STORE-INTEGRITY", "message": str(error)})
+    finally:
+        event_store.close()
+    if as_json:
+        print_json({"store": event_store.url, "conversations": checked, "violations": findings})
+    else:
+        console = Console()
+        for finding in findings:
+            where = f" [{finding['conversation']}]" if "conversation" in finding else ""
+            ids = ", ".join(finding.get("event_ids", []))
+            console.print(
+                f"[bold red]{finding['contract']}[/]{where} {finding['message']}"
+                + (f" ({ids})" if ids else "")
+            )
+        verdict = "[bold green]clean[/]" if not findings else f"{len(findings)} violation(s)"
+        console.print(f"{verdict}: {checked} conversation(s) checked in {event_store.url}")
+    if findings:
+        raise typer.Exit(EXIT_VIOLATIONS)
+
+
+def _check_conversation(store: EventStore, info: ConversationInfo) -> list[dict[str, Any]]:
+    events = list(all_events(store, info.id, info.event_count))
+    findings: list[dict[str, Any]] = []
+    if len(events) != info.event_count:
+        findings.append(
+            {
+                "contract": "APPEND-COUNT",
+                "conversation": info.id,
+                "message": f"{len(events)} events stored, the count says {info.event_count}",
+            }
+        )
+    report = audit_events(events, head=info.head_id)
+    for violation in report.violations:
+        findings.append({"conversation": info.id, **violation.to_json_dict()})
+    if info.head_id is not None and info.head_id not in {e.id for e in events}:
+        findings.append(
+            {
+                "contract": "TREE-HEAD",
+                "conversation": info.id,
+                "event_ids": [info.head_id],
+                "message": "the saved head is not an event of the log",
+            }
+        )
+    return findings
+
+
+# -- treadle log -----------------------------------------------------------------------------
+
+
+@app.command("log")
+def log(
+    conversation: Annotated[str, typer.Argument(help="Id of the stored conversation")],
+    store: StoreOption = None,
+    head: Annotated[
+        str | None, typer.Option("--head", help="Head event id (default: the saved head)")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=0, help="Only the last K events of the path")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of events")] = False,
+) -> None:
+    """Print a stored conversation's active path root..head (TREE-PATH)."""
+    event_store = open_existing_store(store)
+    try:
+        path = event_store.path_to_root(conversation, head, limit)
+    except ConversationNotFound:
+        fail(f"no conversation {conversation!r} in store {event_store.url}", EXIT_BAD_INPUT)
+    except EventNotFound:
+        fail(f"TREE-HEAD: head {head!r} is not an event of {conversation!r}", EXIT_BAD_INPUT)
+    except StoreError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    finally:
+        event_store.close()
+    if as_json:
+        print_json([event_to_dict(event) for event in path])
+        return
+    table = Table(title=f"{conversation}: {len(path)} event(s) on the active path")
+    for column in ("id", "kind", "source", "time", "summary"):
+        table.add_column(column, overflow="fold" if column == "summary" else "ellipsis")
+    for event in path:
+        table.add_row(event.id, event.kind, event.source, event.timestamp[:19], _summary(event))
+    Console().print(table)
+
+
+def _summary(event: Event) -> str:
+    """One line saying what the event is about."""
+    kind = event.kind
+    if kind == "action":
+        return f"{event.tool_name}({event.raw_arguments[:80]})"  # type: ignore[union-attr]
+    if kind == "observation":
+        return event.content[:100]  # type: ignore[union-attr]
+    if kind == "agent_error":
+        return event.error[:100]  # type: ignore[union-attr]
+    if kind == "state_change":
+        return f"{event.key} = {event.value!r}"[:100]  # type: ignore[union-attr]
+    text = getattr(event, "text", None) or getattr(event, "summary", None) or ""
+    return str(text).replace("\n", " ")[:100]
+
+
+# -- treadle export jsonl --------------------------------------------------------------------
+
+
+@export_app.command("jsonl")
+def export_jsonl(
+    conversation: Annotated[str, typer.Argument(help="Id of the stored conversation")],
+    store: StoreOption = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="File to write (default: stdout)")
+    ] = None,
+) -> None:
+    """Write every event of a conversation as JSON Lines in seq order (what `treadle audit`
+    reads)."""
+    event_store = open_existing_store(store)
+    try:
+        info = event_store.get_conversation(conversation)
+        if output is None:
+            _write_jsonl(event_store, info, sys.stdout)
+        else:
+            with output.open("w", encoding="utf-8") as file:
+                _write_jsonl(event_store, info, file)
+            typer.echo(f"wrote {info.event_count} event(s) to {output}", err=True)
+    except ConversationNotFound:
+        fail(f"no conversation {conversation!r} in store {event_store.url}", EXIT_BAD_INPUT)
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror or error}", EXIT_BAD_INPUT)
+    except StoreError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    finally:
+        event_store.close()
+
+
+def _write_jsonl(store: EventStore, info: ConversationInfo, out: IO[str]) -> None:
+    for event in all_events(store, info.id, info.event_count):
+        out.write(event_to_json(event) + "\n")
+    out.flush()
+
+
+# -- treadle bench store ---------------------------------------------------------------------
+
+
+@bench_app.command("store")
+def bench_store(
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Where to measure: a sqlite:/// directory or file URL (a fresh temporary "
+            "directory by default), or a postgresql:// URL (a fresh schema is used and dropped)",
+        ),
+    ] = None,
+    events: Annotated[
+        int,
+        typer.Option(
+            "--events",
+            min=1_000,
+            help="Size of the big conversation (issue 3: 1,000,000); the append, search and "
+            "window sizes are capped by it",
+        ),
+    ] = 100_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Append rate (durable, fast, vs raw sqlite3), growth, window/path/search times, RSS and
+    bytes per event of a store."""
+    from treadle.bench.store import run_store_bench
+
+    try:
+        figures = run_store_bench(store, events=events, progress=not as_json)
+    except StoreError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    print_figures("treadle bench store", figures, as_json)

@@ -1,0 +1,160 @@
+"""``treadle store info|check``, ``treadle log`` and ``treadle export jsonl`` as a user runs them:
+output, exit codes (0 ok, 1 violations, 2 bad input) and one-line errors, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from treadle.events.model import ROOT, MessageEvent, StateChangeEvent
+from treadle.store.urls import open_store
+
+
+def treadle(*args: str, env_store: str | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = dict(os.environ)
+    env.pop("TREADLE_STORE", None)
+    if env_store is not None:
+        env["TREADLE_STORE"] = env_store
+    return subprocess.run(
+        [sys.executable, "-m", "treadle", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+
+
+def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, fragment: str):
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert fragment in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    store_url = f"sqlite:///{tmp_path / 'cli.db'}"
+    store = open_store(store_url)
+    store.create_conversation("seed", title="worked example 1")
+    store.append_batch(
+        "seed",
+        [
+            MessageEvent(id="root", source="user", text="fix it", parent_id=ROOT),
+            MessageEvent(id="a", source="agent", text="looking", parent_id="root"),
+            MessageEvent(id="old", source="agent", text="attempt 1", parent_id="a"),
+            MessageEvent(id="new", source="agent", text="attempt 2", parent_id="a"),
+            StateChangeEvent(id="s", key="status", value="idle", parent_id="new"),
+        ],
+    )
+    store.create_conversation("empty")
+    store.close()
+    return store_url
+
+
+def test_store_info(url: str) -> None:
+    result = treadle("store", "info", "--store", url, "--json")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert [(c["id"], c["events"], c["head_id"]) for c in info["conversations"]] == [
+        ("seed", 5, "new"),
+        ("empty", 0, None),
+    ]
+    assert info["events"] == 5
+    assert info["bytes_on_disk"] > 0
+    table = treadle("store", "info", "--store", url)
+    assert table.returncode == 0
+    assert "seed" in table.stdout
+    assert "worked example 1" in table.stdout
+
+
+def test_log_prints_the_active_path(url: str) -> None:
+    result = treadle("log", "seed", "--store", url, "--json")
+    assert result.returncode == 0, result.stderr
+    assert [e["id"] for e in json.loads(result.stdout)] == ["root", "a", "new"]
+    old = treadle("log", "seed", "--store", url, "--head", "old", "--limit", "2", "--json")
+    assert [e["id"] for e in json.loads(old.stdout)] == ["a", "old"]
+    table = treadle("log", "seed", "--store", url)
+    assert table.returncode == 0
+    assert "attempt 2" in table.stdout
+    assert "attempt 1" not in table.stdout
+
+
+def test_default_store_comes_from_the_environment(url: str) -> None:
+    result = treadle("log", "seed", "--json", env_store=url)
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)) == 3
+
+
+def test_export_jsonl_is_what_audit_reads(url: str, tmp_path: Path) -> None:
+    out = tmp_path / "seed.jsonl"
+    result = treadle("export", "jsonl", "seed", "--store", url, "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    lines = out.read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["root", "a", "old", "new", "s"]
+    audit = treadle("audit", str(out), "--json")
+    assert audit.returncode == 0, audit.stderr
+    assert json.loads(audit.stdout)["violations"] == []
+    stdout = treadle("export", "jsonl", "seed", "--store", url)
+    assert stdout.stdout.splitlines() == lines
+
+
+def test_store_check_clean(url: str) -> None:
+    result = treadle("store", "check", "--store", url, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["violations"] == []
+    assert json.loads(result.stdout)["conversations"] == 2
+
+
+def test_store_check_finds_violations(url: str, tmp_path: Path) -> None:
+    # a log the store would never accept, written behind its back: a dangling head
+    path = url.removeprefix("sqlite:///")
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE conversations SET head_id = 'ghost' WHERE id = 'seed'")
+    conn.commit()
+    conn.close()
+    result = treadle("store", "check", "--store", url)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "TREE-HEAD" in result.stdout
+
+
+def test_store_check_finds_a_damaged_file(url: str) -> None:
+    path = Path(url.removeprefix("sqlite:///"))
+    store = open_store(url)
+    store.create_conversation("big")
+    store.append_batch("big", [MessageEvent(source="user", text="z" * 800) for _ in range(400)])
+    store.close()
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2 // 4096 * 4096
+    data[middle : middle + 4 * 4096] = b"\xff" * (4 * 4096)
+    path.write_bytes(bytes(data))
+    result = treadle("store", "check", "--store", url, "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert any(v["contract"] == "STORE-INTEGRITY" for v in json.loads(result.stdout)["violations"])
+
+
+def test_unknown_conversation_and_head_exit_2(url: str) -> None:
+    assert_clean_error(treadle("log", "nope", "--store", url), 2, "no conversation 'nope'")
+    assert_clean_error(treadle("log", "seed", "--store", url, "--head", "ghost"), 2, "TREE-HEAD")
+    assert_clean_error(
+        treadle("export", "jsonl", "nope", "--store", url), 2, "no conversation 'nope'"
+    )
+
+
+def test_bad_urls_and_missing_stores_exit_2(tmp_path: Path) -> None:
+    assert_clean_error(treadle("store", "info", "--store", "mysql://x/y"), 2, "accepted forms")
+    missing = f"sqlite:///{tmp_path / 'typo.db'}"
+    assert_clean_error(treadle("store", "info", "--store", missing), 2, "no store")
+    assert not (tmp_path / "typo.db").exists(), "a reading command must not create a store"
+    noise = tmp_path / "noise.db"
+    noise.write_bytes(b"not a database at all" * 100)
+    assert_clean_error(
+        treadle("log", "c", "--store", f"sqlite:///{noise}"), 2, "not a SQLite database"
+    )
