@@ -220,10 +220,13 @@ class PostgresEventStore:
         # synchronous_commit is set, not inherited: a server default of "off" must not quietly
         # turn "durable" into "fast".
         commit = "on" if self.durability == "durable" else "off"
-        # Reads are index range scans over rows laid out in seq order; at the default
-        # random_page_cost the planner prefers a seq scan + sort for long ranges (measured 5x
-        # slower), and JIT only adds compile time to these short queries.
-        tuning = "-c random_page_cost=1.1 -c jit=off"
+        # Every query reads one conversation's slice of the shared events table through an index
+        # in seq order, and pages stop early. A seq scan would read every conversation, and a
+        # bitmap scan must read all matches and sort them: before statistics exist (a new or
+        # fast-growing store) the planner chose those, up to 30x slower. At the default
+        # random_page_cost it also preferred seq scan + sort for long ranges (5x slower); JIT
+        # only adds compile time to these short queries.
+        tuning = "-c random_page_cost=1.1 -c enable_seqscan=off -c enable_bitmapscan=off -c jit=off"
         try:
             conn = psycopg.connect(
                 self._conninfo,
@@ -572,11 +575,7 @@ class PostgresEventStore:
             key = self._key(conn, conversation_id)
             params.update(key=key, fetch=fetch)
             if query.branch_head is None:
-                rows = conn.execute(
-                    f"SELECT seq, payload FROM events WHERE conversation = %(key)s{filters} "
-                    f"ORDER BY seq {order} LIMIT %(fetch)s",
-                    params,
-                ).fetchall()
+                rows = conn.execute(_page_sql(query, filters, order), params).fetchall()
             else:
                 segments = self._segments(
                     conn, conversation_id, key, query.branch_head, floor=query.after_seq
@@ -769,6 +768,26 @@ class PostgresEventStore:
         return sorted(((int(b), int(b), int(last)) for b, last in rows), key=lambda s: -s[2])
 
 
+def _page_sql(query: EventQuery, filters: str, order: str) -> str:
+    """A search page without a branch: rows in seq order, stopping after %(fetch)s matches.
+
+    Several kinds (or sources) are one ordered index scan each, merged: the scans stop at the
+    page, where a single scan of them all would read every match and sort it.
+    """
+    page = f"ORDER BY seq {order} LIMIT %(fetch)s"
+    for column, values in (("kind", query.kinds), ("source", query.sources)):
+        if values is not None and len(dict.fromkeys(values)) > 1:
+            own = f"{column} = ANY(%({column})s)"
+            scans = " UNION ALL ".join(
+                f"(SELECT seq, payload FROM events WHERE conversation = %(key)s "
+                f"AND {column} = (%({column})s::text[])[{index}]{filters.replace(own, 'true')} "
+                f"{page})"
+                for index in range(1, len(dict.fromkeys(values)) + 1)
+            )
+            return f"SELECT seq, payload FROM ({scans}) AS scans {page}"
+    return f"SELECT seq, payload FROM events WHERE conversation = %(key)s{filters} {page}"
+
+
 def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
     """SQL conditions (each starting " AND ") and parameters for every filter of ``query``
     except the conversation and the branch."""
@@ -798,8 +817,10 @@ def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
         where.append("time_us < %(time_to)s")
         params["time_to"] = time_us(query.time_to)
     if query.text is not None:
-        where.append("payload ILIKE %(text)s")
-        params["text"] = "%" + re.sub(r"([\\%_])", r"\\\1", query.text) + "%"
+        # "***=" makes the rest of the pattern a literal string; ~* then matches it without
+        # regard to case, measured a third faster than ILIKE '%...%' over the same rows.
+        where.append("payload ~* %(text)s")
+        params["text"] = "***=" + query.text
     return "".join(f" AND {condition}" for condition in where), params
 
 
