@@ -29,7 +29,7 @@ def _schema(url: str) -> str:
 
 def _admin(url: str) -> psycopg.Connection:
     conninfo, schema, _ = parse_postgres_url(url)
-    return psycopg.connect(conninfo, autocommit=True, options=f"-c search_path={schema}")
+    return psycopg.connect(conninfo, autocommit=True, options=f'-c search_path="{schema}"')
 
 
 def msg(event_id: str, parent: str | None = None, text: str = "") -> MessageEvent:
@@ -61,8 +61,9 @@ def test_url_parameters_are_taken_out_before_connecting():
 @pytest.mark.parametrize(
     "url",
     [
-        "postgresql://h/db?schema=Bad-Name",
         "postgresql://h/db?schema=x;DROP",
+        'postgresql://h/db?schema=a"b',
+        "postgresql://h/db?schema=pg_catalog",
         "postgresql://h/db?durability=sometimes",
         "mysql://h/db",
     ],
@@ -86,6 +87,19 @@ def test_schema_from_the_url_is_created_and_reopened(postgres_url):
     assert tables == {"meta", "conversations", "events"}
     with PostgresEventStore(postgres_url) as store:
         assert [e.id for e in store.path_to_root("c")] == ["a"]
+
+
+def test_a_schema_name_that_needs_quoting_works(postgres_url):
+    url = postgres_url.replace("treadle_test_", "Treadle-Test-")
+    try:
+        with PostgresEventStore(url) as store:
+            store.create_conversation("c")
+            store.append("c", msg("a", ROOT))
+        with PostgresEventStore(url) as store:
+            assert store.get_conversation("c").event_count == 1
+    finally:
+        with psycopg.connect(parse_postgres_url(url)[0], autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{_schema(url)}" CASCADE')
 
 
 def test_durability_modes_set_synchronous_commit(postgres_url):

@@ -51,7 +51,8 @@ from treadle.store.common import (
 APPLICATION = "treadle"
 DEFAULT_SCHEMA = "treadle"
 DURABILITY_MODES = ("durable", "fast")
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_SCHEMA_NAME = re.compile(r"(?!pg_)[A-Za-z0-9_$-]{1,63}")
+"""Names that need no escaping beyond double quotes (always used), anywhere they go."""
 _NO_LIMIT = 2**62
 _SUBSCRIBE_BATCH = 500
 _MAX_IDLE_CONNECTIONS = 8
@@ -114,8 +115,8 @@ def parse_postgres_url(url: str) -> tuple[str, str, str]:
     schema = ours.get("schema", DEFAULT_SCHEMA)
     if not _SCHEMA_NAME.fullmatch(schema):
         raise StoreError(
-            f"schema {schema!r} in {url!r} is not a plain PostgreSQL name; "
-            "use lowercase letters, digits and _ (at most 63), not starting with a digit"
+            f"schema {schema!r} in {url!r} is not a usable schema name; use letters, digits, "
+            "_, - or $ (at most 63, not starting with pg_)"
         )
     durability = ours.get("durability", "durable")
     if durability not in DURABILITY_MODES:
@@ -232,7 +233,7 @@ class PostgresEventStore:
                 self._conninfo,
                 autocommit=True,
                 application_name=f"treadle-{role}:{self.schema}",
-                options=f"-c search_path={self.schema} -c synchronous_commit={commit} {tuning}",
+                options=f'-c search_path="{self.schema}" -c synchronous_commit={commit} {tuning}',
             )
             conn.prepare_threshold = None
             return conn
