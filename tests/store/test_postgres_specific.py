@@ -232,6 +232,49 @@ def test_a_refused_batch_leaves_nothing_behind(postgres_url):
         assert store.append("c", msg("b", "a")) == 1  # the seq was not burnt
 
 
+# -- appends planned from the store's own last append ------------------------------------------
+
+
+def test_an_append_planned_from_a_stale_tail_is_checked_again(postgres_url):
+    """Store ``a`` plans its next append from its own last one; every change by another
+    writer in between must make it read the stored facts instead, and write nothing wrong."""
+    with PostgresEventStore(postgres_url) as a, PostgresEventStore(postgres_url) as b:
+        a.create_conversation("c")
+        a.append("c", msg("a1", ROOT))
+        # another writer appended: the legacy parent is b's event, at the next seq
+        b.append("c", msg("b1"))
+        assert a.append("c", msg("a2")) == 2
+        assert [e.id for e in a.path_to_root("c")] == ["a1", "b1", "a2"]
+        # another writer took the id a is about to use
+        b.append("c", msg("x", "a2"))
+        with pytest.raises(AppendError) as refused:
+            a.append("c", msg("x", "a2"))
+        assert refused.value.contract == "APPEND-DUP-ID"
+        # another writer moved the head; an append that does not move it must keep it
+        b.set_head("c", "b1")
+        a.append("c", msg("side", "x"), move_head=False)
+        assert a.head("c") == "b1"
+        # the conversation was deleted and made again: a must not write under the old one
+        a.append("c", msg("a3", "side"))
+        b.delete_conversation("c")
+        b.create_conversation("c")
+        assert a.append("c", msg("fresh")) == 0
+        assert [s.event.id for s in b.get_range("c", 0, 10)] == ["fresh"]
+        assert b.get_conversation("c").event_count == 1
+
+
+def test_a_fork_from_an_older_event_keeps_paths_right(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append_batch("c", [msg("r", ROOT), msg("a"), msg("b")])
+        store.append("c", msg("b2", "a"))  # a fork: the tail alone cannot say a's tip
+        store.append("c", msg("b3", "b"))  # and back on the first branch
+        store.append_batch("c", [msg("n", ROOT), msg("n2", "b2")])
+        assert [e.id for e in store.path_to_root("c", "b3")] == ["r", "a", "b", "b3"]
+        assert [e.id for e in store.path_to_root("c", "n2")] == ["r", "a", "b2", "n2"]
+        assert [e.id for e in store.path_to_root("c", "n")] == ["n"]
+
+
 # -- LISTEN/NOTIFY across processes ----------------------------------------------------------
 
 _LATE_APPENDER = """

@@ -18,14 +18,16 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import sql
+from psycopg import errors, sql
 from psycopg.pq import TransactionStatus
 
+from treadle.errors import AppendError
 from treadle.events.model import Event, event_from_json
 from treadle.store.base import (
     ConversationExists,
@@ -38,6 +40,7 @@ from treadle.store.base import (
     StoreError,
 )
 from treadle.store.common import (
+    PlannedEvent,
     assign_branches,
     check_query,
     ids_to_look_up,
@@ -56,6 +59,7 @@ _SCHEMA_NAME = re.compile(r"(?!pg_)[A-Za-z0-9_$-]{1,63}")
 _NO_LIMIT = 2**62
 _SUBSCRIBE_BATCH = 500
 _MAX_IDLE_CONNECTIONS = 8
+_MAX_TAILS = 10_000
 _IN_TRANSACTION = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 # Each entry upgrades the schema by one version; a new store runs them all from version 0, so
@@ -188,6 +192,46 @@ class _Pool:
             conn.close()
 
 
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """Where this store's last append to a conversation left it: enough to plan the next
+    append without reading first, when nobody else appended in between."""
+
+    key: int
+    count: int
+    last_id: str
+    last_branch: int
+
+
+class _NeedsLookup(Exception):
+    """A plan from the tail alone would need stored facts it does not have."""
+
+
+def _plan_after(
+    conversation_id: str, events: list[Event], tail: _Tail
+) -> tuple[list[PlannedEvent], list[int]] | None:
+    """The append planned from ``tail`` alone, or None when that takes the database: a parent
+    other than the last event, a fork from an older event, or a refusal (which the checked
+    path then states with what is stored)."""
+    if not events:
+        return None
+    last_seq = tail.count - 1
+
+    def tip_of(branch: int) -> int:
+        if branch != tail.last_branch:
+            raise _NeedsLookup
+        return last_seq  # the last event is the newest of its segment
+
+    try:
+        planned = plan_append(
+            conversation_id, events, next_seq=tail.count, stored={tail.last_id: last_seq}
+        )
+        branches = assign_branches(planned, branch_of={last_seq: tail.last_branch}, tip_of=tip_of)
+    except (AppendError, _NeedsLookup):
+        return None
+    return planned, branches
+
+
 class _Listener:
     """A subscription's own connection (LISTEN is per session), locked while in use."""
 
@@ -211,6 +255,8 @@ class PostgresEventStore:
             self.durability = durability
         self._pool = _Pool(self._connect)
         self._listeners: set[_Listener] = set()
+        # Read and written whole under the GIL; a stale tail only costs the checked path.
+        self._tails: dict[str, _Tail] = {}
         self._listeners_lock = threading.Lock()
         self._prepare_schema()
 
@@ -384,6 +430,7 @@ class PostgresEventStore:
             deleted = conn.execute(
                 "DELETE FROM conversations WHERE id = %s", (conversation_id,)
             ).rowcount
+            self._tails.pop(conversation_id, None)
             if not deleted:
                 raise ConversationNotFound(conversation_id)
             # wakes its subscribers, which then find it gone and end
@@ -401,36 +448,45 @@ class PostgresEventStore:
         self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
     ) -> list[int]:
         events = list(events)
-        wanted = ids_to_look_up(events)
+        # Client-side binding lets several statements travel in one message, each still with
+        # its own snapshot, and plans every statement for this call's values (a plan cached
+        # while the table was tiny scanned all of a conversation's events per append).
         with self._pool.connection() as conn:
-            # Client-side binding lets several statements travel in one message, each still
-            # with its own snapshot: an append waits for the server twice, and every plan is
-            # made for this call's values (a plan cached while the table was tiny scanned all
-            # of a conversation's events per append).
             cursor = psycopg.ClientCursor(conn)
             try:
-                return self._append_in(cursor, conversation_id, events, wanted, move_head)
+                tail = self._tails.get(conversation_id)
+                planned = None if tail is None else _plan_after(conversation_id, events, tail)
+                if tail is not None and planned is not None:
+                    try:
+                        return self._write(cursor, conversation_id, tail.key, *planned, move_head)
+                    except (errors.UniqueViolation, errors.ForeignKeyViolation):
+                        # Another writer appended (seq taken), the id is taken, or the
+                        # conversation was deleted: nothing was written; check it all below.
+                        conn.execute("ROLLBACK")
+                        self._tails.pop(conversation_id, None)
+                return self._append_checked(cursor, conversation_id, events, move_head)
             except BaseException:
                 if conn.info.transaction_status in _IN_TRANSACTION:
                     conn.execute("ROLLBACK")
                 raise
 
-    def _append_in(
+    def _append_checked(
         self,
         cursor: psycopg.ClientCursor[Any],
         conversation_id: str,
         events: list[Event],
-        wanted: set[str],
         move_head: bool,
     ) -> list[int]:
+        """An append that reads what it needs under the lock first (two round trips)."""
         # The row lock is APPEND's one lock: it serialises appenders of this conversation
         # across threads, processes and servers. The look-up is a statement of its own after
         # it: under READ COMMITTED its snapshot is taken once the lock is held, so it sees all
         # the previous holder committed (APPEND step 1). It finds the new ids and explicit
         # parents already stored, and the last event (the legacy parent).
+        wanted = ids_to_look_up(events)
         cursor.execute(
             "BEGIN; "
-            "SELECT key, event_count, head_id FROM conversations WHERE id = %(c)s FOR UPDATE; "
+            "SELECT key, event_count FROM conversations WHERE id = %(c)s FOR UPDATE; "
             "SELECT e.id, e.seq, e.branch FROM conversations c "
             "JOIN events e ON e.conversation = c.key AND e.id = ANY(%(ids)s) WHERE c.id = %(c)s "
             "UNION ALL "
@@ -443,7 +499,7 @@ class PostgresEventStore:
         row = cursor.fetchone()
         if row is None:
             raise ConversationNotFound(conversation_id)
-        key, count, head = row
+        key, count = row
         cursor.nextset()
         found = cursor.fetchall()
         if not events:
@@ -456,42 +512,61 @@ class PostgresEventStore:
             branch_of={seq: branch for _, seq, branch in found},
             tip_of=lambda branch: self._tip(cursor.connection, key, branch),
         )
+        return self._write(cursor, conversation_id, key, planned, branches, move_head, begun=True)
+
+    def _write(
+        self,
+        cursor: psycopg.ClientCursor[Any],
+        conversation_id: str,
+        key: int,
+        planned: list[PlannedEvent],
+        branches: list[int],
+        move_head: bool,
+        *,
+        begun: bool = False,
+    ) -> list[int]:
+        """Rows, length, head and notification in one message and one transaction.
+
+        Not ``begun``: the transaction starts here, under the row lock, from what this store's
+        last append left (``_plan_after``). The unique (conversation, seq) and (conversation,
+        id) keys then check that plan: if another writer appended, seq is taken; if an id is,
+        it is a duplicate; either way nothing is written and the caller checks again.
+        """
+        last = planned[-1]
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(planned))
         rows = [
             (
-                key,
-                item.seq,
-                item.event.id,
-                item.parent_seq,
-                branch,
-                item.event.kind,
-                item.event.source,
-                item.time_us,
-                item.payload,
+                *(key, p.seq, p.event.id, p.parent_seq, branch),
+                *(p.event.kind, p.event.source, p.time_us, p.payload),
             )
-            for item, branch in zip(planned, branches, strict=True)
+            for p, branch in zip(planned, branches, strict=True)
         ]
-        last_seq = planned[-1].seq
-        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
-        # Rows, length, head and notification in one transaction; the notification is
-        # delivered at commit, only if it commits: no subscriber sees a rolled-back seq.
+        new_head = moved_head([p.event for p in planned], None, move_head=move_head)
         cursor.execute(
-            "INSERT INTO events "
+            ("" if begun else "BEGIN; SELECT 1 FROM conversations WHERE id = %s FOR UPDATE; ")
+            + "INSERT INTO events "
             "(conversation, seq, id, parent_seq, branch, kind, source, time_us, payload) "
             f"VALUES {values}; "
-            "UPDATE conversations SET event_count = %s, head_id = %s, updated_at = now() "
-            "WHERE key = %s; "
+            # a head that does not move is left as stored (set_head may have moved it)
+            "UPDATE conversations SET event_count = %s, head_id = coalesce(%s, head_id), "
+            "updated_at = now() WHERE key = %s; "
+            # delivered at commit, only if it commits: no subscriber sees a rolled-back seq
             "SELECT pg_notify(%s, %s); "
             "COMMIT",
             [
+                *(() if begun else (conversation_id,)),
                 *(value for row in rows for value in row),
-                last_seq + 1,
-                moved_head(events, head, move_head=move_head),
+                last.seq + 1,
+                new_head,
                 key,
                 self._channel(conversation_id),
-                _notice(conversation_id, last_seq),
+                _notice(conversation_id, last.seq),
             ],
         )
-        return [item.seq for item in planned]
+        if len(self._tails) >= _MAX_TAILS:
+            self._tails.clear()
+        self._tails[conversation_id] = _Tail(key, last.seq + 1, last.event.id, branches[-1])
+        return [p.seq for p in planned]
 
     def set_head(self, conversation_id: str, event_id: str | None) -> None:
         with self._pool.connection() as conn, conn.transaction():
