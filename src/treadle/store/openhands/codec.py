@@ -11,6 +11,7 @@ back on.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -86,18 +87,21 @@ def event_from_sdk(data: Any, side: Mapping[str, Any] | None = None) -> Decoded:
     return Decoded(event, notice)
 
 
-def event_to_sdk(event: EventBase) -> tuple[SdkEvent, dict[str, Any] | None]:
+def event_to_sdk(
+    event: EventBase, *, sdk_fields_only: bool = False
+) -> tuple[SdkEvent, dict[str, Any] | None]:
     """The SDK event for ``event`` and its side entry (None when the SDK event holds it all).
 
-    Reading the result back with that side entry gives ``event`` again. Raises
+    Reading the result back with that side entry gives ``event`` again. ``extra`` fields are
+    written verbatim (an SDK wrote them, maybe a newer one); with ``sdk_fields_only``, those
+    that are not fields of the kind in SDK 1.58.2 go to the side entry instead (the SDK
+    refuses unknown fields: use it for events that came from elsewhere). Raises
     UnwritableEvent when no side entry can make it so (``extra`` changes its kind).
     """
     extra: Mapping[str, Any] = event.extra
     mapping = BY_TREADLE_KIND.get(event.kind)
     foreign_keys = False
-    if mapping is not None and extra:
-        # Unmodelled fields from elsewhere (not SDK fields of this kind) would make the SDK
-        # refuse the file (its events forbid unknown fields): they go to the side entry.
+    if sdk_fields_only and mapping is not None and extra:
         rank = mapping.key_rank()
         kept = {k: v for k, v in extra.items() if k in rank or k in ("kind", ABSENT_KEY)}
         foreign_keys = len(kept) != len(extra)
@@ -141,19 +145,14 @@ def canonical_sdk_event(event: EventBase) -> SdkEvent:
 def same_json(left: Any, right: Any) -> bool:
     """Equal as JSON text would be: ``true`` is not ``1``, ``1`` is not ``1.0``; a tuple or a
     FrozenDict (frozen event data) equals the list or dict with the same items."""
-    if isinstance(left, dict):
-        return (
-            isinstance(right, dict)
-            and left.keys() == right.keys()
-            and all(same_json(value, right[key]) for key, value in left.items())
-        )
-    if isinstance(left, list | tuple):
-        return (
-            isinstance(right, list | tuple)
-            and len(left) == len(right)
-            and all(map(same_json, left, right))
-        )
+    # ``==`` takes True for 1 and 1 for 1.0, and a tuple for no list: containers are compared
+    # by their encoding (C, keys sorted), scalars by type and value.
+    if isinstance(left, list | tuple | dict) or isinstance(right, list | tuple | dict):
+        return _encoded(left) == _encoded(right)
     return type(left) is type(right) and bool(left == right)
+
+
+_encoded = json.JSONEncoder(sort_keys=True, ensure_ascii=False, check_circular=False).encode
 
 
 # -- internals ------------------------------------------------------------------------------

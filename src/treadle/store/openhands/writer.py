@@ -55,7 +55,10 @@ def write_conversation_folder(
 
     ``base_state`` is the one an import kept (written back as it was, the head excepted when it
     moved); without one a minimal state the SDK can load is made, naming ``model`` and
-    ``working_dir`` when given. Raises ExportError naming the event or the folder at fault.
+    ``working_dir`` when given. With a base state the events came from the SDK, and their
+    ``extra`` fields are SDK fields, written verbatim; without one, ``extra`` fields unknown to
+    SDK 1.58.2 are kept in the side table instead, so that the SDK loads the folder.
+    Raises ExportError naming the event or the folder at fault.
     """
     _check_target(folder)
     files: list[tuple[str, str]] = []
@@ -67,7 +70,7 @@ def write_conversation_folder(
                 "whose event id is 8 or more hex digits and dashes (a UUID)"
             )
         try:
-            sdk_event, entry = event_to_sdk(event)
+            sdk_event, entry = event_to_sdk(event, sdk_fields_only=base_state is None)
         except UnwritableEvent as error:
             raise ExportError(str(error)) from None
         if entry is not None:
