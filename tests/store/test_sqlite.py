@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from support.store_workers import open_and_append
-from treadle.events.model import ROOT, MessageEvent
-from treadle.store import sqlite as sqlite_backend
+from treadle.events.model import ROOT, MessageEvent, event_to_json
+from treadle.store import sqlite_schema
 from treadle.store.base import EventQuery, StoreError
+from treadle.store.common import timestamp_us
 from treadle.store.sqlite import SqliteEventStore, read_schema_version, schema_version
+from treadle.store.sqlite_schema import MIGRATIONS
 from treadle.store.urls import default_store_url, open_store
 
 
@@ -82,28 +84,86 @@ def test_create_false_refuses_a_missing_file(tmp_path: Path) -> None:
 # -- schema versions ---------------------------------------------------------------------------
 
 
-def test_a_store_of_an_older_version_opens_and_is_migrated(tmp_path: Path, monkeypatch) -> None:
+def make_version_1_store(path: Path) -> list[MessageEvent]:
+    """A store as Treadle's schema version 1 wrote it (before the timestamp column went)."""
+    events = [msg("a", ROOT), msg("b", "a"), msg("old", "b"), msg("new", "b")]
+    rows = [  # (seq, event, parent_seq, branch)
+        (0, events[0], -1, 0),
+        (1, events[1], 0, 0),
+        (2, events[2], 1, 0),
+        (3, events[3], 1, 3),
+    ]
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("BEGIN")
+    MIGRATIONS[0](conn)
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.execute(
+        "INSERT INTO conversations (key, id, created_at, updated_at, head_id, event_count, "
+        "metadata) VALUES (1, 'c', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00', "
+        "'new', 4, '{\"made_by\": \"v1\"}')"
+    )
+    for seq, event, parent_seq, branch in rows:
+        conn.execute(
+            "INSERT INTO events VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                seq,
+                event.id,
+                parent_seq,
+                branch,
+                event.kind,
+                event.source,
+                event.timestamp,
+                timestamp_us(event.timestamp),
+                event_to_json(event),
+            ),
+        )
+    conn.execute("COMMIT")
+    conn.close()
+    return events
+
+
+def test_a_version_1_store_opens_and_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    events = make_version_1_store(path)
+    assert read_schema_version(path) == 1
+    store = SqliteEventStore(path)
+    try:
+        info = store.get_conversation("c")
+        assert (info.event_count, info.head_id, info.metadata) == (4, "new", {"made_by": "v1"})
+        assert [e.id for e in store.path_to_root("c")] == ["a", "b", "new"]
+        assert [s.event for s in store.get_range("c", 0, 10)] == events
+        page = store.search("c", EventQuery(kinds=["message"], sources=["user"]))
+        assert [item.seq for item in page.items] == [0, 1, 2, 3]
+        assert store.append("c", msg("next", "old")) == 4
+        assert [e.id for e in store.path_to_root("c", "next")] == ["a", "b", "old", "next"]
+    finally:
+        store.close()
+    assert read_schema_version(path) == schema_version()
+
+
+def test_a_future_migration_runs_on_open(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "old.db"
     store = SqliteEventStore(path)
-    store.create_conversation("c", metadata={"made_by": "v1"})
+    store.create_conversation("c", metadata={"made_by": "now"})
     store.append_batch("c", [msg("a", ROOT), msg("b", "a")])
     store.close()
-    assert read_schema_version(path) == 1
+    current = schema_version()
 
     def add_labels(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE conversations ADD COLUMN labels TEXT NOT NULL DEFAULT '[]'")
 
-    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", [*sqlite_backend.MIGRATIONS, add_labels])
-    assert schema_version() == 2
+    monkeypatch.setattr(sqlite_schema, "MIGRATIONS", [*MIGRATIONS, add_labels])
+    assert schema_version() == current + 1
     store = SqliteEventStore(path)
     try:
         conn = store._conn()
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        assert version[0] == "2"
-        assert store.get_conversation("c").metadata == {"made_by": "v1"}
+        assert version[0] == str(current + 1)
+        assert store.get_conversation("c").metadata == {"made_by": "now"}
         assert [e.id for e in store.path_to_root("c")] == ["a", "b"]
         assert store.append("c", msg("c", "b")) == 2
-        columns = {row[1] for row in store._conn().execute("PRAGMA table_info(conversations)")}
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(conversations)")}
         assert "labels" in columns
     finally:
         store.close()

@@ -304,7 +304,7 @@ def bench_store(
         int,
         typer.Option(
             "--events",
-            min=1_000,
+            min=10_000,
             help="Size of the big conversation (issue 3: 1,000,000); the append, search and "
             "window sizes are capped by it",
         ),

@@ -25,7 +25,6 @@ so a path window, a full path and a branch-filtered search page are index range 
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import sqlite3
@@ -33,16 +32,15 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from treadle.errors import AppendError, TreeError
+from treadle.errors import AppendError
 from treadle.events.model import Event, event_from_json
 from treadle.store.base import (
     ConversationExists,
@@ -61,175 +59,24 @@ from treadle.store.common import (
     moved_head,
     page_of,
     plan_append,
-    time_us,
+)
+from treadle.store.sqlite_schema import (
+    DEFAULT_BUSY_TIMEOUT,
+    migrate,
+    read_schema_version,
+    schema_version,
+)
+from treadle.store.sqlite_search import (
+    count_rows,
+    icontains,
+    page_rows,
+    path_payloads,
+    path_segments,
 )
 
-APPLICATION = "treadle"
 DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
-SQLITE_MAGIC = b"SQLite format 3\x00"
-DEFAULT_BUSY_TIMEOUT = 30.0
 _LOOKUP_CHUNK = 500
 _SUBSCRIBE_BATCH = 500
-_TIME_PROBE = 2000
-"""A time-filtered search reads candidates from the time index when at most this many match."""
-
-
-# -- schema ------------------------------------------------------------------------------------
-
-
-def _migration_1(conn: sqlite3.Connection) -> None:
-    """The first schema: meta, conversations, events and their indexes."""
-    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES ('application', ?), ('schema_version', '0')",
-        (APPLICATION,),
-    )
-    # `key` is the small integer that event rows and indexes repeat instead of the text id.
-    conn.execute(
-        """CREATE TABLE conversations (
-            key INTEGER PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            title TEXT,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            head_id TEXT,
-            event_count INTEGER NOT NULL DEFAULT 0,
-            metadata TEXT NOT NULL DEFAULT '{}'
-        )"""
-    )
-    # A rowid table, not WITHOUT ROWID: ~1 KB rows would spill into overflow pages of an index
-    # b-tree. Rows are appended at the end of the rowid order, which keeps pages full.
-    conn.execute(
-        """CREATE TABLE events (
-            conversation INTEGER NOT NULL,
-            seq INTEGER NOT NULL,
-            id TEXT NOT NULL,
-            parent_seq INTEGER NOT NULL,
-            branch INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            source TEXT NOT NULL,
-            timestamp TEXT NOT NULL,
-            time_us INTEGER NOT NULL,
-            payload TEXT NOT NULL,
-            PRIMARY KEY (conversation, seq),
-            UNIQUE (conversation, id)
-        )"""
-    )
-    conn.execute("CREATE INDEX events_by_kind ON events (conversation, kind, seq)")
-    conn.execute("CREATE INDEX events_by_source ON events (conversation, source, seq)")
-    conn.execute("CREATE INDEX events_by_branch ON events (conversation, branch, seq)")
-    conn.execute("CREATE INDEX events_by_time ON events (conversation, time_us, seq)")
-
-
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migration_1]
-"""``MIGRATIONS[v]`` upgrades a store from schema version v to v + 1, inside the transaction
-that then records v + 1. Append new ones; never edit one that has shipped."""
-
-
-def schema_version() -> int:
-    """The schema version this Treadle writes (stores up to it open; newer ones are refused)."""
-    return len(MIGRATIONS)
-
-
-def read_schema_version(path: Path) -> int:
-    """The schema version of the store file at ``path`` (0: no file, an empty file or database).
-
-    Reads through a read-only connection, so a file that is refused is never modified (a
-    read-write connection would checkpoint a WAL into it on close). StoreError says why.
-    """
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return 0
-    except OSError as error:
-        raise StoreError(f"cannot read store file {path}: {error.strerror or error}") from None
-    if size == 0:
-        return 0
-    try:
-        with path.open("rb") as file:
-            header = file.read(100)
-    except OSError as error:
-        raise StoreError(f"cannot read store file {path}: {error.strerror or error}") from None
-    if not header.startswith(SQLITE_MAGIC) or len(header) < 100:
-        raise StoreError(
-            f"{path} is not a SQLite database, so not a Treadle store; give the path of a "
-            "Treadle store or of a new file (the file was not modified)"
-        )
-    if _is_truncated(path, header, size):
-        raise StoreError(
-            f"{path} is truncated (shorter than its header says); restore it from a backup "
-            "(the file was not modified)"
-        )
-    try:
-        return _read_version(path, immutable=True)
-    except StoreError:
-        # The unlocked read may have met a checkpoint of another process halfway: ask again
-        # with SQLite's locks before calling the file damaged. Without a WAL nobody has the
-        # file open in WAL mode, so no checkpoint runs and the first answer stands.
-        if not path.with_name(path.name + "-wal").exists():
-            raise
-        return _read_version(path, immutable=False)
-
-
-def _read_version(path: Path, *, immutable: bool) -> int:
-    # immutable=1 reads the main file alone and creates no -wal/-shm beside it; a plain
-    # read-only connection leaves empty ones behind. A version read this way may lag the WAL;
-    # the migration reads it again under the write lock.
-    uri = f"file:{quote(str(path))}?mode=ro" + ("&immutable=1" if immutable else "")
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=DEFAULT_BUSY_TIMEOUT, isolation_level=None)
-    except sqlite3.Error as error:
-        raise StoreError(f"cannot open store file {path}: {error}") from None
-    try:
-        return _version_of(conn, path)
-    except sqlite3.DatabaseError as error:
-        raise StoreError(
-            f"{path} is damaged or not a Treadle store ({error}); restore it from a backup or "
-            "use another file (the file was not modified)"
-        ) from None
-    finally:
-        conn.close()
-
-
-def _is_truncated(path: Path, header: bytes, size: int) -> bool:
-    """Whether the file is shorter than the page count its header vouches for. Only without a
-    WAL: a checkpoint killed midway may have written page 1 before extending the file, and the
-    WAL it will be redone from is then still there."""
-    wal = path.with_name(path.name + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        return False
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
-    size_is_valid = pages > 0 and header[24:28] == header[92:96]
-    return size_is_valid and size < pages * page_size
-
-
-def _version_of(conn: sqlite3.Connection, path: Path) -> int:
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not tables:
-        return 0
-    if "meta" not in tables:
-        raise StoreError(
-            f"{path} is a SQLite database of another application, not a Treadle store; use "
-            "another file (the file was not modified)"
-        )
-    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    version = meta.get("schema_version")
-    if meta.get("application") != APPLICATION or not str(version).isdigit():
-        raise StoreError(
-            f"{path} has a meta table but is not a Treadle store (application "
-            f"{meta.get('application')!r}, schema version {version!r}); use another file "
-            "(the file was not modified)"
-        )
-    found = int(str(version))
-    if found > schema_version():
-        raise StoreError(
-            f"{path} was written by a newer Treadle (store schema version {found}, this Treadle "
-            f"knows up to {schema_version()}); upgrade Treadle to open it (the file was not "
-            "modified)"
-        )
-    return found
 
 
 # -- connections -------------------------------------------------------------------------------
@@ -243,10 +90,6 @@ class _Connection:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.pid = os.getpid()
-
-
-def _icontains(payload: str | None, needle: str) -> bool:
-    return payload is not None and needle in payload.lower()
 
 
 def _now() -> str:
@@ -312,7 +155,7 @@ class SqliteEventStore:
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute("PRAGMA cache_size=-8192")  # KiB: 8 MiB of pages per connection
-            conn.create_function("treadle_icontains", 2, _icontains, deterministic=True)
+            conn.create_function("treadle_icontains", 2, icontains, deterministic=True)
         except sqlite3.Error as error:
             raise StoreError(f"cannot open store file {self.path}: {error}") from None
         return conn
@@ -346,35 +189,34 @@ class SqliteEventStore:
             if str(mode).lower() != "wal":
                 raise StoreError(f"cannot put {self.path} in WAL mode (got {mode!r})")
         with self._writing() as conn:
-            # Read again under the write lock: another process may have created or upgraded it.
-            version = _version_of(conn, self.path)
-            for number in range(version, schema_version()):
-                MIGRATIONS[number](conn)
-                conn.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(number + 1),)
-                )
+            migrate(conn, self.path)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """SQLite's errors as StoreErrors that say what to do."""
         try:
             yield
-        except sqlite3.OperationalError as error:
+        except sqlite3.Error as error:
+            raise self._store_error(error) from error
+
+    def _store_error(self, error: sqlite3.Error) -> StoreError:
+        if isinstance(error, sqlite3.OperationalError):
             if "locked" in str(error) or "busy" in str(error):
-                raise StoreError(
+                return StoreError(
                     f"store {self.path} stayed locked by another writer for more than "
                     f"{self._busy_timeout:g} s; retry, or find the process holding it"
-                ) from error
-            raise StoreError(f"store {self.path}: {error}") from error
-        except sqlite3.ProgrammingError as error:
+                )
+            return StoreError(f"store {self.path}: {error}")
+        if isinstance(error, sqlite3.ProgrammingError):
             if self._closed:
-                raise StoreError(f"store {self.url} is closed") from error
-            raise
-        except sqlite3.DatabaseError as error:
-            raise StoreError(
+                return StoreError(f"store {self.url} is closed; open it again")
+            raise error  # a bug of ours, not the user's to fix
+        if isinstance(error, sqlite3.DatabaseError):
+            return StoreError(
                 f"store {self.path} is damaged ({error}); run 'treadle store check --store "
                 f"{self.url}' and restore it from a backup"
-            ) from error
+            )
+        return StoreError(f"store {self.path}: {error}")
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -524,7 +366,7 @@ class SqliteEventStore:
 
     _INSERT = (
         "INSERT INTO events (conversation, seq, id, parent_seq, branch, kind, source, "
-        "timestamp, time_us, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "time_us, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     def append(self, conversation_id: str, event: Event, *, move_head: bool = True) -> int:
@@ -535,40 +377,68 @@ class SqliteEventStore:
     ) -> list[int]:
         events = list(events)
         wanted = ids_to_look_up(events)
-        with self._writing() as conn:
-            # The count, head and last event's branch, read inside the transaction: another
-            # process may have appended since our last look, and nothing of it is cached.
-            row = conn.execute(
-                "SELECT c.key, c.event_count, c.head_id, (SELECT e.branch FROM events e WHERE "
-                "e.conversation = c.key AND e.seq = c.event_count - 1) "
-                "FROM conversations c WHERE c.id = ?",
-                (conversation_id,),
-            ).fetchone()
-            if row is None:
-                raise ConversationNotFound(conversation_id)
-            key, count, head, last_branch = row
-            if not events:
-                return []
-            stored = self._look_up(conn, key, wanted)
-            planned = plan_append(
-                conversation_id,
-                events,
-                next_seq=count,
-                stored={event_id: seq for event_id, (seq, _) in stored.items()},
-            )
-            branch_of = dict(stored.values())
-            if count:
-                branch_of[count - 1] = last_branch
-            tips: dict[int, int] = {}
-            rows = []
-            for item in planned:
-                seq, parent = item.seq, item.parent_seq
-                if parent is None:
-                    branch = seq
-                elif parent == seq - 1:
-                    branch = branch_of[parent]  # the last event has no child yet: a tip
-                else:
-                    branch = branch_of[parent]
+        # Written out rather than with `_writing`: this is the hot path, every µs shows.
+        with self._write_lock:
+            conn = self._conn()
+            try:
+                # IMMEDIATE takes the file's write lock now: the reads below see every commit
+                # of other writers (APPEND step 1) and nobody else commits until we are done.
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    seqs = self._append_in_transaction(
+                        conn, conversation_id, events, wanted, move_head
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as error:
+                raise self._store_error(error) from error
+        return seqs
+
+    def _append_in_transaction(
+        self,
+        conn: sqlite3.Connection,
+        conversation_id: str,
+        events: list[Event],
+        wanted: set[str],
+        move_head: bool,
+    ) -> list[int]:
+        # The count, head and last event's branch are read here, inside the transaction:
+        # another process may have appended since, and nothing of it is cached.
+        row = conn.execute(
+            "SELECT c.key, c.event_count, c.head_id, (SELECT e.branch FROM events e WHERE "
+            "e.conversation = c.key AND e.seq = c.event_count - 1) "
+            "FROM conversations c WHERE c.id = ?",
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        key, count, head, last_branch = row
+        if not events:
+            return []
+        stored = self._look_up(conn, key, wanted)
+        planned = plan_append(
+            conversation_id,
+            events,
+            next_seq=count,
+            stored={event_id: seq for event_id, (seq, _) in stored.items()},
+        )
+        branch_of = dict(stored.values())
+        if count:
+            branch_of[count - 1] = last_branch
+        tips: dict[int, int] = {}
+        rows = []
+        for item in planned:
+            seq, parent = item.seq, item.parent_seq
+            if parent is None:
+                branch = seq
+            else:
+                branch = branch_of[parent]
+                # The previous event has no child yet, so it is its branch's tip; an older
+                # parent may already have a child, and then this event forks a new branch.
+                if parent != seq - 1:
                     tip = tips.get(branch)
                     if tip is None:
                         tip = conn.execute(
@@ -576,36 +446,37 @@ class SqliteEventStore:
                             (key, branch),
                         ).fetchone()[0]
                     if tip != parent:
-                        branch = seq  # the parent already has a child: a fork
-                branch_of[seq] = branch
-                tips[branch] = seq
-                event = item.event
-                rows.append(
-                    (
-                        key,
-                        seq,
-                        event.id,
-                        -1 if parent is None else parent,
-                        branch,
-                        event.kind,
-                        event.source,
-                        event.timestamp,
-                        item.time_us,
-                        item.payload,
-                    )
+                        branch = seq
+            branch_of[seq] = branch
+            tips[branch] = seq
+            event = item.event
+            rows.append(
+                (
+                    key,
+                    seq,
+                    event.id,
+                    -1 if parent is None else parent,
+                    branch,
+                    event.kind,
+                    event.source,
+                    item.time_us,
+                    item.payload,
                 )
-            try:
-                conn.executemany(self._INSERT, rows)
-            except sqlite3.IntegrityError as error:
-                # plan_append already refused duplicates; this only guards the unique index.
-                raise AppendError(
-                    "APPEND-DUP-ID", f"the store refused a duplicate: {error}", event_ids=wanted
-                ) from None
-            conn.execute(
-                "UPDATE conversations SET event_count = ?, head_id = ?, updated_at = ? "
-                "WHERE key = ?",
-                (count + len(rows), moved_head(events, head, move_head=move_head), _now(), key),
             )
+        try:
+            if len(rows) == 1:
+                conn.execute(self._INSERT, rows[0])
+            else:
+                conn.executemany(self._INSERT, rows)
+        except sqlite3.IntegrityError as error:
+            # plan_append already refused duplicates; this only guards the unique index.
+            raise AppendError(
+                "APPEND-DUP-ID", f"the store refused a duplicate: {error}", event_ids=wanted
+            ) from None
+        conn.execute(
+            "UPDATE conversations SET event_count = ?, head_id = ?, updated_at = ? WHERE key = ?",
+            (count + len(rows), moved_head(events, head, move_head=move_head), _now(), key),
+        )
         return [item.seq for item in planned]
 
     @staticmethod
@@ -679,17 +550,7 @@ class SqliteEventStore:
             start = self._event_position(conn, conversation_id, key, head_id)
             if limit == 0:
                 return []
-            payloads: list[str] = []
-            wanted = -1 if limit is None else limit
-            for branch, low, high in self._segments(conn, key, start):
-                rows = conn.execute(
-                    "SELECT payload FROM events WHERE conversation = ? AND branch = ? "
-                    "AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT ?",
-                    (key, branch, low, high, wanted if wanted < 0 else wanted - len(payloads)),
-                ).fetchall()
-                payloads.extend(payload for (payload,) in rows)
-                if wanted >= 0 and len(payloads) >= wanted:
-                    break
+            payloads = path_payloads(conn, key, path_segments(conn, key, start), limit)
         payloads.reverse()
         return [_decode(payload, self.path) for payload in payloads]
 
@@ -705,176 +566,31 @@ class SqliteEventStore:
             raise EventNotFound(conversation_id, event_id)
         return int(row[0]), int(row[1])
 
-    @staticmethod
-    def _segments(
-        conn: sqlite3.Connection, key: int, start: tuple[int, int], floor: int = -1
-    ) -> Iterator[tuple[int, int, int]]:
-        """The path of the event at ``start`` = (seq, branch) as (branch, low seq, high seq)
-        segments from the head down, stopping once a segment reaches ``floor`` or below."""
-        high, branch = start
-        while True:
-            yield branch, branch, high
-            if branch <= floor:
-                return
-            # The segment's first event (seq == branch) hangs from the fork point below.
-            row = conn.execute(
-                "SELECT p.seq, p.branch FROM events c JOIN events p "
-                "ON p.conversation = c.conversation AND p.seq = c.parent_seq "
-                "WHERE c.conversation = ? AND c.seq = ?",
-                (key, branch),
-            ).fetchone()
-            if row is None:
-                return
-            fork, fork_branch = int(row[0]), int(row[1])
-            if fork >= branch or fork_branch > fork:
-                # Impossible for rows this store wrote (a parent precedes its child); a damaged
-                # file must not make the walk loop.
-                raise TreeError(
-                    "TREE-CYCLE",
-                    f"the stored parent of seq {branch} is seq {fork}, not an earlier event",
-                )
-            high, branch = fork, fork_branch
-
-    # -- search -----------------------------------------------------------------------------
-
     def search(self, conversation_id: str, query: EventQuery) -> EventPage:
         check_query(query)
         with self._reading() as conn:
-            key = self._key(conn, conversation_id)
-            rows = self._page_rows(conn, conversation_id, key, query, query.limit + 1)
+            key, _, _ = self._conversation_row(conn, conversation_id)
+            segments = self._branch(conn, conversation_id, key, query)
+            rows = page_rows(conn, key, query, query.limit + 1, segments)
         return page_of([_stored(row, self.path) for row in rows], query.limit)
 
     def count(self, conversation_id: str, query: EventQuery) -> int:
         check_query(query)
         with self._reading() as conn:
             key, event_count, _ = self._conversation_row(conn, conversation_id)
-            if query.kinds is not None and not query.kinds:
-                return 0
-            if query.sources is not None and not query.sources:
-                return 0
-            conditions, params = _row_filters(query, index_hint=query.branch_head is not None)
-            low = -1 if query.after_seq is None else query.after_seq
-            high = event_count if query.before_seq is None else min(query.before_seq, event_count)
-            if query.branch_head is not None:
-                start = self._event_position(conn, conversation_id, key, query.branch_head)
-                total = 0
-                for branch, first, last in self._segments(conn, key, start, low):
-                    total += conn.execute(
-                        "SELECT count(*) FROM events WHERE conversation = ? AND branch = ? "
-                        f"AND seq BETWEEN ? AND ? AND seq > ? AND seq < ?{conditions}",
-                        (key, branch, first, last, low, high, *params),
-                    ).fetchone()[0]
-                return int(total)
-            if not conditions:
-                return max(0, high - low - 1)  # seqs are gap-free from 0
-            return int(
-                conn.execute(
-                    "SELECT count(*) FROM events WHERE conversation = ? AND seq > ? AND seq < ?"
-                    + conditions,
-                    (key, low, high, *params),
-                ).fetchone()[0]
-            )
+            segments = self._branch(conn, conversation_id, key, query)
+            return count_rows(conn, key, event_count, query, segments)
 
-    def _page_rows(
-        self,
-        conn: sqlite3.Connection,
-        conversation_id: str,
-        key: int,
-        query: EventQuery,
-        fetch: int,
-    ) -> list[tuple[int, str]]:
-        """Up to ``fetch`` (seq, payload) rows of ``query`` in page order.
-
-        One index drives each page and the other filters are checked on its rows (``+column``
-        keeps SQLite from switching to another index and sorting every match): the branch's
-        segments, else one scan per kind (or per source) merged by seq, else the time index
-        when few events match, else the seq order itself.
-        """
-        if fetch <= 0:
-            return []
-        if (query.kinds is not None and not query.kinds) or (
-            query.sources is not None and not query.sources
-        ):
-            return []
-        desc = query.order == "desc"
-        low = -1 if query.after_seq is None else query.after_seq
-        high = 2**62 if query.before_seq is None else query.before_seq
-        order = "DESC" if desc else "ASC"
-        if query.branch_head is not None:
-            conditions, params = _row_filters(query, index_hint=True)
-            start = self._event_position(conn, conversation_id, key, query.branch_head)
-            segments = list(self._segments(conn, key, start, low))
-            if not desc:
-                segments.reverse()
-            rows: list[tuple[int, str]] = []
-            for branch, first, last in segments:
-                if last <= low or first >= high:
-                    continue
-                rows.extend(
-                    conn.execute(
-                        "SELECT seq, payload FROM events WHERE conversation = ? AND branch = ? "
-                        f"AND seq BETWEEN ? AND ? AND seq > ? AND seq < ?{conditions} "
-                        f"ORDER BY seq {order} LIMIT ?",
-                        (key, branch, first, last, low, high, *params, fetch - len(rows)),
-                    ).fetchall()
-                )
-                if len(rows) >= fetch:
-                    break
-            return rows
-        for column, values in (("kind", query.kinds), ("source", query.sources)):
-            if values is None:
-                continue
-            conditions, params = _row_filters(query, index_hint=True, driving=column)
-            scans = [
-                conn.execute(
-                    f"SELECT seq, payload FROM events WHERE conversation = ? AND {column} = ? "
-                    f"AND seq > ? AND seq < ?{conditions} ORDER BY seq {order} LIMIT ?",
-                    (key, value, low, high, *params, fetch),
-                ).fetchall()
-                for value in dict.fromkeys(values)
-            ]
-            if len(scans) == 1:
-                return scans[0]
-            merged = heapq.merge(*scans, key=lambda row: -row[0] if desc else row[0])
-            return list(merged)[:fetch]
-        conditions, params = _row_filters(query, index_hint=True)
-        if query.time_from is not None or query.time_to is not None:
-            candidates = self._time_candidates(conn, key, query, low, high)
-            if candidates is not None:
-                candidates.sort(reverse=desc)
-                text_conditions, text_params = _row_filters(
-                    EventQuery(text=query.text), index_hint=True
-                )
-                if not text_conditions:
-                    candidates = candidates[:fetch]  # all match: only the page is read
-                return conn.execute(
-                    "SELECT seq, payload FROM events WHERE conversation = ? AND seq IN "
-                    f"(SELECT value FROM json_each(?)){text_conditions} "
-                    f"ORDER BY seq {order} LIMIT ?",
-                    (key, json.dumps(candidates), *text_params, fetch),
-                ).fetchall()
-        return conn.execute(
-            "SELECT seq, payload FROM events WHERE conversation = ? AND seq > ? AND seq < ?"
-            f"{conditions} ORDER BY seq {order} LIMIT ?",
-            (key, low, high, *params, fetch),
-        ).fetchall()
-
-    @staticmethod
-    def _time_candidates(
-        conn: sqlite3.Connection, key: int, query: EventQuery, low: int, high: int
-    ) -> list[int] | None:
-        """Seqs in the time range (from the time index alone) when at most _TIME_PROBE match;
-        None when more do, and a scan in seq order meets them soon enough."""
-        lower = -(2**62) if query.time_from is None else time_us(query.time_from)
-        upper = 2**62 if query.time_to is None else time_us(query.time_to)
-        rows = conn.execute(
-            "SELECT seq FROM events INDEXED BY events_by_time WHERE conversation = ? "
-            "AND time_us >= ? AND time_us < ? AND seq > ? AND seq < ? LIMIT ?",
-            (key, lower, upper, low, high, _TIME_PROBE + 1),
-        ).fetchall()
-        if len(rows) > _TIME_PROBE:
+    def _branch(
+        self, conn: sqlite3.Connection, conversation_id: str, key: int, query: EventQuery
+    ) -> list[tuple[int, int, int]] | None:
+        """The path segments of the query's branch head (None without one), down to its
+        ``after_seq``: segments below it cannot hold a match."""
+        if query.branch_head is None:
             return None
-        return [seq for (seq,) in rows]
+        start = self._event_position(conn, conversation_id, key, query.branch_head)
+        floor = -1 if query.after_seq is None else query.after_seq
+        return list(path_segments(conn, key, start, floor))
 
     # -- live -------------------------------------------------------------------------------
 
@@ -960,40 +676,6 @@ class SqliteEventStore:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _row_filters(
-    query: EventQuery, *, index_hint: bool, driving: str | None = None
-) -> tuple[str, list[Any]]:
-    """SQL conditions (each starting with " AND ") and parameters for the filters of ``query``
-    other than the conversation, seq cursors, branch and the ``driving`` column.
-
-    With ``index_hint``, columns are written ``+column`` so that SQLite keeps to the index the
-    caller chose for the page order instead of another one.
-    """
-    plus = "+" if index_hint else ""
-    conditions: list[str] = []
-    params: list[Any] = []
-    for column, values in (("kind", query.kinds), ("source", query.sources)):
-        if values is not None and column != driving:
-            distinct = list(dict.fromkeys(values))
-            conditions.append(f"{plus}{column} IN ({','.join('?' * len(distinct))})")
-            params.extend(distinct)
-    if query.time_from is not None:
-        conditions.append(f"{plus}time_us >= ?")
-        params.append(time_us(query.time_from))
-    if query.time_to is not None:
-        conditions.append(f"{plus}time_us < ?")
-        params.append(time_us(query.time_to))
-    if query.text is not None:
-        needle = query.text.lower()
-        if needle.isascii():
-            # SQLite's lower() folds ASCII only, which is all an ASCII needle can match.
-            conditions.append("instr(lower(payload), ?) > 0")
-        else:
-            conditions.append("treadle_icontains(payload, ?)")
-        params.append(needle)
-    return "".join(f" AND {condition}" for condition in conditions), params
-
-
 def _decode(payload: str, path: Path, seq: int | None = None) -> Event:
     try:
         return event_from_json(payload)
@@ -1024,7 +706,6 @@ def _conversation_info(row: Sequence[Any]) -> ConversationInfo:
 
 __all__ = [
     "DURABILITY_MODES",
-    "MIGRATIONS",
     "SqliteEventStore",
     "read_schema_version",
     "schema_version",

@@ -1,0 +1,415 @@
+"""``treadle bench store``: a store's append rate (against raw sqlite3 in the same run), growth,
+window/path/search times, reader RSS and bytes on disk, for SQLite or PostgreSQL.
+
+Sizes scale with ``events`` (the big conversation): the full issue-3 run is
+``treadle bench store --events 1000000`` (about 1.3 GB of disk and several minutes);
+the default, 100,000, takes about a minute. Events are the realistic mix of
+``bench.workload`` (~900 bytes of JSON each).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from treadle.bench.workload import realistic_events
+from treadle.events.model import ROOT, Event, event_to_json
+from treadle.store.base import EventQuery, EventStore
+from treadle.store.common import timestamp_us
+from treadle.store.sqlite import DURABILITY_MODES, SqliteEventStore
+from treadle.store.sqlite_schema import MIGRATIONS
+from treadle.store.urls import open_store, sqlite_path_and_options
+
+CHUNK = 1_000
+"""Appends per growth sample, events per batch when building big conversations."""
+WINDOW_CONVERSATION = 20_000
+SEARCH_RUNS = 7
+
+
+def event_chunks(total: int, *, seed: int, first_parent: str = ROOT) -> Iterator[list[Event]]:
+    """``total`` realistic events forming one chain, in lists of up to CHUNK (so a
+    million-event conversation never sits in memory at once)."""
+    parent = first_parent
+    made = 0
+    while made < total:
+        events = realistic_events(min(CHUNK, total - made), seed=seed + made)
+        events[0] = events[0].model_copy(update={"parent_id": parent})
+        yield events
+        parent = events[-1].id
+        made += len(events)
+
+
+def median_time(runs: int, action: Callable[[], Any]) -> float:
+    """Median seconds of ``runs`` calls: robust to the other work of a shared machine."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# -- where the bench writes --------------------------------------------------------------------
+
+
+@dataclass
+class Place:
+    """The stores of one bench run: SQLite files in a directory, or fresh PostgreSQL schemas."""
+
+    url: str | None
+
+    def __post_init__(self) -> None:
+        self.backend = "postgres" if self.url and self.url.startswith("postgres") else "sqlite"
+        self._temporary: str | None = None
+        self._schemas: list[str] = []
+        if self.backend == "sqlite":
+            if self.url is None:
+                self._temporary = tempfile.mkdtemp(prefix="treadle-bench-")
+                self.directory = Path(self._temporary)
+            else:
+                path, _ = sqlite_path_and_options(self.url)
+                self.directory = path.parent if path.suffix == ".db" else path
+                self.directory.mkdir(parents=True, exist_ok=True)
+
+    def store_url(self, name: str, durability: str) -> str:
+        if self.backend == "sqlite":
+            path = self.directory / f"bench-{name}.db"
+            for leftover in path.parent.glob(path.name + "*"):
+                leftover.unlink()  # a bench starts from empty files
+            return f"sqlite:///{path}?durability={durability}"
+        assert self.url is not None
+        schema = f"treadle_bench_{name}_{uuid.uuid4().hex[:8]}"
+        self._schemas.append(schema)
+        parts = urlsplit(self.url)
+        query = dict(parse_qsl(parts.query))
+        query.update(schema=schema, durability=durability)
+        return urlunsplit(parts._replace(query=urlencode(query)))
+
+    def raw_path(self, name: str) -> Path:
+        path = self.directory / f"bench-raw-{name}.db"
+        for leftover in path.parent.glob(path.name + "*"):
+            leftover.unlink()
+        return path
+
+    def cleanup(self) -> None:
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
+        if self._schemas and self.url is not None:
+            import psycopg
+
+            from treadle.store.postgres import parse_postgres_url
+
+            conninfo, _, _ = parse_postgres_url(self.url)
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                for schema in self._schemas:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+# -- appends -----------------------------------------------------------------------------------
+
+
+class RawSqlite:
+    """Raw sqlite3 doing the same writes as an append (event row + conversation row, one
+    transaction each) in the same schema and mode, with every value computed beforehand."""
+
+    INSERT = (
+        "INSERT INTO events (conversation, seq, id, parent_seq, branch, kind, source, "
+        "time_us, payload) VALUES (1, ?, ?, ?, 0, ?, ?, ?, ?)"
+    )
+
+    def __init__(self, path: Path, durability: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        # the pragmas SqliteEventStore sets on its connections
+        self.conn.execute(f"PRAGMA synchronous={DURABILITY_MODES[durability]}")
+        self.conn.execute("PRAGMA temp_store=MEMORY")
+        self.conn.execute("PRAGMA cache_size=-8192")
+        self.conn.execute("BEGIN")
+        for migration in MIGRATIONS:
+            migration(self.conn)
+        self.conn.execute(
+            "INSERT INTO conversations (key, id, created_at, updated_at) VALUES (1, 'c', '', '')"
+        )
+        self.conn.execute("COMMIT")
+        self.seq = 0
+
+    @staticmethod
+    def rows(events: list[Event]) -> list[tuple[Any, ...]]:
+        return [
+            (e.id, e.kind, e.source, e.timestamp, timestamp_us(e.timestamp), event_to_json(e))
+            for e in events
+        ]
+
+    def append(self, rows: list[tuple[Any, ...]]) -> float:
+        conn = self.conn
+        start = time.perf_counter()
+        for event_id, kind, source, timestamp, moment, payload in rows:
+            seq = self.seq
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(self.INSERT, (seq, event_id, seq - 1, kind, source, moment, payload))
+            conn.execute(
+                "UPDATE conversations SET event_count = ?, head_id = ?, updated_at = ? "
+                "WHERE key = 1",
+                (seq + 1, event_id, timestamp),
+            )
+            conn.execute("COMMIT")
+            self.seq += 1
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def time_appends(store: EventStore, conversation: str, events: list[Event]) -> float:
+    start = time.perf_counter()
+    for event in events:
+        store.append(conversation, event)
+    return time.perf_counter() - start
+
+
+def measure_appends(
+    place: Place, durability: str, count: int, *, seed: int
+) -> tuple[float, float | None, list[float]]:
+    """(Treadle appends/s, raw sqlite3 appends/s or None, seconds of each CHUNK of Treadle
+    appends). Treadle and raw sqlite3 alternate chunk by chunk, so both meet the same moments
+    of the machine's load and the same file growth."""
+    store = open_store(place.store_url(f"append-{durability}", durability))
+    raw = RawSqlite(place.raw_path(durability), durability) if place.backend == "sqlite" else None
+    try:
+        conversation = store.create_conversation("append").id
+        treadle_chunks: list[float] = []
+        raw_total = 0.0
+        for events in event_chunks(count, seed=seed):
+            if raw is not None:
+                raw_total += raw.append(RawSqlite.rows(events))
+            treadle_chunks.append(time_appends(store, conversation, events))
+    finally:
+        store.close()
+        if raw is not None:
+            raw.close()
+    treadle_rate = count / sum(treadle_chunks)
+    return treadle_rate, (count / raw_total if raw is not None else None), treadle_chunks
+
+
+def growth_ratio(chunks: list[float]) -> tuple[float, float]:
+    """(last chunk / first chunk, median of the last tenth / median of the first tenth)."""
+    tenth = max(1, len(chunks) // 10)
+    smooth = statistics.median(chunks[-tenth:]) / statistics.median(chunks[:tenth])
+    return chunks[-1] / chunks[0], smooth
+
+
+# -- reads -------------------------------------------------------------------------------------
+
+
+def build_conversation(
+    store: EventStore, conversation: str, total: int, *, seed: int, forks: int = 0
+) -> tuple[str, str | None, int]:
+    """Append ``total`` events in batches; with ``forks``, side branches of 200 events leave
+    the main chain at even intervals. (main head id, a side head id, JSON bytes appended)."""
+    store.create_conversation(conversation)
+    fork_every = total // (forks + 1) if forks else total + 1
+    next_fork = fork_every
+    parent = ROOT
+    side_head = None
+    json_bytes = 0
+    made = 0
+    for events in event_chunks(total, seed=seed):
+        if parent != ROOT:
+            events[0] = events[0].model_copy(update={"parent_id": parent})
+        store.append_batch(conversation, events)
+        json_bytes += sum(len(event_to_json(e)) for e in events)
+        made += len(events)
+        parent = events[-1].id
+        if forks and made >= next_fork and made < total:
+            next_fork += fork_every
+            side = realistic_events(200, seed=seed + 7 * made)
+            side[0] = side[0].model_copy(update={"parent_id": parent})
+            store.append_batch(conversation, side, move_head=False)
+            json_bytes += sum(len(event_to_json(e)) for e in side)
+            side_head = side[-1].id
+            # the main chain goes on from the fork point: the side branch is a sibling
+    assert store.head(conversation) == parent
+    return parent, side_head, json_bytes
+
+
+SEARCHES: dict[str, Callable[[str, str, int], EventQuery]] = {
+    "search_all_s": lambda head, side, n: EventQuery(after_seq=n // 2),
+    "search_kind_s": lambda head, side, n: EventQuery(kinds=["message"]),
+    "search_kinds_desc_s": lambda head, side, n: EventQuery(
+        kinds=["message", "action"], order="desc", before_seq=n * 3 // 4
+    ),
+    "search_source_s": lambda head, side, n: EventQuery(sources=["user"], after_seq=n // 3),
+    "search_seq_range_s": lambda head, side, n: EventQuery(
+        after_seq=n // 2, before_seq=n // 2 + 500, order="desc"
+    ),
+    "search_branch_s": lambda head, side, n: EventQuery(branch_head=head, after_seq=n // 2),
+    "search_branch_desc_s": lambda head, side, n: EventQuery(branch_head=side, order="desc"),
+    "search_branch_kind_s": lambda head, side, n: EventQuery(
+        branch_head=head, kinds=["message"], sources=["user"]
+    ),
+}
+
+
+def measure_searches(store: EventStore, conversation: str, head: str, side: str, n: int):
+    figures: dict[str, float] = {}
+    for name, make in SEARCHES.items():
+        query = make(head, side, n)
+        page = store.search(conversation, query)
+        assert len(page.items) == 100, (name, len(page.items))
+        figures[name] = median_time(SEARCH_RUNS, lambda q=query: store.search(conversation, q))
+    text = EventQuery(text="no such words anywhere")
+    figures["search_text_s"] = median_time(3, lambda: store.search(conversation, text))
+    return figures
+
+
+READER = """
+import json, resource, sys, time
+from treadle.store.base import EventQuery
+from treadle.store.urls import open_store
+start = time.perf_counter()
+store = open_store(sys.argv[1])
+window = store.path_to_root(sys.argv[2], limit=50)
+page = store.search(sys.argv[2], EventQuery(kinds=["message"], order="desc"))
+elapsed = time.perf_counter() - start
+assert len(window) == 50 and len(page.items) == 100
+store.close()
+print(json.dumps({"rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "cold_process_window_s": elapsed}))
+"""
+
+
+def reader_process(url: str, conversation: str) -> dict[str, float]:
+    """Peak RSS of a fresh process that opens the store and reads a window and a page."""
+    result = subprocess.run(
+        [sys.executable, "-c", READER, url, conversation],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+def postgres_bytes(url: str) -> int:
+    import psycopg
+
+    from treadle.store.postgres import parse_postgres_url
+
+    conninfo, schema, _ = parse_postgres_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchone()
+    return int(row[0] or 0)
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def _say(progress: bool, message: str) -> None:
+    if progress:
+        print(f"[bench store] {message}", file=sys.stderr, flush=True)
+
+
+def run_store_bench(url: str | None = None, *, events: int = 100_000, progress: bool = False):
+    """Every figure of issue 3 for the store at ``url`` (see the module docstring)."""
+    place = Place(url)
+    durable_count = min(10_000, max(CHUNK, events // 10))
+    fast_count = min(100_000, events)
+    window_size = min(WINDOW_CONVERSATION, events)
+    figures: dict[str, Any] = {"backend": place.backend, "events": events}
+    try:
+        _say(progress, f"{durable_count} durable appends (and raw sqlite3) ...")
+        durable, raw_durable, _ = measure_appends(place, "durable", durable_count, seed=1)
+        _say(progress, f"{fast_count} fast appends (and raw sqlite3) ...")
+        fast, raw_fast, chunks = measure_appends(place, "fast", fast_count, seed=2)
+        last_first, smoothed = growth_ratio(chunks)
+        figures.update(
+            append_durable_per_s=durable,
+            append_fast_per_s=fast,
+            raw_sqlite_durable_per_s=raw_durable,
+            raw_sqlite_fast_per_s=raw_fast,
+            durable_vs_raw=None if raw_durable is None else raw_durable / durable,
+            fast_vs_raw=None if raw_fast is None else raw_fast / fast,
+            appends_durable=durable_count,
+            appends_fast=fast_count,
+            append_growth_ratio=last_first,
+            append_growth_ratio_smoothed=smoothed,
+        )
+
+        _say(progress, f"a {window_size}-event conversation: window and full path ...")
+        window_url = place.store_url("window", "fast")
+        store = open_store(window_url)
+        try:
+            build_conversation(store, "window", window_size, seed=3)
+        finally:
+            store.close()
+
+        def open_and_window() -> None:
+            opened = open_store(window_url)
+            assert len(opened.path_to_root("window", limit=50)) == 50
+            opened.close()
+
+        figures["open_and_window_s"] = median_time(5, open_and_window)
+        store = open_store(window_url)
+        try:
+            figures["full_path_s"] = median_time(3, lambda: store.path_to_root("window"))
+            figures["full_path_events"] = len(store.path_to_root("window"))
+        finally:
+            store.close()
+
+        _say(progress, f"a {events}-event conversation with side branches ...")
+        big_url = place.store_url("big", "fast")
+        store = open_store(big_url)
+        try:
+            head, side, json_bytes = build_conversation(store, "big", events, seed=4, forks=3)
+            total = store.get_conversation("big").event_count
+            assert side is not None
+            figures["path_window_big_s"] = median_time(
+                SEARCH_RUNS, lambda: store.path_to_root("big", limit=50)
+            )
+            _say(progress, "searches ...")
+            figures["search_events"] = total
+            searches = measure_searches(store, "big", head, side, total)
+            figures["search_page_s"] = max(
+                value for name, value in searches.items() if name != "search_text_s"
+            )
+            figures.update(searches)
+            if isinstance(store, SqliteEventStore):
+                store.checkpoint()
+                disk = store.file_size()
+            else:
+                disk = postgres_bytes(big_url)
+        finally:
+            store.close()
+        figures["disk_bytes_per_event"] = disk / total
+        figures["json_bytes_per_event"] = json_bytes / total
+        figures["disk_vs_json"] = disk / json_bytes
+        _say(progress, "reader process RSS ...")
+        figures.update(reader_process(big_url, "big"))
+    finally:
+        place.cleanup()
+    return {name: _rounded(value) for name, value in figures.items()}
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    return value
+
+
+__all__ = ["run_store_bench"]
