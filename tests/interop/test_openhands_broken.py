@@ -261,3 +261,21 @@ def test_import_usage_errors(tmp_path):
     result = runner.invoke(app, ["import", "openhands", str(empty)])
     assert result.exit_code == 2
     assert "no OpenHands conversation" in result.stderr
+
+
+def test_core_commands_refuse_a_folder_that_is_no_conversation(tmp_path):
+    result = CliRunner().invoke(app, ["audit", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "not an OpenHands conversation" in result.stderr
+
+
+def test_a_message_with_tool_calls_is_not_taken_for_text(folder, store):
+    file = event_files(folder)[-1]
+    data = read_json(file)
+    data["llm_message"]["tool_calls"] = [
+        {"id": "x", "name": "terminal", "arguments": "{}", "origin": "completion"}
+    ]
+    write_json(file, data)
+    conversation = read_conversation_folder(folder)
+    assert conversation.events[-1].kind == "foreign"
+    assert [n.code for n in conversation.notices] == ["OPENHANDS-NOT-MODELLED"]

@@ -25,7 +25,7 @@ from treadle.events.decode import decode_events
 from treadle.events.model import Event, event_to_dict, events_json_schema
 from treadle.events.projection import project_messages
 from treadle.events.tree import EventTree
-from treadle.store.openhands import FolderProblem, read_conversation_folder
+from treadle.store.openhands import FolderProblem, is_conversation_folder, read_conversation_folder
 
 FileArg = Annotated[
     Path,
@@ -65,6 +65,12 @@ def load_log(file: Path) -> Log:
     """The log at ``file`` (a file, '-', or an OpenHands conversation folder); exits 2 on an
     unreadable file. A folder's notices go to stderr; its problems are in ``problems``."""
     if file.is_dir():
+        if not is_conversation_folder(file):
+            fail(
+                f"{file} is a folder but not an OpenHands conversation (base_state.json and "
+                "events/): name one conversation's folder",
+                EXIT_BAD_INPUT,
+            )
         folder = read_conversation_folder(file)
         for notice in folder.notices:
             typer.echo(f"note: {notice}", err=True)

@@ -111,6 +111,8 @@ def _read_message(event: ReadFrom) -> tuple[Fields, str | None]:
     role = message.need("role", str)
     if role not in ("user", "assistant"):
         raise NotModelled(f"Treadle messages are user or assistant text, not role {role!r}")
+    if message.get("tool_calls", list) or message.get("tool_call_id", str):
+        raise NotModelled("a Treadle message carries no tool calls (they are action events)")
     parts = [*message.parts("content"), *event.parts("extended_content")]
     return {
         "role": role,

@@ -16,6 +16,7 @@ from treadle.store.openhands.problems import (
     INDEX_GAP,
     TOO_MANY_EVENTS,
     UNKNOWN_FILE,
+    UNREADABLE,
     FolderProblem,
 )
 
@@ -72,8 +73,14 @@ def list_event_files(
         return [], problems, notices
     by_index: dict[int, list[EventFile]] = {}
     # Names as strings and the directory's own file types: no stat per file (100,000 files).
-    with os.scandir(events_dir) as scan:
-        entries = sorted((entry.name, entry.is_file()) for entry in scan)
+    try:
+        with os.scandir(events_dir) as scan:
+            entries = sorted((entry.name, entry.is_file()) for entry in scan)
+    except OSError as error:
+        problems.append(
+            FolderProblem(UNREADABLE, f"cannot be listed: {error.strerror or error}", (EVENTS_DIR,))
+        )
+        return [], problems, notices
     for name, is_file in entries:
         match = EVENT_NAME_RE.match(name)
         if match and is_file:

@@ -53,11 +53,18 @@ class OpenHandsConversation:
     problems: list[FolderProblem] = field(default_factory=list)
     notices: list[FolderProblem] = field(default_factory=list)
 
+    _file_index: dict[str, list[str]] | None = field(default=None, init=False, repr=False)
+
     def files_of(self, event_ids: Iterable[str]) -> tuple[str, ...]:
-        """The files holding ``event_ids`` (every file, for an id that several files carry)."""
-        wanted = set(event_ids)
+        """The files holding ``event_ids`` (every file, for an id that several files carry).
+        Call it once the folder is read: the index is built on the first call."""
+        if self._file_index is None:
+            self._file_index = {}
+            for event, name in zip(self.events, self.files, strict=True):
+                self._file_index.setdefault(event.id, []).append(name)
+        index = self._file_index
         return tuple(
-            f for event, f in zip(self.events, self.files, strict=True) if event.id in wanted
+            name for event_id in dict.fromkeys(event_ids) for name in index.get(event_id, ())
         )
 
 

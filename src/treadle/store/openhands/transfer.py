@@ -10,7 +10,7 @@ from typing import Any
 
 from treadle.errors import TreadleError
 from treadle.events.audit import AuditReport, Violation, audit_events
-from treadle.store.base import ConversationNotFound, EventStore
+from treadle.store.base import ConversationExists, ConversationNotFound, EventStore
 from treadle.store.openhands.layout import MAX_EVENTS
 from treadle.store.openhands.problems import FolderProblem
 from treadle.store.openhands.reader import OpenHandsConversation, read_conversation_folder
@@ -88,7 +88,15 @@ def import_conversation(
             return result
         store.delete_conversation(conversation_id)
         result.replaced = True
-    store.create_conversation(conversation_id, metadata=import_metadata(conversation))
+    try:
+        store.create_conversation(conversation_id, metadata=import_metadata(conversation))
+    except ConversationExists:  # made by another writer since the look above
+        result.problems.append(
+            FolderProblem(
+                CONVERSATION_EXISTS, f"conversation {conversation_id!r} appeared meanwhile"
+            )
+        )
+        return result
     try:
         if conversation.events:
             store.append_batch(conversation_id, conversation.events)

@@ -82,7 +82,10 @@ def write_conversation_folder(
         side_table["conversation_id"] = conversation_id
     if side_table:
         state.setdefault("agent_state", {})[SIDE_TABLE_KEY] = side_table
-    _write_whole(folder, files, _compact(state))
+    try:
+        _write_whole(folder, files, _compact(state))
+    except OSError as error:
+        raise ExportError(f"cannot write {folder}: {error.strerror or error}") from None
     return WrittenFolder(folder, str(state["id"]), len(files), len(side))
 
 
