@@ -368,7 +368,13 @@ def run_store_bench(url: str | None = None, *, events: int = 100_000, progress: 
         store = open_store(window_url)
         try:
             figures["full_path_s"] = median_time(3, lambda: store.path_to_root("window"))
-            figures["full_path_events"] = len(store.path_to_root("window"))
+            path = store.path_to_root("window")
+            figures["full_path_events"] = len(path)
+            # the same events through json.loads alone, in the same run: a floor for any
+            # reader of this JSON, and a figure that a loaded machine slows alike
+            lines = [event_to_json(event) for event in path]
+            json_loads = median_time(3, lambda: [json.loads(line) for line in lines])
+            figures["full_path_vs_json_loads"] = figures["full_path_s"] / json_loads
         finally:
             store.close()
 

@@ -75,6 +75,19 @@ from treadle.store.sqlite_search import (
 )
 
 DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
+
+_fork_generation = 0
+"""Counts forks: a connection of an earlier generation belongs to a parent process and must
+not be used (nor closed) by the child. Cheaper than os.getpid() on every call."""
+
+
+def _after_fork_in_child() -> None:
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 _LOOKUP_CHUNK = 500
 _SUBSCRIBE_BATCH = 500
 
@@ -85,11 +98,11 @@ _SUBSCRIBE_BATCH = 500
 class _Connection:
     """A thread's connection; weak-referenceable (sqlite3.Connection is not) for ``close``."""
 
-    __slots__ = ("__weakref__", "conn", "pid")
+    __slots__ = ("__weakref__", "conn", "generation")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self.pid = os.getpid()
+        self.generation = _fork_generation
 
 
 def _now() -> str:
@@ -162,7 +175,7 @@ class SqliteEventStore:
 
     def _conn(self) -> sqlite3.Connection:
         holder: _Connection | None = getattr(self._local, "holder", None)
-        if holder is not None and holder.pid == os.getpid():
+        if holder is not None and holder.generation == _fork_generation:
             return holder.conn
         if self._closed:
             raise StoreError(f"store {self.url} is closed; open it again with open_store(url)")
@@ -253,7 +266,7 @@ class SqliteEventStore:
             holders = list(self._connections) + list(self._subscriptions)
             self._connections = weakref.WeakSet()
         for holder in holders:
-            if holder.pid == os.getpid():
+            if holder.generation == _fork_generation:
                 holder.conn.close()
         self._local = threading.local()
 
@@ -364,6 +377,14 @@ class SqliteEventStore:
 
     # -- writing ----------------------------------------------------------------------------
 
+    _CONVERSATION_FOR_APPEND = (
+        "SELECT c.key, c.event_count, c.head_id, "
+        "(SELECT branch FROM events WHERE conversation = c.key AND seq = c.event_count - 1), "
+        "(SELECT seq FROM events WHERE conversation = c.key AND id = ?1), "
+        "(SELECT seq FROM events WHERE conversation = c.key AND id = ?2), "
+        "(SELECT branch FROM events WHERE conversation = c.key AND id = ?2) "
+        "FROM conversations c WHERE c.id = ?3"
+    )
     _INSERT = (
         "INSERT INTO events (conversation, seq, id, parent_seq, branch, kind, source, "
         "time_us, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -406,19 +427,27 @@ class SqliteEventStore:
         move_head: bool,
     ) -> list[int]:
         # The count, head and last event's branch are read here, inside the transaction:
-        # another process may have appended since, and nothing of it is cached.
+        # another process may have appended since, and nothing of it is cached. A single
+        # event's own id and parent are looked up in the same statement (the common case).
+        single = events[0] if len(events) == 1 else None
+        parent_id = single.parent_id if single is not None else None
         row = conn.execute(
-            "SELECT c.key, c.event_count, c.head_id, (SELECT e.branch FROM events e WHERE "
-            "e.conversation = c.key AND e.seq = c.event_count - 1) "
-            "FROM conversations c WHERE c.id = ?",
-            (conversation_id,),
+            self._CONVERSATION_FOR_APPEND,
+            (single.id if single is not None else None, parent_id, conversation_id),
         ).fetchone()
         if row is None:
             raise ConversationNotFound(conversation_id)
-        key, count, head, last_branch = row
+        key, count, head, last_branch, own_seq, parent_seq, parent_branch = row
         if not events:
             return []
-        stored = self._look_up(conn, key, wanted)
+        if single is None:
+            stored = self._look_up(conn, key, wanted)
+        else:
+            stored = {}
+            if own_seq is not None:
+                stored[single.id] = (own_seq, -1)
+            if parent_seq is not None and parent_id is not None:
+                stored[parent_id] = (parent_seq, parent_branch)
         planned = plan_append(
             conversation_id,
             events,
@@ -645,7 +674,7 @@ class SqliteEventStore:
         finally:
             with self._registry_lock:
                 self._subscriptions.discard(holder)
-            if holder.pid == os.getpid():
+            if holder.generation == _fork_generation:
                 conn.close()
 
     # -- maintenance (not in the EventStore protocol; used by the CLI and the benchmark) -----
