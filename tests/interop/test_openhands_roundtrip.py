@@ -361,3 +361,28 @@ def test_extra_fields_from_elsewhere_stay_out_of_sdk_files(tmp_path):
     assert "from_elsewhere" not in answer
     again = read_conversation_folder(tmp_path / "out")
     assert again.events[11].extra == {"from_elsewhere": "kept"}
+
+
+def test_the_installed_command_imports_and_exports(tmp_path):
+    """Once through the real entry point, as a user runs it."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    folder = CONVERSATIONS["agent_errors"]
+    run = [sys.executable, "-m", "treadle"]
+    imported = subprocess.run(
+        [*run, "import", "openhands", str(folder), "--store", url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr
+    exported = subprocess.run(
+        [*run, "export", "openhands", imported.stdout.strip(), str(tmp_path / "o"), "--store", url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert sdk_files(tmp_path / "o") == sdk_files(folder)

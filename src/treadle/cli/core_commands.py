@@ -125,8 +125,10 @@ def audit(
     head: HeadOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
 ) -> None:
-    """Check a log against the SPEC.md contracts on every branch; exit 1 on violations (2 when
-    a conversation folder has files that could not be read as events)."""
+    """Check a log against the SPEC.md contracts on every branch; exit 1 on violations.
+
+    A conversation folder whose files cannot all be read as events exits 2, files named.
+    """
     log = load_log(file)
     report = audit_events(log.events, head=head if head is not None else log.saved_head)
     if as_json:

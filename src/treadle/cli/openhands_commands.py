@@ -50,8 +50,8 @@ def import_openhands(
 ) -> None:
     """Import OpenHands conversations; print the id of each conversation imported.
 
-    A folder with unreadable files or a log the store cannot hold (duplicate ids, missing
-    parents, a cycle) is not imported at all; its files are named and the next one is tried.
+    A folder with unreadable files, or a log the store cannot hold (duplicate ids, missing
+    parents, a cycle), is not imported at all: its files are named, the next one is tried.
     """
     if not directory.is_dir():
         fail(f"{directory} is not a folder", EXIT_BAD_INPUT)
