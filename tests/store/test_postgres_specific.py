@@ -102,6 +102,18 @@ def test_a_schema_name_that_needs_quoting_works(postgres_url):
             conn.execute(f'DROP SCHEMA IF EXISTS "{_schema(url)}" CASCADE')
 
 
+def test_opening_without_create_never_makes_a_store(postgres_url):
+    with pytest.raises(StoreError, match="no Treadle store in schema"):
+        PostgresEventStore(postgres_url, create=False)
+    with psycopg.connect(parse_postgres_url(postgres_url)[0], autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (_schema(postgres_url),)
+        ).fetchone()
+    assert row == (0,)
+    PostgresEventStore(postgres_url).close()
+    PostgresEventStore(postgres_url, create=False).close()
+
+
 def test_durability_modes_set_synchronous_commit(postgres_url):
     for mode, expected in (("durable", "on"), ("fast", "off")):
         url = f"{postgres_url}&durability={mode}"
@@ -167,6 +179,21 @@ def test_concurrent_first_opens_create_the_schema_once(postgres_url):
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_integrity_check_finds_rows_that_break_the_invariants(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append_batch("c", [msg("a", ROOT), msg("b"), msg("c")])
+        assert store.integrity_check() == []
+        with _admin(postgres_url) as conn:
+            conn.execute("DELETE FROM events WHERE seq = 1")  # a gap
+            conn.execute("UPDATE conversations SET head_id = 'ghost'")
+        findings = store.integrity_check()
+    assert len(findings) == 3, findings
+    assert "counts 3 events but holds 2 rows" in findings[0]
+    assert "head 'ghost'" in findings[1]
+    assert "'c' (seq 2)" in findings[2]
 
 
 # -- the row lock across processes ------------------------------------------------------------

@@ -245,8 +245,9 @@ class _Listener:
 class PostgresEventStore:
     """``EventStore`` over one schema of a PostgreSQL database (see ``parse_postgres_url``)."""
 
-    def __init__(self, url: str, *, durability: str | None = None) -> None:
-        """``durability`` overrides the URL's (``open_store(url, durability=...)``)."""
+    def __init__(self, url: str, *, durability: str | None = None, create: bool = True) -> None:
+        """``durability`` overrides the URL's (``open_store(url, durability=...)``); with
+        ``create`` False a missing store is an error instead of being made (reading commands)."""
         self.url = url
         self._conninfo, self.schema, self.durability = parse_postgres_url(url)
         if durability is not None:
@@ -258,7 +259,7 @@ class PostgresEventStore:
         # Read and written whole under the GIL; a stale tail only costs the checked path.
         self._tails: dict[str, _Tail] = {}
         self._listeners_lock = threading.Lock()
-        self._prepare_schema()
+        self._prepare_schema(create)
 
     # -- connections and schema -----------------------------------------------------------
 
@@ -289,8 +290,18 @@ class PostgresEventStore:
                 + "; check that the server runs and the URL's user, host, port and database"
             ) from None
 
-    def _prepare_schema(self) -> None:
+    def _prepare_schema(self, create: bool) -> None:
         with self._pool.connection() as conn, conn.transaction():
+            if not create:
+                found = conn.execute(
+                    "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'meta'",
+                    (self.schema,),
+                ).fetchone()
+                if found is None:
+                    raise StoreError(
+                        f"there is no Treadle store in schema {self.schema!r} of "
+                        f"{self._conninfo}; check the --store URL (?schema=)"
+                    )
             # concurrent first opens must not race on CREATE SCHEMA / CREATE TABLE
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"treadle:{self.schema}",))
             conn.execute(
@@ -758,6 +769,49 @@ class PostgresEventStore:
             with self._listeners_lock:
                 self._listeners.discard(listener)
             listener.conn.close()
+
+    # -- maintenance (not in the EventStore protocol; used by `treadle store check`) ----------
+
+    def integrity_check(self) -> list[str]:
+        """The store's own invariants, checked in the database: [] when they hold.
+
+        Per conversation: rows gap-free from seq 0 and as many as its count, the head one of its
+        events; per event: a parent that precedes it, a segment that starts at or before it.
+        """
+        findings: list[str] = []
+        with self._pool.connection() as conn, conn.transaction():
+            # whole-table checks: here a scan is the right plan
+            conn.execute("SET LOCAL enable_seqscan = on")
+            conn.execute("SET LOCAL enable_bitmapscan = on")
+            for conversation_id, count, rows, last in conn.execute(
+                "SELECT c.id, c.event_count, count(e.seq), coalesce(max(e.seq), -1) "
+                "FROM conversations c LEFT JOIN events e ON e.conversation = c.key "
+                "GROUP BY c.key, c.id, c.event_count HAVING c.event_count <> count(e.seq) "
+                "OR coalesce(max(e.seq), -1) <> c.event_count - 1"
+            ):
+                findings.append(
+                    f"conversation {conversation_id!r} counts {count} events but holds {rows} "
+                    f"rows up to seq {last}"
+                )
+            for conversation_id, head_id in conn.execute(
+                "SELECT c.id, c.head_id FROM conversations c WHERE c.head_id IS NOT NULL AND "
+                "NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation = c.key "
+                "AND e.id = c.head_id)"
+            ):
+                findings.append(
+                    f"conversation {conversation_id!r} has head {head_id!r}, not one of its events"
+                )
+            for conversation_id, event_id, seq in conn.execute(
+                "SELECT c.id, e.id, e.seq FROM events e JOIN conversations c ON c.key = "
+                "e.conversation LEFT JOIN events p ON p.conversation = e.conversation "
+                "AND p.seq = e.parent_seq WHERE e.branch > e.seq OR (e.parent_seq IS NOT NULL "
+                "AND (e.parent_seq >= e.seq OR p.seq IS NULL)) ORDER BY c.id, e.seq LIMIT 100"
+            ):
+                findings.append(
+                    f"event {event_id!r} (seq {seq}) of conversation {conversation_id!r} has a "
+                    "parent or segment that does not precede it"
+                )
+        return findings
 
     # -- helpers --------------------------------------------------------------------------
 
