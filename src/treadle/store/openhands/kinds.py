@@ -196,8 +196,10 @@ def _write_action(event: Any) -> SdkEvent:
 
 def _read_observation(event: ReadFrom) -> tuple[Fields, str | None]:
     observation = event.need("observation", dict)
-    ReadFrom(observation, "observation.").parts("content")
-    parts, exact = observation_parts(observation)
+    fields = ReadFrom(observation, "observation.")
+    content = fields.parts("content")
+    fields.get("metadata", dict)  # the terminal's rendering reads it
+    parts, exact = observation_parts(observation, content)
     parts = [*parts, *event.parts("extended_content")]
     notice = None
     if not exact:

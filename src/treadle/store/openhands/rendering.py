@@ -67,12 +67,14 @@ def content_parts(text: str, urls: Iterable[str] = ()) -> list[dict[str, Any]]:
     return parts
 
 
-def observation_parts(observation: Mapping[str, Any]) -> tuple[list[Part], bool]:
-    """The parts the SDK sends for ``observation``, and whether Treadle mirrors its class's
-    rendering exactly (False: rendered by the base rule, the SDK may add more)."""
+def observation_parts(
+    observation: Mapping[str, Any], content: list[Part]
+) -> tuple[list[Part], bool]:
+    """The parts the SDK sends for ``observation`` (whose ``content`` parts are given), and
+    whether Treadle mirrors its class's rendering exactly (False: rendered by the base rule,
+    the SDK may add more)."""
     kind = observation.get("kind")
     header = [text_part(ERROR_MESSAGE_HEADER)] if observation.get("is_error") else []
-    content = list(observation.get("content") or ())
     if kind == "TerminalObservation":
         return [*header, text_part(_terminal_text(observation, content))], True
     return [*header, *content], kind not in OBSERVATIONS_RENDERED_OTHERWISE
