@@ -386,3 +386,26 @@ def test_the_installed_command_imports_and_exports(tmp_path):
     )
     assert exported.returncode == 0, exported.stderr
     assert sdk_files(tmp_path / "o") == sdk_files(folder)
+
+
+@pytest.mark.postgres
+def test_import_then_export_on_postgresql(tmp_path):
+    """The same round trip through the PostgreSQL store (the server of tests/store)."""
+    import os
+
+    import psycopg
+
+    base = os.environ.get("TREADLE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+    schema = f"treadle_openhands_{uuid.uuid4().hex[:10]}"
+    opened = open_store(f"{base}?schema={schema}")
+    try:
+        for name, folder in CONVERSATIONS.items():
+            result = import_conversation(opened, folder)
+            assert result.imported, result.problems
+            written = export_conversation(opened, result.conversation_id, tmp_path / name)
+            for relative in sdk_files(folder):
+                assert (written.folder / relative).read_bytes() == (folder / relative).read_bytes()
+    finally:
+        opened.close()
+        with psycopg.connect(base, autocommit=True) as connection:
+            connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
