@@ -16,7 +16,7 @@ import pytest
 
 from treadle.errors import AppendError
 from treadle.events.model import ROOT, MessageEvent
-from treadle.store import postgres
+from treadle.store import postgres_schema
 from treadle.store.base import StoreError
 from treadle.store.postgres import SCHEMA_VERSION, PostgresEventStore, parse_postgres_url
 
@@ -145,8 +145,8 @@ def test_older_store_is_migrated_forward_keeping_its_events(postgres_url, monkey
         store.create_conversation("c")
         store.append("c", msg("a", ROOT))
     step = ("ALTER TABLE conversations ADD COLUMN archived boolean NOT NULL DEFAULT false",)
-    monkeypatch.setattr(postgres, "MIGRATIONS", [*postgres.MIGRATIONS, step])
-    monkeypatch.setattr(postgres, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(postgres_schema, "MIGRATIONS", [*postgres_schema.MIGRATIONS, step])
+    monkeypatch.setattr(postgres_schema, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     with PostgresEventStore(postgres_url) as store:
         assert [e.id for e in store.path_to_root("c")] == ["a"]
     with _admin(postgres_url) as conn:

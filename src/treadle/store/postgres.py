@@ -1,6 +1,7 @@
-"""The PostgreSQL ``EventStore``: schema and migrations, row-locked appends, LISTEN/NOTIFY fan-out.
+"""The PostgreSQL ``EventStore``: row-locked appends, reads by path segments, LISTEN/NOTIFY.
 
 Several processes and servers can share one store; a conversation's row lock orders its appends.
+URL, sessions and schema are in ``postgres_schema``, the SQL of reads in ``postgres_sql``.
 
 Paths use the chain segments of ``common.assign_branches`` (as the SQLite backend does): a path
 is one index range scan per fork on it, so a window costs O(k) and a branch-filtered page reads
@@ -13,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors, sql
@@ -48,87 +47,25 @@ from treadle.store.common import (
     moved_head,
     page_of,
     plan_append,
-    time_us,
 )
+from treadle.store.postgres_schema import (
+    APPLICATION,
+    DEFAULT_SCHEMA,
+    DURABILITY_MODES,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    connect,
+    parse_postgres_url,
+    prepare_schema,
+)
+from treadle.store.postgres_sql import NO_LIMIT, filters_of, only_cursors, page_sql, path_segments
 
-APPLICATION = "treadle"
-DEFAULT_SCHEMA = "treadle"
-DURABILITY_MODES = ("durable", "fast")
-_SCHEMA_NAME = re.compile(r"(?!pg_)[A-Za-z0-9_$-]{1,63}")
-"""Names that need no escaping beyond double quotes (always used), anywhere they go."""
-_NO_LIMIT = 2**62
 _SUBSCRIBE_BATCH = 500
 _MAX_IDLE_CONNECTIONS = 8
 _MAX_TAILS = 10_000
 _IN_TRANSACTION = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
-# Each entry upgrades the schema by one version; a new store runs them all from version 0, so
-# creating and migrating are one code path. Append, never edit: stores in the field ran these.
-MIGRATIONS: list[tuple[str, ...]] = [
-    (
-        """CREATE TABLE conversations (
-            key bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-            id text PRIMARY KEY,
-            title text,
-            created_at timestamptz NOT NULL,
-            updated_at timestamptz NOT NULL,
-            head_id text,
-            event_count bigint NOT NULL DEFAULT 0,
-            -- json, not jsonb: kept as written (key order, numbers), the same as SQLite returns
-            metadata json NOT NULL DEFAULT '{}'
-        )""",
-        # conversation is the small integer key: every index entry repeats it (disk per event)
-        """CREATE TABLE events (
-            conversation bigint NOT NULL REFERENCES conversations (key) ON DELETE CASCADE,
-            seq bigint NOT NULL,
-            id text NOT NULL,
-            parent_seq bigint,
-            branch bigint NOT NULL,
-            kind text NOT NULL,
-            source text NOT NULL,
-            time_us bigint NOT NULL,
-            -- event_to_json verbatim: jsonb would reorder keys and change what is read back
-            payload text NOT NULL,
-            PRIMARY KEY (conversation, seq),
-            UNIQUE (conversation, id)
-        )""",
-        "CREATE INDEX events_by_branch ON events (conversation, branch, seq)",
-        "CREATE INDEX events_by_kind ON events (conversation, kind, seq)",
-        "CREATE INDEX events_by_source ON events (conversation, source, seq)",
-        "CREATE INDEX events_by_time ON events (conversation, time_us)",
-    ),
-]
-SCHEMA_VERSION = len(MIGRATIONS)
-
 _CONVERSATION_COLUMNS = "id, title, created_at, updated_at, head_id, event_count, metadata::text"
-
-
-def parse_postgres_url(url: str) -> tuple[str, str, str]:
-    """(libpq URL without Treadle's parameters, schema, durability) of a ``postgresql://`` URL.
-
-    Treadle's own query parameters: ``schema`` (default ``treadle``) and ``durability``
-    (``durable``: every acknowledged append is on disk; ``fast``: asynchronous commit).
-    """
-    parts = urlsplit(url)
-    scheme = parts.scheme.split("+", 1)[0]
-    if scheme not in ("postgresql", "postgres"):
-        raise StoreError(f"{url!r} is not a PostgreSQL URL; write postgresql://user@host:port/db")
-    params = parse_qsl(parts.query, keep_blank_values=True)
-    ours = {key: value for key, value in params if key in ("schema", "durability")}
-    rest = [(key, value) for key, value in params if key not in ours]
-    schema = ours.get("schema", DEFAULT_SCHEMA)
-    if not _SCHEMA_NAME.fullmatch(schema):
-        raise StoreError(
-            f"schema {schema!r} in {url!r} is not a usable schema name; use letters, digits, "
-            "_, - or $ (at most 63, not starting with pg_)"
-        )
-    durability = ours.get("durability", "durable")
-    if durability not in DURABILITY_MODES:
-        raise StoreError(
-            f"durability {durability!r} in {url!r} is unknown; use one of {DURABILITY_MODES}"
-        )
-    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
-    return conninfo, schema, durability
 
 
 class _Pool:
@@ -259,97 +196,13 @@ class PostgresEventStore:
         # Read and written whole under the GIL; a stale tail only costs the checked path.
         self._tails: dict[str, _Tail] = {}
         self._listeners_lock = threading.Lock()
-        self._prepare_schema(create)
+        with self._pool.connection() as conn:
+            prepare_schema(conn, self.schema, create=create)
 
-    # -- connections and schema -----------------------------------------------------------
+    # -- connections ----------------------------------------------------------------------
 
     def _connect(self, role: str = "store") -> psycopg.Connection[Any]:
-        # application_name lets an operator see in pg_stat_activity who holds what.
-        # synchronous_commit is set, not inherited: a server default of "off" must not quietly
-        # turn "durable" into "fast".
-        commit = "on" if self.durability == "durable" else "off"
-        # Every query reads one conversation's slice of the shared events table through an index
-        # in seq order, and pages stop early. A seq scan would read every conversation, and a
-        # bitmap scan must read all matches and sort them: before statistics exist (a new or
-        # fast-growing store) the planner chose those, up to 30x slower. At the default
-        # random_page_cost it also preferred seq scan + sort for long ranges (5x slower); JIT
-        # only adds compile time to these short queries.
-        tuning = "-c random_page_cost=1.1 -c enable_seqscan=off -c enable_bitmapscan=off -c jit=off"
-        try:
-            conn = psycopg.connect(
-                self._conninfo,
-                autocommit=True,
-                application_name=f"treadle-{role}:{self.schema}",
-                options=f'-c search_path="{self.schema}" -c synchronous_commit={commit} {tuning}',
-            )
-            conn.prepare_threshold = None
-            return conn
-        except psycopg.OperationalError as error:
-            raise StoreError(
-                f"cannot connect to PostgreSQL at {self._conninfo}: {error}".strip()
-                + "; check that the server runs and the URL's user, host, port and database"
-            ) from None
-
-    def _prepare_schema(self, create: bool) -> None:
-        with self._pool.connection() as conn, conn.transaction():
-            if not create:
-                found = conn.execute(
-                    "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'meta'",
-                    (self.schema,),
-                ).fetchone()
-                if found is None:
-                    raise StoreError(
-                        f"there is no Treadle store in schema {self.schema!r} of "
-                        f"{self._conninfo}; check the --store URL (?schema=)"
-                    )
-            # concurrent first opens must not race on CREATE SCHEMA / CREATE TABLE
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"treadle:{self.schema}",))
-            conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-            )
-            has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
-            if has_meta and has_meta[0]:
-                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-                version_text = meta.get("schema_version", "")
-                if meta.get("application") != APPLICATION or not version_text.isdigit():
-                    raise StoreError(
-                        f"schema {self.schema!r} has a meta table but is not a Treadle store "
-                        f"(application {meta.get('application')!r}, schema version "
-                        f"{meta.get('schema_version')!r}); use another ?schema= name"
-                    )
-                version = int(version_text)
-            else:
-                if self._has_tables(conn):
-                    raise StoreError(
-                        f"schema {self.schema!r} already holds tables that are not a Treadle "
-                        "store; use another ?schema= name"
-                    )
-                conn.execute("CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)")
-                conn.execute(
-                    "INSERT INTO meta VALUES ('application', %s), ('schema_version', '0')",
-                    (APPLICATION,),
-                )
-                version = 0
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"schema {self.schema!r} was written by a newer Treadle (store schema version "
-                    f"{version}, this Treadle knows up to {SCHEMA_VERSION}); upgrade Treadle. "
-                    "The store was not modified."
-                )
-            for statements in MIGRATIONS[version:]:
-                for statement in statements:
-                    conn.execute(statement)  # type: ignore[arg-type]  # literals above
-            if version < SCHEMA_VERSION:
-                conn.execute(
-                    "UPDATE meta SET value = %s WHERE key = 'schema_version'",
-                    (str(SCHEMA_VERSION),),
-                )
-
-    def _has_tables(self, conn: psycopg.Connection[Any]) -> bool:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (self.schema,)
-        ).fetchone()
-        return bool(row and row[0])
+        return connect(self._conninfo, self.schema, self.durability, role)
 
     def _channel(self, conversation_id: str) -> str:
         # NOTIFY channels are identifiers of at most 63 bytes and shared by the whole database:
@@ -638,7 +491,7 @@ class PostgresEventStore:
             if head_id is None:
                 return []
             # each segment gives at least one event: `limit` segments are enough
-            segments = self._segments(conn, conversation_id, key, head_id, most=limit)
+            segments = path_segments(conn, conversation_id, key, head_id, most=limit)
             for branch, first, last in segments:
                 wanted = None if limit is None else limit - len(payloads)
                 if wanted == 0:
@@ -654,7 +507,7 @@ class PostgresEventStore:
 
     def search(self, conversation_id: str, query: EventQuery) -> EventPage:
         check_query(query)
-        filters, params = _filters(query)
+        filters, params = filters_of(query)
         order = "DESC" if query.order == "desc" else "ASC"
         fetch = query.limit + 1
         rows: list[tuple[int, str]] = []
@@ -662,9 +515,9 @@ class PostgresEventStore:
             key = self._key(conn, conversation_id)
             params.update(key=key, fetch=fetch)
             if query.branch_head is None:
-                rows = conn.execute(_page_sql(query, filters, order), params).fetchall()
+                rows = conn.execute(page_sql(query, filters, order), params).fetchall()
             else:
-                segments = self._segments(
+                segments = path_segments(
                     conn, conversation_id, key, query.branch_head, floor=query.after_seq
                 )
                 if query.order == "asc":
@@ -684,12 +537,12 @@ class PostgresEventStore:
 
     def count(self, conversation_id: str, query: EventQuery) -> int:
         check_query(query)
-        filters, params = _filters(query)
+        filters, params = filters_of(query)
         with self._pool.connection() as conn:
             key, event_count = self._key_and_count(conn, conversation_id)
             params["key"] = key
             if query.branch_head is None:
-                if _only_cursors(query):
+                if only_cursors(query):
                     # seqs are gap-free from 0: the cursors alone give the count
                     low = -1 if query.after_seq is None else max(query.after_seq, -1)
                     high = event_count
@@ -700,7 +553,7 @@ class PostgresEventStore:
                     f"SELECT count(*) FROM events WHERE conversation = %(key)s{filters}", params
                 ).fetchone()
             else:
-                segments = self._segments(
+                segments = path_segments(
                     conn, conversation_id, key, query.branch_head, floor=query.after_seq
                 )
                 row = conn.execute(
@@ -859,105 +712,6 @@ class PostgresEventStore:
         ).fetchone()
         return int(row[0]) if row and row[0] is not None else -1
 
-    @staticmethod
-    def _segments(
-        conn: psycopg.Connection[Any],
-        conversation_id: str,
-        key: int,
-        head_id: str,
-        *,
-        floor: int | None = None,
-        most: int | None = None,
-    ) -> list[tuple[int, int, int]]:
-        """The path of ``head_id`` as (branch, first seq, last seq) segments, head first.
-
-        Stops once a segment reaches ``floor`` or below, or after ``most`` segments. One
-        statement: a segment's start hangs from the fork point in the segment below.
-        """
-        rows = conn.execute(
-            """WITH RECURSIVE segment (branch, last, depth) AS (
-                SELECT branch, seq, 1 FROM events WHERE conversation = %(key)s AND id = %(head)s
-              UNION ALL
-                SELECT fork.branch, fork.seq, s.depth + 1 FROM segment s
-                JOIN events start ON start.conversation = %(key)s AND start.seq = s.branch
-                JOIN events fork ON fork.conversation = %(key)s AND fork.seq = start.parent_seq
-                -- fork.seq < s.branch always holds for rows this store wrote; it also ends
-                -- the walk on a damaged row instead of looping
-                WHERE s.branch > %(floor)s AND s.depth < %(most)s AND fork.seq < s.branch
-            )
-            SELECT branch, last FROM segment""",
-            {
-                "key": key,
-                "head": head_id,
-                "floor": -1 if floor is None else floor,
-                "most": _NO_LIMIT if most is None else max(most, 1),
-            },
-        ).fetchall()
-        if not rows:
-            raise EventNotFound(conversation_id, head_id)
-        return sorted(((int(b), int(b), int(last)) for b, last in rows), key=lambda s: -s[2])
-
-
-def _page_sql(query: EventQuery, filters: str, order: str) -> str:
-    """A search page without a branch: rows in seq order, stopping after %(fetch)s matches.
-
-    Several kinds (or sources) are one ordered index scan each, merged: the scans stop at the
-    page, where a single scan of them all would read every match and sort it.
-    """
-    page = f"ORDER BY seq {order} LIMIT %(fetch)s"
-    for column, values in (("kind", query.kinds), ("source", query.sources)):
-        if values is not None and len(dict.fromkeys(values)) > 1:
-            own = f"{column} = ANY(%({column})s)"
-            scans = " UNION ALL ".join(
-                f"(SELECT seq, payload FROM events WHERE conversation = %(key)s "
-                f"AND {column} = (%({column})s::text[])[{index}]{filters.replace(own, 'true')} "
-                f"{page})"
-                for index in range(1, len(dict.fromkeys(values)) + 1)
-            )
-            return f"SELECT seq, payload FROM ({scans}) AS scans {page}"
-    return f"SELECT seq, payload FROM events WHERE conversation = %(key)s{filters} {page}"
-
-
-def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
-    """SQL conditions (each starting " AND ") and parameters for every filter of ``query``
-    except the conversation and the branch."""
-    params: dict[str, Any] = {}
-    where: list[str] = []
-    for column, values in (("kind", query.kinds), ("source", query.sources)):
-        if values is None:
-            continue
-        distinct = list(dict.fromkeys(values))
-        # one value as "=": the (conversation, column, seq) index then also gives the order
-        if len(distinct) == 1:
-            where.append(f"{column} = %({column})s")
-            params[column] = distinct[0]
-        else:
-            where.append(f"{column} = ANY(%({column})s)")
-            params[column] = distinct
-    if query.after_seq is not None:
-        where.append("seq > %(after_seq)s")
-        params["after_seq"] = query.after_seq
-    if query.before_seq is not None:
-        where.append("seq < %(before_seq)s")
-        params["before_seq"] = query.before_seq
-    if query.time_from is not None:
-        where.append("time_us >= %(time_from)s")
-        params["time_from"] = time_us(query.time_from)
-    if query.time_to is not None:
-        where.append("time_us < %(time_to)s")
-        params["time_to"] = time_us(query.time_to)
-    if query.text is not None:
-        # "***=" makes the rest of the pattern a literal string; ~* then matches it without
-        # regard to case, measured a third faster than ILIKE '%...%' over the same rows.
-        where.append("payload ~* %(text)s")
-        params["text"] = "***=" + query.text
-    return "".join(f" AND {condition}" for condition in where), params
-
-
-def _only_cursors(query: EventQuery) -> bool:
-    filters = (query.kinds, query.sources, query.time_from, query.time_to, query.text)
-    return all(value is None for value in filters)
-
 
 def _notice(conversation_id: str, last_seq: int) -> str:
     # NOTIFY payloads are capped at 8000 bytes; the channel already names the conversation.
@@ -971,7 +725,7 @@ def _notice_seq(payload: str) -> int:
     try:
         return int(json.loads(payload)["seq"])
     except (ValueError, KeyError, TypeError):
-        return _NO_LIMIT  # not ours to judge: read the table
+        return NO_LIMIT  # not ours to judge: read the table
 
 
 def _stored(row: Sequence[Any]) -> StoredEvent:
@@ -994,4 +748,12 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresEventStore", "parse_postgres_url"]
+__all__ = [
+    "APPLICATION",
+    "DEFAULT_SCHEMA",
+    "DURABILITY_MODES",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "PostgresEventStore",
+    "parse_postgres_url",
+]

@@ -1,0 +1,176 @@
+"""The PostgreSQL store's URL, sessions and schema: everything settled before the first query.
+
+``MIGRATIONS`` upgrade a schema one version at a time; a newer schema is refused untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from treadle.store.base import StoreError
+
+APPLICATION = "treadle"
+"""The ``application`` of a Treadle schema's meta table."""
+DEFAULT_SCHEMA = "treadle"
+DURABILITY_MODES = ("durable", "fast")
+_SCHEMA_NAME = re.compile(r"(?!pg_)[A-Za-z0-9_$-]{1,63}")
+"""Names that need no escaping beyond double quotes (always used), anywhere they go."""
+
+# Each entry upgrades the schema by one version; a new store runs them all from version 0, so
+# creating and migrating are one code path. Append, never edit: stores in the field ran these.
+MIGRATIONS: list[tuple[str, ...]] = [
+    (
+        """CREATE TABLE conversations (
+            key bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+            id text PRIMARY KEY,
+            title text,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            head_id text,
+            event_count bigint NOT NULL DEFAULT 0,
+            -- json, not jsonb: kept as written (key order, numbers), the same as SQLite returns
+            metadata json NOT NULL DEFAULT '{}'
+        )""",
+        # conversation is the small integer key: every index entry repeats it (disk per event)
+        """CREATE TABLE events (
+            conversation bigint NOT NULL REFERENCES conversations (key) ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            id text NOT NULL,
+            parent_seq bigint,
+            branch bigint NOT NULL,
+            kind text NOT NULL,
+            source text NOT NULL,
+            time_us bigint NOT NULL,
+            -- event_to_json verbatim: jsonb would reorder keys and change what is read back
+            payload text NOT NULL,
+            PRIMARY KEY (conversation, seq),
+            UNIQUE (conversation, id)
+        )""",
+        "CREATE INDEX events_by_branch ON events (conversation, branch, seq)",
+        "CREATE INDEX events_by_kind ON events (conversation, kind, seq)",
+        "CREATE INDEX events_by_source ON events (conversation, source, seq)",
+        "CREATE INDEX events_by_time ON events (conversation, time_us)",
+    ),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def parse_postgres_url(url: str) -> tuple[str, str, str]:
+    """(libpq URL without Treadle's parameters, schema, durability) of a ``postgresql://`` URL.
+
+    Treadle's own query parameters: ``schema`` (default ``treadle``) and ``durability``
+    (``durable``: every acknowledged append is on disk; ``fast``: asynchronous commit).
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+", 1)[0]
+    if scheme not in ("postgresql", "postgres"):
+        raise StoreError(f"{url!r} is not a PostgreSQL URL; write postgresql://user@host:port/db")
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {key: value for key, value in params if key in ("schema", "durability")}
+    rest = [(key, value) for key, value in params if key not in ours]
+    schema = ours.get("schema", DEFAULT_SCHEMA)
+    if not _SCHEMA_NAME.fullmatch(schema):
+        raise StoreError(
+            f"schema {schema!r} in {url!r} is not a usable schema name; use letters, digits, "
+            "_, - or $ (at most 63, not starting with pg_)"
+        )
+    durability = ours.get("durability", "durable")
+    if durability not in DURABILITY_MODES:
+        raise StoreError(
+            f"durability {durability!r} in {url!r} is unknown; use one of {DURABILITY_MODES}"
+        )
+    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    return conninfo, schema, durability
+
+
+def connect(conninfo: str, schema: str, durability: str, role: str) -> psycopg.Connection[Any]:
+    """A session of the store: autocommit, the schema on the search path, the commit mode."""
+    # application_name lets an operator see in pg_stat_activity who holds what.
+    # synchronous_commit is set, not inherited: a server default of "off" must not quietly
+    # turn "durable" into "fast".
+    commit = "on" if durability == "durable" else "off"
+    # Every query reads one conversation's slice of the shared events table through an index
+    # in seq order, and pages stop early. A seq scan would read every conversation, and a
+    # bitmap scan must read all matches and sort them: before statistics exist (a new or
+    # fast-growing store) the planner chose those, up to 30x slower. At the default
+    # random_page_cost it also preferred seq scan + sort for long ranges (5x slower); JIT
+    # only adds compile time to these short queries.
+    tuning = "-c random_page_cost=1.1 -c enable_seqscan=off -c enable_bitmapscan=off -c jit=off"
+    try:
+        conn = psycopg.connect(
+            conninfo,
+            autocommit=True,
+            application_name=f"treadle-{role}:{schema}",
+            options=f'-c search_path="{schema}" -c synchronous_commit={commit} {tuning}',
+        )
+        conn.prepare_threshold = None
+        return conn
+    except psycopg.OperationalError as error:
+        raise StoreError(
+            f"cannot connect to PostgreSQL at {conninfo}: {error}".strip()
+            + "; check that the server runs and the URL's user, host, port and database"
+        ) from None
+
+
+def prepare_schema(conn: psycopg.Connection[Any], schema: str, *, create: bool) -> None:
+    """Make or migrate the store's schema; StoreError, with nothing changed, when it cannot
+    be used. ``create`` False: a schema without a store is an error instead of being made."""
+    with conn.transaction():
+        if not create and not _has_table(conn, schema, "meta"):
+            raise StoreError(
+                f"there is no Treadle store in schema {schema!r} of {conn.info.dsn}; check the "
+                "--store URL (?schema=)"
+            )
+        # concurrent first opens must not race on CREATE SCHEMA / CREATE TABLE
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"treadle:{schema}",))
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        if _has_table(conn, schema, "meta"):
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            version_text = meta.get("schema_version", "")
+            if meta.get("application") != APPLICATION or not version_text.isdigit():
+                raise StoreError(
+                    f"schema {schema!r} has a meta table but is not a Treadle store "
+                    f"(application {meta.get('application')!r}, schema version "
+                    f"{meta.get('schema_version')!r}); use another ?schema= name"
+                )
+            version = int(version_text)
+        else:
+            if _has_table(conn, schema):
+                raise StoreError(
+                    f"schema {schema!r} already holds tables that are not a Treadle store; "
+                    "use another ?schema= name"
+                )
+            conn.execute("CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)")
+            conn.execute(
+                "INSERT INTO meta VALUES ('application', %s), ('schema_version', '0')",
+                (APPLICATION,),
+            )
+            version = 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"schema {schema!r} was written by a newer Treadle (store schema version "
+                f"{version}, this Treadle knows up to {SCHEMA_VERSION}); upgrade Treadle. "
+                "The store was not modified."
+            )
+        for statements in MIGRATIONS[version:]:
+            for statement in statements:
+                conn.execute(statement)  # type: ignore[arg-type]  # literals above
+        if version < SCHEMA_VERSION:
+            conn.execute(
+                "UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
+
+
+def _has_table(conn: psycopg.Connection[Any], schema: str, name: str | None = None) -> bool:
+    """Whether ``schema`` holds the table ``name`` (any table when None)."""
+    row = conn.execute(
+        "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = coalesce(%s, tablename) "
+        "LIMIT 1",
+        (schema, name),
+    ).fetchone()
+    return row is not None
