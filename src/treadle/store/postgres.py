@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -54,6 +52,7 @@ from treadle.store.postgres_schema import (
     DURABILITY_MODES,
     MIGRATIONS,
     SCHEMA_VERSION,
+    Pool,
     connect,
     parse_postgres_url,
     prepare_schema,
@@ -61,72 +60,10 @@ from treadle.store.postgres_schema import (
 from treadle.store.postgres_sql import NO_LIMIT, filters_of, only_cursors, page_sql, path_segments
 
 _SUBSCRIBE_BATCH = 500
-_MAX_IDLE_CONNECTIONS = 8
 _MAX_TAILS = 10_000
 _IN_TRANSACTION = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 _CONVERSATION_COLUMNS = "id, title, created_at, updated_at, head_id, event_count, metadata::text"
-
-
-class _Pool:
-    """Idle connections shared by all threads, each lent to one thread at a time.
-
-    A pool rather than a connection per thread: server threads come and go (executors), and a
-    per-thread connection would stay open after its thread ended; sharing one connection would
-    serialise every thread behind it. Connections open lazily; at most a few stay idle.
-    """
-
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
-        self._connect = connect
-        self._idle: list[psycopg.Connection[Any]] = []
-        self._lock = threading.Lock()
-        self._closed = False
-        self._pid = os.getpid()
-
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        with self._lock:
-            if self._closed:
-                raise StoreError("this store is closed; open it again with open_store(url)")
-            if self._pid != os.getpid():
-                # a forked child must not talk on its parent's sockets: forget, don't close
-                self._idle, self._pid = [], os.getpid()
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self._connect()
-        try:
-            yield conn
-        except psycopg.DataError as error:
-            raise StoreError(
-                f"PostgreSQL cannot store a value given ({error}); conversation ids, event ids "
-                "and titles must not contain NUL characters"
-            ) from error
-        except psycopg.OperationalError as error:
-            raise StoreError(
-                f"the PostgreSQL connection failed ({error}); check the server and retry. An "
-                "append cut off this way may have been stored: look its event id up first"
-            ) from error
-        finally:
-            self._give_back(conn)
-
-    def _give_back(self, conn: psycopg.Connection[Any]) -> None:
-        reusable = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
-        with self._lock:
-            if reusable and not self._closed and len(self._idle) < _MAX_IDLE_CONNECTIONS:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,13 +128,17 @@ class PostgresEventStore:
             if durability not in DURABILITY_MODES:
                 raise StoreError(f"durability {durability!r} is unknown; use {DURABILITY_MODES}")
             self.durability = durability
-        self._pool = _Pool(self._connect)
+        self._pool = Pool(self._connect)
         self._listeners: set[_Listener] = set()
         # Read and written whole under the GIL; a stale tail only costs the checked path.
         self._tails: dict[str, _Tail] = {}
         self._listeners_lock = threading.Lock()
-        with self._pool.connection() as conn:
-            prepare_schema(conn, self.schema, create=create)
+        try:
+            with self._pool.connection() as conn:
+                prepare_schema(conn, self.schema, create=create)
+        except BaseException:
+            self._pool.close()
+            raise
 
     # -- connections ----------------------------------------------------------------------
 

@@ -1,16 +1,20 @@
-"""The PostgreSQL store's URL, sessions and schema: everything settled before the first query.
-
-``MIGRATIONS`` upgrade a schema one version at a time; a newer schema is refused untouched.
+"""The PostgreSQL store's URL, sessions (and their pool) and schema: all that is settled before
+the first query. ``MIGRATIONS`` upgrade a schema a version at a time; a newer one is refused.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from treadle.store.base import StoreError
 
@@ -18,6 +22,7 @@ APPLICATION = "treadle"
 """The ``application`` of a Treadle schema's meta table."""
 DEFAULT_SCHEMA = "treadle"
 DURABILITY_MODES = ("durable", "fast")
+_MAX_IDLE_CONNECTIONS = 8
 _SCHEMA_NAME = re.compile(r"(?!pg_)[A-Za-z0-9_$-]{1,63}")
 """Names that need no escaping beyond double quotes (always used), anywhere they go."""
 
@@ -174,3 +179,64 @@ def _has_table(conn: psycopg.Connection[Any], schema: str, name: str | None = No
         (schema, name),
     ).fetchone()
     return row is not None
+
+
+class Pool:
+    """Idle connections shared by all threads, each lent to one thread at a time.
+
+    A pool rather than a connection per thread: server threads come and go (executors), and a
+    per-thread connection would stay open after its thread ended; sharing one connection would
+    serialise every thread behind it. Connections open lazily; at most a few stay idle.
+    """
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+        self._connect = connect
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            if self._closed:
+                raise StoreError("this store is closed; open it again with open_store(url)")
+            if self._pid != os.getpid():
+                # a forked child must not talk on its parent's sockets: forget, don't close
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._connect()
+        try:
+            yield conn
+        except psycopg.DataError as error:
+            raise StoreError(
+                f"PostgreSQL cannot store a value given ({error}); conversation ids, event ids "
+                "and titles must not contain NUL characters"
+            ) from error
+        except psycopg.OperationalError as error:
+            raise StoreError(
+                f"the PostgreSQL connection failed ({error}); check the server and retry. An "
+                "append cut off this way may have been stored: look its event id up first"
+            ) from error
+        finally:
+            self._give_back(conn)
+
+    def _give_back(self, conn: psycopg.Connection[Any]) -> None:
+        reusable = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        with self._lock:
+            if reusable and not self._closed and len(self._idle) < _MAX_IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
