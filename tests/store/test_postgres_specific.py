@@ -396,6 +396,22 @@ def test_values_postgresql_cannot_hold_are_refused_clearly(postgres_url):
         assert store.get_conversation("c").event_count == 1
 
 
+def test_a_subscription_cut_by_the_server_says_where_to_resume(postgres_url):
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("a", ROOT))
+        stream = store.subscribe("c", poll_interval=0.05)
+        assert next(stream).seq == 0
+        with _admin(postgres_url) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (f"treadle-subscribe:{_schema(postgres_url)}",),
+            )
+        with pytest.raises(StoreError, match="after seq 0"):
+            next(stream)
+
+
 def test_a_closed_stream_releases_its_connection(postgres_url):
     with PostgresEventStore(postgres_url) as store:
         store.create_conversation("c")

@@ -556,9 +556,12 @@ class PostgresEventStore:
                         if _notice_seq(notice.payload) > last:
                             break  # stale notices (rows already read) keep us waiting
                 waited = True
-        except psycopg.OperationalError:
-            if not listener.conn.closed:
-                raise  # the server went away; the store closing under us ends quietly
+        except psycopg.OperationalError as error:
+            if not self._pool.closed:  # the store closing under us ends the stream quietly
+                raise StoreError(
+                    f"the subscription lost its PostgreSQL connection ({error}); subscribe "
+                    f"again after seq {last} to go on without a gap"
+                ) from error
         finally:
             with self._listeners_lock:
                 self._listeners.discard(listener)

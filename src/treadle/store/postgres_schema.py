@@ -210,10 +210,7 @@ class Pool:
         try:
             yield conn
         except psycopg.DataError as error:
-            raise StoreError(
-                f"PostgreSQL cannot store a value given ({error}); conversation ids, event ids "
-                "and titles must not contain NUL characters"
-            ) from error
+            raise StoreError(f"PostgreSQL refused a value given: {error}") from error
         except psycopg.OperationalError as error:
             raise StoreError(
                 f"the PostgreSQL connection failed ({error}); check the server and retry. An "
