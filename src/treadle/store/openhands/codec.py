@@ -1,12 +1,7 @@
-"""One OpenHands SDK event (its JSON object) <-> one Treadle event, with nothing lost either way.
+"""One OpenHands SDK event (its JSON object) <-> one Treadle event, nothing lost either way.
 
-SDK -> Treadle: the fields Treadle models are read (``kinds``); whatever the SDK wrote that the
-canonical form of those fields would not reproduce is kept in ``extra``, verbatim, by top-level
-key (``"openhands:absent"`` lists canonical keys the original did not have). Treadle -> SDK:
-the canonical form with ``extra`` laid over it; Treadle fields the SDK format cannot hold (token
-usage, a native system prompt's tool schemas, ``extra`` fields that are not SDK fields, ...)
-come back as a "side" entry, which the writer keeps in ``base_state.json`` and the reader lays
-back on.
+SDK fields Treadle does not model ride in ``extra``; Treadle fields the SDK has no place for
+ride in a "side" entry, which the writer keeps in ``base_state.json``.
 """
 
 from __future__ import annotations
@@ -29,6 +24,13 @@ from treadle.store.openhands.kinds import (
     SdkEvent,
 )
 from treadle.store.openhands.problems import NOT_MODELLED, RENDERING
+
+# SDK -> Treadle: ``kinds`` reads the modelled fields; ``extra`` keeps, verbatim and by top-level
+# key, whatever the original has that the canonical form of those fields would not write back
+# (ABSENT_KEY lists canonical keys the original lacked). Treadle -> SDK: the canonical form with
+# ``extra`` laid over it; whatever reading that back would not restore (token usage, a native
+# system prompt's tool schemas, ...) is the side entry. Both directions are exact by
+# construction: ``event_to_sdk`` reads its own output back to compute the side entry.
 
 ABSENT_KEY = "openhands:absent"
 """Key in ``extra`` listing canonical SDK fields the original event did not have (a colon: no
