@@ -279,3 +279,15 @@ def test_a_message_with_tool_calls_is_not_taken_for_text(folder, store):
     conversation = read_conversation_folder(folder)
     assert conversation.events[-1].kind == "foreign"
     assert [n.code for n in conversation.notices] == ["OPENHANDS-NOT-MODELLED"]
+
+
+def test_a_folder_without_base_state_is_named_by_its_folder(tmp_path, store):
+    conversation_id = str(uuid.uuid4())
+    folder = copy_conversation("parallel_calls", tmp_path / uuid.UUID(conversation_id).hex)
+    (folder / "base_state.json").unlink()
+    result = import_conversation(store, folder)
+    assert result.imported
+    assert result.conversation_id == conversation_id
+    assert [n.code for n in result.notices] == ["OPENHANDS-BASE-STATE"]
+    events = read_conversation_folder(folder).events
+    assert store.head(conversation_id) == events[-1].id

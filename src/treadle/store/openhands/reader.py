@@ -4,7 +4,6 @@ takes it and every problem found, each naming its file. Reads only; never writes
 
 from __future__ import annotations
 
-import copy
 import json
 import uuid
 from collections.abc import Iterable, Sequence
@@ -87,6 +86,15 @@ def read_conversation_folder(
     )
     files, listing_problems, notices = list_event_files(folder, max_events=max_events)
     conversation.problems.extend(listing_problems)
+    if base_state is None and not problems:
+        conversation.notices.append(
+            FolderProblem(
+                BASE_STATE_PROBLEM,
+                "no base_state.json: the head is the last event, as the SDK takes an unsaved "
+                "head; an export writes a minimal base state",
+                (BASE_STATE,),
+            )
+        )
     conversation.notices.extend(notices)
     for file in files:
         _read_event(folder, file, side, conversation)
@@ -129,7 +137,7 @@ def _read_base_state(
         return None, {}, [problem]
     if not isinstance(data, dict):
         return None, {}, [FolderProblem(BASE_STATE_PROBLEM, "is not a JSON object", (BASE_STATE,))]
-    state = copy.deepcopy(data)
+    state = data
     agent_state = state.get("agent_state")
     side_table: Any = {}
     if isinstance(agent_state, dict) and SIDE_TABLE_KEY in agent_state:
