@@ -63,6 +63,7 @@ def test_durability_modes(tmp_path: Path, query: str, synchronous: int) -> None:
         conn = store._conn()
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == synchronous  # FULL=2
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 10_000
     finally:
         store.close()
 

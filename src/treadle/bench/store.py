@@ -28,7 +28,7 @@ from treadle.bench.workload import realistic_events
 from treadle.events.model import ROOT, Event, event_to_json
 from treadle.store.base import EventQuery, EventStore
 from treadle.store.common import timestamp_us
-from treadle.store.sqlite import DURABILITY_MODES, SqliteEventStore
+from treadle.store.sqlite import SqliteEventStore, connection_pragmas
 from treadle.store.sqlite_schema import MIGRATIONS
 from treadle.store.urls import open_store, sqlite_path_and_options
 
@@ -132,10 +132,8 @@ class RawSqlite:
     def __init__(self, path: Path, durability: str) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
-        # the pragmas SqliteEventStore sets on its connections
-        self.conn.execute(f"PRAGMA synchronous={DURABILITY_MODES[durability]}")
-        self.conn.execute("PRAGMA temp_store=MEMORY")
-        self.conn.execute("PRAGMA cache_size=-8192")
+        for pragma in connection_pragmas(durability):  # the store's own settings
+            self.conn.execute(pragma)
         self.conn.execute("BEGIN")
         for migration in MIGRATIONS:
             migration(self.conn)
@@ -179,28 +177,34 @@ def time_appends(store: EventStore, conversation: str, events: list[Event]) -> f
     return time.perf_counter() - start
 
 
-def measure_appends(
-    place: Place, durability: str, count: int, *, seed: int
-) -> tuple[float, float | None, list[float]]:
-    """(Treadle appends/s, raw sqlite3 appends/s or None, seconds of each CHUNK of Treadle
-    appends). Treadle and raw sqlite3 alternate chunk by chunk, so both meet the same moments
-    of the machine's load and the same file growth."""
+@dataclass
+class AppendRun:
+    """Seconds of each CHUNK of appends, by Treadle and by raw sqlite3 (empty for postgres)."""
+
+    treadle: list[float]
+    raw: list[float]
+
+    def rate(self, chunks: list[float]) -> float | None:
+        return len(chunks) * CHUNK / sum(chunks) if chunks else None
+
+
+def measure_appends(place: Place, durability: str, count: int, *, seed: int) -> AppendRun:
+    """Appends one by one, Treadle and raw sqlite3 alternating chunk by chunk, so both meet
+    the same moments of the machine's load and the same file growth."""
     store = open_store(place.store_url(f"append-{durability}", durability))
     raw = RawSqlite(place.raw_path(durability), durability) if place.backend == "sqlite" else None
+    run = AppendRun([], [])
     try:
         conversation = store.create_conversation("append").id
-        treadle_chunks: list[float] = []
-        raw_total = 0.0
         for events in event_chunks(count, seed=seed):
             if raw is not None:
-                raw_total += raw.append(RawSqlite.rows(events))
-            treadle_chunks.append(time_appends(store, conversation, events))
+                run.raw.append(raw.append(RawSqlite.rows(events)))
+            run.treadle.append(time_appends(store, conversation, events))
     finally:
         store.close()
         if raw is not None:
             raw.close()
-    treadle_rate = count / sum(treadle_chunks)
-    return treadle_rate, (count / raw_total if raw is not None else None), treadle_chunks
+    return run
 
 
 def growth_ratio(chunks: list[float]) -> tuple[float, float]:
@@ -275,7 +279,7 @@ def measure_searches(store: EventStore, conversation: str, head: str, side: str,
 
 
 READER = """
-import json, resource, sys, time
+import json, sys, time
 from treadle.store.base import EventQuery
 from treadle.store.urls import open_store
 start = time.perf_counter()
@@ -285,8 +289,10 @@ page = store.search(sys.argv[2], EventQuery(kinds=["message"], order="desc"))
 elapsed = time.perf_counter() - start
 assert len(window) == 50 and len(page.items) == 100
 store.close()
-print(json.dumps({"rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "cold_process_window_s": elapsed}))
+# VmHWM: this process's own peak; ru_maxrss would count the parent's size at fork (Linux)
+status = open("/proc/self/status").read()
+peak_kib = int(status.split("VmHWM:")[1].split()[0])
+print(json.dumps({"rss_mib": peak_kib / 1024, "cold_process_window_s": elapsed}))
 """
 
 
@@ -334,21 +340,25 @@ def run_store_bench(url: str | None = None, *, events: int = 100_000, progress: 
     figures: dict[str, Any] = {"backend": place.backend, "events": events}
     try:
         _say(progress, f"{durable_count} durable appends (and raw sqlite3) ...")
-        durable, raw_durable, _ = measure_appends(place, "durable", durable_count, seed=1)
+        durable = measure_appends(place, "durable", durable_count, seed=1)
         _say(progress, f"{fast_count} fast appends (and raw sqlite3) ...")
-        fast, raw_fast, chunks = measure_appends(place, "fast", fast_count, seed=2)
-        last_first, smoothed = growth_ratio(chunks)
+        fast = measure_appends(place, "fast", fast_count, seed=2)
+        last_first, smoothed = growth_ratio(fast.treadle)
+        raw_durable, raw_fast = durable.rate(durable.raw), fast.rate(fast.raw)
         figures.update(
-            append_durable_per_s=durable,
-            append_fast_per_s=fast,
+            append_durable_per_s=durable.rate(durable.treadle),
+            append_fast_per_s=fast.rate(fast.treadle),
             raw_sqlite_durable_per_s=raw_durable,
             raw_sqlite_fast_per_s=raw_fast,
-            durable_vs_raw=None if raw_durable is None else raw_durable / durable,
-            fast_vs_raw=None if raw_fast is None else raw_fast / fast,
+            raw_durable_over_treadle=None
+            if raw_durable is None
+            else raw_durable / durable.rate(durable.treadle),
+            raw_fast_over_treadle=None if raw_fast is None else raw_fast / fast.rate(fast.treadle),
             appends_durable=durable_count,
             appends_fast=fast_count,
             append_growth_ratio=last_first,
             append_growth_ratio_smoothed=smoothed,
+            raw_sqlite_growth_ratio_smoothed=growth_ratio(fast.raw)[1] if fast.raw else None,
         )
 
         _say(progress, f"a {window_size}-event conversation: window and full path ...")
