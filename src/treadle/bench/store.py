@@ -74,6 +74,7 @@ class Place:
         self.backend = "postgres" if self.url and self.url.startswith("postgres") else "sqlite"
         self._temporary: str | None = None
         self._schemas: list[str] = []
+        self._files: list[Path] = []
         if self.backend == "sqlite":
             if self.url is None:
                 self._temporary = tempfile.mkdtemp(prefix="treadle-bench-")
@@ -85,10 +86,7 @@ class Place:
 
     def store_url(self, name: str, durability: str) -> str:
         if self.backend == "sqlite":
-            path = self.directory / f"bench-{name}.db"
-            for leftover in path.parent.glob(path.name + "*"):
-                leftover.unlink()  # a bench starts from empty files
-            return f"sqlite:///{path}?durability={durability}"
+            return f"sqlite:///{self._fresh(f'bench-{name}.db')}?durability={durability}"
         assert self.url is not None
         schema = f"treadle_bench_{name}_{uuid.uuid4().hex[:8]}"
         self._schemas.append(schema)
@@ -98,12 +96,23 @@ class Place:
         return urlunsplit(parts._replace(query=urlencode(query)))
 
     def raw_path(self, name: str) -> Path:
-        path = self.directory / f"bench-raw-{name}.db"
-        for leftover in path.parent.glob(path.name + "*"):
-            leftover.unlink()
+        return self._fresh(f"bench-raw-{name}.db")
+
+    def _fresh(self, name: str) -> Path:
+        """A path for a new file (a bench starts from empty files), removed at cleanup."""
+        path = self.directory / name
+        self._remove(path)
+        self._files.append(path)
         return path
 
+    @staticmethod
+    def _remove(path: Path) -> None:
+        for leftover in path.parent.glob(path.name + "*"):
+            leftover.unlink()
+
     def cleanup(self) -> None:
+        for path in self._files:
+            self._remove(path)
         if self._temporary is not None:
             shutil.rmtree(self._temporary, ignore_errors=True)
         if self._schemas and self.url is not None:
