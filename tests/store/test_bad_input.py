@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from treadle.errors import TreeError
 from treadle.events.model import MessageEvent
 from treadle.store.base import StoreError
 from treadle.store.sqlite import SqliteEventStore, schema_version
@@ -179,3 +180,27 @@ def test_bad_urls_say_what_is_accepted(tmp_path: Path, monkeypatch, url: str, pr
     if problem != "durability":
         assert "sqlite:////absolute/path.db" in str(caught.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_parent_link_pointing_forward_is_a_cycle_not_a_hang(tmp_path: Path) -> None:
+    """TREE-CYCLE cannot arise from appends; a file edited behind the store's back must still
+    not make a path walk loop."""
+    path = tmp_path / "loop.db"
+    store = open_store(f"sqlite:///{path}")
+    store.create_conversation("c")
+    root = MessageEvent(id="r", source="user", text="r", parent_id="__root__")
+    a = MessageEvent(id="a", source="user", text="a", parent_id="r")
+    b = MessageEvent(id="b", source="user", text="b", parent_id="r")  # a fork: a new branch
+    store.append_batch("c", [root, a, b])
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE events SET parent_seq = 2 WHERE seq = 2")  # b is its own parent
+    conn.commit()
+    conn.close()
+    store = SqliteEventStore(path)
+    try:
+        with pytest.raises(TreeError) as caught:
+            store.path_to_root("c", "b")
+        assert caught.value.contract == "TREE-CYCLE"
+    finally:
+        store.close()
