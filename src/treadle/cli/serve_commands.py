@@ -44,4 +44,4 @@ def serve(
         allowed_hosts=allowed_host or (),
         lease_ttl_s=lease_ttl,
     )
-    uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets")
+    uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")

@@ -110,7 +110,11 @@ class EventSubscription:
         url = self.api.ws_url(f"/api/conversations/{self.conversation_id}/events/stream?{query}")
         headers = {"Authorization": f"Bearer {self.api.api_key}"} if self.api.api_key else None
         self._socket = connect(
-            url, additional_headers=headers, open_timeout=self.connect_timeout_s, max_size=2**26
+            url,
+            additional_headers=headers,
+            open_timeout=self.connect_timeout_s,
+            max_size=2**26,
+            legacy=True,  # a long-lived socket iterated by this object, not a with-block
         )
         return self._socket
 

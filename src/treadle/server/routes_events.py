@@ -169,6 +169,7 @@ async def stream_events(
     listener = Listener(loop=asyncio.get_running_loop())
     delivered_up_to = hub.join(listener)
     sender = _Sender(websocket, limit if limit is None or limit > 0 else None)
+    watcher = asyncio.create_task(_watch_disconnect(websocket, listener))
     try:
         if not await _replay(sender, state, conversation_id, after_seq, delivered_up_to):
             await websocket.close(code=1000, reason="limit reached")
@@ -176,6 +177,8 @@ async def stream_events(
         last = max(after_seq, delivered_up_to)
         while True:
             stored = await listener.queue.get()
+            if listener.disconnected:
+                return
             if stored is None:  # dropped for falling behind, or the stream ended
                 await websocket.close(code=4408, reason="reconnect with after_seq")
                 return
@@ -189,6 +192,17 @@ async def stream_events(
         pass
     finally:
         hub.leave(listener)
+        watcher.cancel()
+
+
+async def _watch_disconnect(websocket: WebSocket, listener: Listener) -> None:
+    """The client sends nothing after its key: only a disconnect can come. Wake the sender
+    loop when it does, or the handler would wait for the next event (and block shutdown)."""
+    with contextlib.suppress(Exception):
+        while (await websocket.receive())["type"] != "websocket.disconnect":
+            pass
+    listener.disconnected = True
+    listener.queue.put_nowait(None)
 
 
 async def _replay(

@@ -27,6 +27,7 @@ class Listener:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[StoredEvent | None] = field(default_factory=asyncio.Queue)
     dropped: bool = False
+    disconnected: bool = False
 
 
 class ConversationHub:
