@@ -54,6 +54,11 @@ def conv(store: EventStore) -> str:
     return store.create_conversation("c").id
 
 
+def test_backend_implements_the_protocol(store: EventStore) -> None:
+    assert isinstance(store, EventStore)
+    assert store.url
+
+
 # -- conversations ---------------------------------------------------------------------------
 
 

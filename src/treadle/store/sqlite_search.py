@@ -264,25 +264,25 @@ def kind_source_pairs(
     if kinds is not None and sources is not None:
         return [(kind, source) for kind in kinds for source in sources]
     if kinds is None:
-        kinds = _distinct(conn, "SELECT min(kind) FROM events WHERE conversation = ?", key)
         assert sources is not None
-        return [(kind, source) for kind in kinds for source in sources]
-    return [
-        (kind, source)
-        for kind in kinds
-        for source in _distinct(
-            conn, "SELECT min(source) FROM events WHERE conversation = ? AND kind = ?", key, kind
-        )
-    ]
+        return [(kind, source) for kind in _distinct(conn, key, "kind") for source in sources]
+    return [(kind, source) for kind in kinds for source in _distinct(conn, key, "source", kind)]
 
 
-def _distinct(conn: sqlite3.Connection, first: str, *params: Any) -> list[str]:
-    column = "kind" if "min(kind)" in first else "source"
+def _distinct(
+    conn: sqlite3.Connection, key: int, column: str, kind: str | None = None
+) -> list[str]:
+    """The values of ``column`` (kind, or source within ``kind``) present in the conversation,
+    one index seek each: a loose scan of the (kind, source) index."""
+    where = "conversation = ?" + (" AND kind = ?" if kind is not None else "")
+    params: tuple[Any, ...] = (key,) if kind is None else (key, kind)
     values: list[str] = []
-    value = conn.execute(first, params).fetchone()[0]
+    value = conn.execute(f"SELECT min({column}) FROM events WHERE {where}", params).fetchone()[0]
     while value is not None:
         values.append(value)
-        value = conn.execute(f"{first} AND {column} > ?", (*params, value)).fetchone()[0]
+        value = conn.execute(
+            f"SELECT min({column}) FROM events WHERE {where} AND {column} > ?", (*params, value)
+        ).fetchone()[0]
     return values
 
 
