@@ -158,3 +158,32 @@ def test_bad_urls_and_missing_stores_exit_2(tmp_path: Path) -> None:
     assert_clean_error(
         treadle("log", "c", "--store", f"sqlite:///{noise}"), 2, "not a SQLite database"
     )
+
+
+@pytest.mark.postgres
+def test_reading_commands_on_a_postgres_store() -> None:
+    import uuid
+
+    import psycopg
+
+    schema = f"treadle_cli_{uuid.uuid4().hex[:10]}"
+    url = f"postgresql://postgres@127.0.0.1:5432/test?schema={schema}"
+    store = open_store(url)
+    try:
+        store.create_conversation("pg")
+        store.append_batch(
+            "pg",
+            [
+                MessageEvent(id="root", source="user", text="hi", parent_id=ROOT),
+                MessageEvent(id="a", source="agent", text="hello", parent_id="root"),
+            ],
+        )
+        store.close()
+        check = treadle("store", "check", "--store", url, "--json")
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert json.loads(check.stdout)["violations"] == []
+        log = treadle("log", "pg", "--store", url, "--json")
+        assert [e["id"] for e in json.loads(log.stdout)] == ["root", "a"]
+    finally:
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -41,12 +41,10 @@ _CHUNK = 2_000
 
 
 def open_existing_store(url: str | None) -> EventStore:
-    """The store at ``url`` (default store if None); exits 2 when it cannot be opened. A
-    SQLite file that does not exist is an error here: reading commands never create a store."""
-    url = default_store_url() if url is None else url
-    options: dict[str, Any] = {"create": False} if url.startswith("sqlite:") else {}
+    """The store at ``url`` (default store if None); exits 2 when it cannot be opened. A store
+    that does not exist is an error here: reading commands never create one."""
     try:
-        return open_store(url, **options)
+        return open_store(default_store_url() if url is None else url, create=False)
     except StoreError as error:
         fail(str(error), EXIT_BAD_INPUT)
 
