@@ -27,12 +27,14 @@ class ServerProcess:
         api_keys: tuple[str, ...] = (),
         lease_ttl: float = 10.0,
         log_dir: Path | None = None,
+        workspace_root: Path | None = None,
     ) -> None:
         self.store_url = store_url
         self.api_keys = api_keys
         self.lease_ttl = lease_ttl
         self.port = free_port()
         self.log_dir = log_dir
+        self.workspace_root = workspace_root
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -42,6 +44,8 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         command = [sys.executable, "-m", "treadle", "serve", "--port", str(self.port)]
         command += ["--store", self.store_url, "--lease-ttl", str(self.lease_ttl)]
+        if self.workspace_root is not None:
+            command += ["--workspace-root", str(self.workspace_root)]
         for key in self.api_keys:
             command += ["--api-key", key]
         # The log file stays open for the child's lifetime; the child owns it after Popen.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,6 +32,12 @@ def serve(
             "--lease-ttl", min=0.5, help="Seconds before a crashed server's runs are taken over"
         ),
     ] = 10.0,
+    workspace_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace-root", help="Only allow conversation workspaces inside this folder"
+        ),
+    ] = None,
 ) -> None:
     """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs."""
     import uvicorn
@@ -43,5 +50,6 @@ def serve(
         bind_host=host,
         allowed_hosts=allowed_host or (),
         lease_ttl_s=lease_ttl,
+        workspace_root=workspace_root,
     )
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 
@@ -30,6 +31,7 @@ def create_app(
     bind_host: str = "127.0.0.1",
     allowed_hosts: Iterable[str] = (),
     lease_ttl_s: float = 10.0,
+    workspace_root: str | Path | None = None,
 ) -> FastAPI:
     url = store_url or default_store_url()
     security = SecurityConfig.build(
@@ -40,7 +42,13 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(url)
         runs = RunManager(store, open_leases(url), lease_ttl_s=lease_ttl_s)
-        app.state.treadle = ServerState(store=store, runs=runs, security=security, hubs=Hubs(store))
+        app.state.treadle = ServerState(
+            store=store,
+            runs=runs,
+            security=security,
+            hubs=Hubs(store),
+            workspace_root=Path(workspace_root).resolve() if workspace_root else None,
+        )
         try:
             yield
         finally:

@@ -58,7 +58,8 @@ def create_conversation(
         else:
             response.status_code = 200
             return view(state, existing)
-    conversation = Conversation.create(state.store, body.settings, id=body.id, title=body.title)
+    settings = state.check_workspace(body.settings)
+    conversation = Conversation.create(state.store, settings, id=body.id, title=body.title)
     conversation.close()
     return view(state, state.store.get_conversation(conversation.id))
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from fastapi import Request
 
 from treadle.runtime.conversation import Conversation, ConversationError
+from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import read_status
 from treadle.server.errors import ApiError
 from treadle.server.runs import RunManager
@@ -22,6 +24,23 @@ class ServerState:
     runs: RunManager
     security: SecurityConfig
     hubs: Hubs
+    workspace_root: Path | None = None
+    """When set, conversations may only have workspaces inside this folder."""
+
+    def check_workspace(self, settings: ConversationSettings) -> ConversationSettings:
+        """``settings`` with its workspace resolved under ``workspace_root`` (422 outside)."""
+        if self.workspace_root is None:
+            return settings
+        requested = Path(settings.workspace)
+        resolved = (self.workspace_root / requested).resolve()
+        if not resolved.is_relative_to(self.workspace_root):
+            raise ApiError(
+                422,
+                "workspace_outside_root",
+                f"workspace {settings.workspace!r} is outside the server's workspace root "
+                f"{self.workspace_root}; give a path inside it",
+            )
+        return settings.model_copy(update={"workspace": str(resolved)})
 
     def runtime(self, conversation_id: str) -> Conversation:
         """The conversation to act on: 404 when unknown, 409 when it cannot be run here."""
