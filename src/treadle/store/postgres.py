@@ -497,11 +497,14 @@ class PostgresEventStore:
                 segments = path_segments(
                     conn, conversation_id, key, query.branch_head, floor=query.after_seq
                 )
+                # a count per segment, as a subquery the planner cannot turn into a join
+                # over the whole conversation
                 row = conn.execute(
-                    "SELECT count(*) FROM unnest(%(branches)s::bigint[], %(firsts)s::bigint[], "
-                    "%(lasts)s::bigint[]) AS s (branch, first, last) JOIN events ON "
-                    "conversation = %(key)s AND events.branch = s.branch "
-                    f"AND seq BETWEEN s.first AND s.last{filters}",
+                    "SELECT coalesce(sum((SELECT count(*) FROM events "
+                    "WHERE conversation = %(key)s AND branch = s.branch "
+                    f"AND seq BETWEEN s.first AND s.last{filters})), 0) "
+                    "FROM unnest(%(branches)s::bigint[], %(firsts)s::bigint[], "
+                    "%(lasts)s::bigint[]) AS s (branch, first, last)",
                     {
                         **params,
                         "branches": [segment[0] for segment in segments],

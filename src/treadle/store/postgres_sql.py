@@ -34,8 +34,17 @@ def path_segments(
             SELECT branch, seq, 1 FROM events WHERE conversation = %(key)s AND id = %(head)s
           UNION ALL
             SELECT fork.branch, fork.seq, s.depth + 1 FROM segment s
-            JOIN events start ON start.conversation = %(key)s AND start.seq = s.branch
-            JOIN events fork ON fork.conversation = %(key)s AND fork.seq = start.parent_seq
+            -- Each step is two primary-key probes. LIMIT 1 keeps the subqueries as they are:
+            -- as plain joins, without statistics, the planner hashed the whole conversation
+            -- at every step (5 s at a million events).
+            CROSS JOIN LATERAL (
+                SELECT parent_seq FROM events
+                WHERE conversation = %(key)s AND seq = s.branch LIMIT 1
+            ) start
+            CROSS JOIN LATERAL (
+                SELECT branch, seq FROM events
+                WHERE conversation = %(key)s AND seq = start.parent_seq LIMIT 1
+            ) fork
             -- fork.seq < s.branch always holds for rows this store wrote; it also ends
             -- the walk on a damaged row instead of looping
             WHERE s.branch > %(floor)s AND s.depth < %(most)s AND fork.seq < s.branch
