@@ -17,7 +17,7 @@ import pytest
 from treadle.errors import AppendError
 from treadle.events.model import ROOT, MessageEvent
 from treadle.store import postgres_schema
-from treadle.store.base import StoreError
+from treadle.store.base import EventQuery, StoreError
 from treadle.store.postgres import SCHEMA_VERSION, PostgresEventStore, parse_postgres_url
 
 pytestmark = pytest.mark.postgres
@@ -194,6 +194,64 @@ def test_integrity_check_finds_rows_that_break_the_invariants(postgres_url):
     assert "counts 3 events but holds 2 rows" in findings[0]
     assert "head 'ghost'" in findings[1]
     assert "'c' (seq 2)" in findings[2]
+
+
+# -- plans that hold before statistics exist -------------------------------------------------
+
+_BAD_PLAN_NODES = {"Seq Scan", "Hash Join", "Merge Join", "Bitmap Heap Scan", "Hash"}
+
+
+def _plan_nodes(plan: dict) -> list[str]:
+    return [plan["Node Type"]] + [n for sub in plan.get("Plans", []) for n in _plan_nodes(sub)]
+
+
+def test_reads_are_index_probes_even_without_statistics(postgres_url):
+    """Before ANALYZE (a new store, or autovacuum off as on this server) the planner once
+    hashed a whole conversation at every step of a path walk: 3.5 s for a window at 10^6."""
+    from treadle.bench.workload import realistic_events
+    from treadle.store.postgres_schema import connect
+    from treadle.store.postgres_sql import PATH_RANGE_SQL, SEGMENTS_SQL, filters_of, page_sql
+
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        events = realistic_events(10_000)
+        for start in range(0, len(events), 2_000):
+            store.append_batch("c", events[start : start + 2_000])
+            # a side branch from the last event, then the main chain goes on beside it
+            side = MessageEvent(id=f"side{start}", source="user", parent_id=events[start].id)
+            store.append("c", side, move_head=False)
+        conninfo, schema, durability = parse_postgres_url(postgres_url)
+        conn = connect(conninfo, schema, durability, "test")
+        try:
+            # Make the planner believe in ~10^7 rows, no statistics (the size at which bad
+            # plans appeared): it scales reltuples/relpages by the table's real size.
+            pages = conn.execute("SELECT pg_relation_size('events') / 8192").fetchone()[0]
+            conn.execute(
+                "UPDATE pg_class SET reltuples = %s, relpages = 1 WHERE oid = 'events'::regclass",
+                (10_000_000 / pages,),
+            )
+            statements = [
+                (SEGMENTS_SQL, {"key": 1, "head": events[-1].id, "floor": -1, "most": 50}),
+                (PATH_RANGE_SQL, {"key": 1, "branch": 0, "first": 0, "last": 9999, "limit": 50}),
+            ]
+            for query in (
+                EventQuery(kinds=["message"]),
+                EventQuery(kinds=["message", "action"], order="desc", before_seq=20_000),
+                EventQuery(sources=["user", "agent"], after_seq=10_000),
+                EventQuery(text="branch of"),
+            ):
+                filters, params = filters_of(query)
+                order = query.order.upper()
+                statements.append(
+                    (page_sql(query, filters, order), {**params, "key": 1, "fetch": 101})
+                )
+            cursor = psycopg.ClientCursor(conn)
+            for statement, params in statements:
+                cursor.execute("EXPLAIN (FORMAT JSON) " + statement, params)
+                nodes = _plan_nodes(cursor.fetchone()[0][0]["Plan"])
+                assert not _BAD_PLAN_NODES & set(nodes), (statement[:60], nodes)
+        finally:
+            conn.close()
 
 
 # -- the row lock across processes ------------------------------------------------------------

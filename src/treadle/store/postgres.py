@@ -57,7 +57,14 @@ from treadle.store.postgres_schema import (
     parse_postgres_url,
     prepare_schema,
 )
-from treadle.store.postgres_sql import NO_LIMIT, filters_of, only_cursors, page_sql, path_segments
+from treadle.store.postgres_sql import (
+    NO_LIMIT,
+    PATH_RANGE_SQL,
+    filters_of,
+    only_cursors,
+    page_sql,
+    path_segments,
+)
 
 _SUBSCRIBE_BATCH = 500
 _MAX_TAILS = 10_000
@@ -438,9 +445,8 @@ class PostgresEventStore:
                 if wanted == 0:
                     break
                 rows = conn.execute(
-                    "SELECT payload FROM events WHERE conversation = %s AND branch = %s "
-                    "AND seq BETWEEN %s AND %s ORDER BY seq DESC LIMIT %s",
-                    (key, branch, first, last, wanted),
+                    PATH_RANGE_SQL,
+                    {"key": key, "branch": branch, "first": first, "last": last, "limit": wanted},
                 ).fetchall()
                 payloads.extend(payload for (payload,) in rows)
         payloads.reverse()

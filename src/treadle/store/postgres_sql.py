@@ -14,6 +14,34 @@ from treadle.store.common import time_us
 
 NO_LIMIT = 2**62
 
+SEGMENTS_SQL = """WITH RECURSIVE segment (branch, last, depth) AS (
+        SELECT branch, seq, 1 FROM events WHERE conversation = %(key)s AND id = %(head)s
+      UNION ALL
+        SELECT fork.branch, fork.seq, s.depth + 1 FROM segment s
+        -- Each step is two primary-key probes. LIMIT 1 keeps the subqueries as they are:
+        -- as plain joins, without statistics, the planner hashed the whole conversation
+        -- at every step (5 s at a million events).
+        CROSS JOIN LATERAL (
+            SELECT parent_seq FROM events
+            WHERE conversation = %(key)s AND seq = s.branch LIMIT 1
+        ) start
+        CROSS JOIN LATERAL (
+            SELECT branch, seq FROM events
+            WHERE conversation = %(key)s AND seq = start.parent_seq LIMIT 1
+        ) fork
+        -- fork.seq < s.branch always holds for rows this store wrote; it also ends
+        -- the walk on a damaged row instead of looping
+        WHERE s.branch > %(floor)s AND s.depth < %(most)s AND fork.seq < s.branch
+    )
+    SELECT branch, last FROM segment"""
+"""The segments of a path from its head down (params: key, head, floor, most)."""
+
+PATH_RANGE_SQL = (
+    "SELECT payload FROM events WHERE conversation = %(key)s AND branch = %(branch)s "
+    "AND seq BETWEEN %(first)s AND %(last)s ORDER BY seq DESC LIMIT %(limit)s"
+)
+"""The last ``limit`` events of one segment of a path, newest first."""
+
 
 def path_segments(
     conn: psycopg.Connection[Any],
@@ -30,26 +58,7 @@ def path_segments(
     statement: a segment's start hangs from the fork point in the segment below.
     """
     rows = conn.execute(
-        """WITH RECURSIVE segment (branch, last, depth) AS (
-            SELECT branch, seq, 1 FROM events WHERE conversation = %(key)s AND id = %(head)s
-          UNION ALL
-            SELECT fork.branch, fork.seq, s.depth + 1 FROM segment s
-            -- Each step is two primary-key probes. LIMIT 1 keeps the subqueries as they are:
-            -- as plain joins, without statistics, the planner hashed the whole conversation
-            -- at every step (5 s at a million events).
-            CROSS JOIN LATERAL (
-                SELECT parent_seq FROM events
-                WHERE conversation = %(key)s AND seq = s.branch LIMIT 1
-            ) start
-            CROSS JOIN LATERAL (
-                SELECT branch, seq FROM events
-                WHERE conversation = %(key)s AND seq = start.parent_seq LIMIT 1
-            ) fork
-            -- fork.seq < s.branch always holds for rows this store wrote; it also ends
-            -- the walk on a damaged row instead of looping
-            WHERE s.branch > %(floor)s AND s.depth < %(most)s AND fork.seq < s.branch
-        )
-        SELECT branch, last FROM segment""",
+        SEGMENTS_SQL,
         {
             "key": key,
             "head": head_id,
