@@ -55,3 +55,15 @@ def bench_runtime(
     from treadle.bench.runtime import run_runtime_bench
 
     print_figures("treadle bench runtime", run_runtime_bench(long=long, steps=steps), as_json)
+
+
+@bench_app.command("server")
+def bench_server(
+    events: Annotated[int, typer.Option("--events", min=1000)] = 100_000,
+    subscribers: Annotated[int, typer.Option("--subscribers", min=1)] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """HTTP search pages, live fan-out to WebSocket subscribers, catch-up after a reconnect."""
+    from treadle.bench.server import run_server_bench
+
+    print_figures("treadle bench server", run_server_bench(events, subscribers), as_json)

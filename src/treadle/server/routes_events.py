@@ -15,11 +15,10 @@ from treadle.events.audit import audit_events
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
 from treadle.events.tree import EventTree
-from treadle.runtime.status import stream_messages
 from treadle.server.api_models import CountView, EventPageView, StoredEventView, TreeView
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state
-from treadle.server.stream import Listener
+from treadle.server.stream import Delivery, Listener
 from treadle.store.base import ConversationNotFound, EventQuery, StoredEvent
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["events"])
@@ -137,10 +136,10 @@ class _Sender:
         self.websocket = websocket
         self.remaining = limit
 
-    async def send(self, stored: StoredEvent) -> bool:
+    async def send(self, delivery: Delivery) -> bool:
         """False once ``limit`` events were sent (the server then closes the stream)."""
-        for message in stream_messages(stored):
-            await self.websocket.send_json(message)
+        for text in delivery.texts:
+            await self.websocket.send_text(text)
         if self.remaining is None:
             return True
         self.remaining -= 1
@@ -176,16 +175,16 @@ async def stream_events(
             return
         last = max(after_seq, delivered_up_to)
         while True:
-            stored = await listener.queue.get()
+            delivery = await listener.queue.get()
             if listener.disconnected:
                 return
-            if stored is None:  # dropped for falling behind, or the stream ended
+            if delivery is None:  # dropped for falling behind, or the stream ended
                 await websocket.close(code=4408, reason="reconnect with after_seq")
                 return
-            if stored.seq <= last:
+            if delivery.seq <= last:
                 continue
-            last = stored.seq
-            if not await sender.send(stored):
+            last = delivery.seq
+            if not await sender.send(delivery):
                 await websocket.close(code=1000, reason="limit reached")
                 return
     except WebSocketDisconnect:
@@ -213,7 +212,7 @@ async def _replay(
         end = min(up_to + 1, start + REPLAY_PAGE)
         page = await run_in_threadpool(state.store.get_range, conversation_id, start, end)
         for stored in page:
-            if not await sender.send(stored):
+            if not await sender.send(Delivery.of(stored)):
                 return False
         start = end
     return True

@@ -10,10 +10,12 @@ a replay reproduces them all.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from dataclasses import dataclass, field
 
+from treadle.runtime.status import stream_messages
 from treadle.store.base import EventStore, StoredEvent
 
 logger = logging.getLogger(__name__)
@@ -22,10 +24,22 @@ MAX_BACKLOG = 10_000
 """Messages a slow client may fall behind before it is dropped (it reconnects and replays)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One event for every listener, its stream messages serialised once (not per socket)."""
+
+    seq: int
+    texts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, stored: StoredEvent) -> Delivery:
+        return cls(stored.seq, tuple(json.dumps(m) for m in stream_messages(stored)))
+
+
 @dataclass(eq=False)
 class Listener:
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[StoredEvent | None] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[Delivery | None] = field(default_factory=asyncio.Queue)
     dropped: bool = False
     disconnected: bool = False
 
@@ -57,24 +71,25 @@ class ConversationHub:
     def _follow(self) -> None:
         try:
             for stored in self.store.subscribe(self.conversation_id, self.last_seq):
+                delivery = Delivery.of(stored)
                 with self._lock:
                     self.last_seq = stored.seq
                     for listener in list(self._listeners):
-                        self._hand(listener, stored)
+                        self._hand(listener, delivery)
         except Exception:
             logger.exception("stream of %s stopped", self.conversation_id)
         with self._lock:  # the conversation is gone or the store closed: end every stream
             for listener in self._listeners:
                 listener.loop.call_soon_threadsafe(listener.queue.put_nowait, None)
 
-    def _hand(self, listener: Listener, stored: StoredEvent) -> None:
+    def _hand(self, listener: Listener, delivery: Delivery) -> None:
         if listener.dropped:
             return
         if listener.queue.qsize() > MAX_BACKLOG:
             listener.dropped = True
-            item: StoredEvent | None = None
+            item: Delivery | None = None
         else:
-            item = stored
+            item = delivery
         try:
             listener.loop.call_soon_threadsafe(listener.queue.put_nowait, item)
         except RuntimeError:  # the client's loop is closed: it has gone
