@@ -12,7 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 import treadle
-from treadle.server import routes_conversations, routes_events, routes_web
+from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
 from treadle.server.errors import install_error_handlers
 from treadle.server.runs import RunManager
 from treadle.server.security import SecurityConfig, SecurityMiddleware
@@ -64,6 +64,7 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.include_router(routes_interop.router)  # before /{conversation_id} routes
     app.include_router(routes_conversations.router)
     app.include_router(routes_events.router)
     app.include_router(routes_web.router)
