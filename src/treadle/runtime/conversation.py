@@ -8,6 +8,7 @@ fork and branch switching. Event callbacks see an event only after it is stored.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 
@@ -79,6 +80,10 @@ class Conversation:
         self.confirmation = ConfirmationPolicy(confirmation)
         self.risk_analyzer = risk_analyzer or ToolHintRiskAnalyzer()
         self.secrets = secrets or Secrets()
+        model_key = os.environ.get("TREADLE_API_KEY")
+        if model_key and "TREADLE_API_KEY" not in self.secrets:
+            # The model's key is in this process's environment, so bash could print it.
+            self.secrets.add("TREADLE_API_KEY", model_key)
         self.callbacks = list(callbacks)
         try:
             if id is None:
