@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo examples test lint format bench clean
+.PHONY: demo examples test lint format bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,11 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: lint
+# The Canvas's browser tests drive Debian's Chromium (never a browser build downloaded by a tool).
+browser:
+	[ -x /usr/bin/chromium ] || (apt-get update && apt-get install -y chromium)
+
+test: lint browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

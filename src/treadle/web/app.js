@@ -1,0 +1,85 @@
+// The Canvas's entry point: the conversation list, the route (#/c/ID opens a conversation),
+// the side panel and the connection indicator. Talks to the server's API only.
+import { setUpKeyButton } from "./auth.js";
+import { ConversationScreen } from "./conversation.js";
+import { refreshList, setUpCreate } from "./conversations.js";
+import { $, el } from "./dom.js";
+import { Panel } from "./panel.js";
+
+const LIST_REFRESH_MS = 5000;
+
+class Canvas {
+  constructor() {
+    this.panel = new Panel();
+    this.welcome = $("#welcome");
+    this.screen = null;
+    this.listTimer = 0;
+    this.listQueued = false;
+    setUpKeyButton();
+    setUpCreate((view) => this.navigate(view.id));
+    window.addEventListener("hashchange", () => this.route());
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && !document.querySelector("dialog[open]")) this.panel.close();
+    });
+    setInterval(() => this.refreshList(), LIST_REFRESH_MS);
+  }
+
+  start() {
+    this.route();
+    this.refreshList();
+  }
+
+  activeId() {
+    const match = location.hash.match(/^#\/c\/(.+)$/);
+    return match ? decodeURIComponent(match[1]) : null;
+  }
+
+  navigate(id) {
+    location.hash = `#/c/${encodeURIComponent(id)}`;
+  }
+
+  route() {
+    const id = this.activeId();
+    if (this.screen?.id === id) return;
+    this.screen?.close();
+    this.screen = null;
+    this.panel.close();
+    const main = $("#main");
+    if (!id) {
+      main.replaceChildren(this.welcome);
+      this.setConnection("offline");
+      return;
+    }
+    this.screen = new ConversationScreen(this, id);
+    main.replaceChildren(this.screen.root);
+    this.screen.open().catch((error) => {
+      this.screen?.root.append(el("p", { class: "error-text", text: error.message }));
+    });
+    this.refreshList();
+  }
+
+  refreshList() {
+    return refreshList(this.activeId(), (id) => this.navigate(id));
+  }
+
+  /** Live events changed a conversation: refresh the list soon, at most once a second. */
+  conversationChanged() {
+    if (this.listQueued) return;
+    this.listQueued = true;
+    setTimeout(() => { this.listQueued = false; this.refreshList(); }, 1000);
+  }
+
+  setConnection(state) {
+    const badge = $("#connection");
+    badge.textContent = state;
+    badge.className = `connection connection-${state}`;
+  }
+}
+
+const canvas = new Canvas();
+// For tests and the curious: the open screen, and a way to cut the live stream.
+window.treadle = {
+  get screen() { return canvas.screen; },
+  dropStream: () => canvas.screen?.stream?.drop(),
+};
+canvas.start();

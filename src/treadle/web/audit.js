@@ -1,0 +1,45 @@
+// The audit of the whole log (every branch): loaded after the first screen (it reads the
+// whole log), marks the events each violation concerns and lists them in the panel.
+import { api, conversationPath } from "./api.js";
+import { el } from "./dom.js";
+
+export async function loadAudit(conversationId) {
+  const report = await api.get(conversationPath(conversationId, "/audit"));
+  const byEvent = new Map();
+  for (const violation of report.violations) {
+    for (const id of violation.event_ids) {
+      if (!byEvent.has(id)) byEvent.set(id, []);
+      byEvent.get(id).push(violation);
+    }
+  }
+  return { report, byEvent };
+}
+
+export function renderAudit(body, screen) {
+  const audit = screen.audit;
+  if (!audit) {
+    body.append(el("p", { class: "note", text: "The audit is loading…" }));
+    return;
+  }
+  const { report } = audit;
+  const violations = report.violations;
+  body.append(
+    el("h3", { text: violations.length ? `${violations.length} contract violations` : "No contract violation" }),
+    el("p", { class: "note", text: `Checked every branch: ${Object.values(report.counts ?? {}).reduce((a, b) => a + b, 0)} events, ${report.heads.length} heads, ${report.pending.length} pending calls.` }),
+  );
+  const list = el("ul", { class: "violations" });
+  for (const violation of violations) {
+    list.append(el("li", { class: "violation-row" },
+      el("span", { class: "violation", text: violation.contract }),
+      el("span", { class: "message", text: violation.message }),
+      el("div", { class: "event-links" }, violation.event_ids.map((id) => el("button", {
+        type: "button", class: "link", text: id.slice(0, 8), title: id,
+        onclick: () => screen.inspect(id, { reveal: true }),
+      }))),
+    ));
+  }
+  body.append(list);
+  for (const notice of report.notices ?? []) {
+    body.append(el("p", { class: "note notice", text: `${notice.contract} (notice, not a violation): ${notice.message}` }));
+  }
+}

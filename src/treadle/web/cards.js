@@ -1,0 +1,259 @@
+// One transcript item as DOM: message, model response card (its calls, their arguments and
+// results), condensation, collapsed span. Model and tool text only ever goes in as text.
+import { clockTime, el, shortId, snippet } from "./dom.js";
+
+const TEXT_LIMIT = 20000; // longer outputs show a button: a huge <pre> would stall the page
+
+/**
+ * @param item a Timeline item
+ * @param ctx {status, violations: Map, selectedCall, busy: Set, onConfirm, onReject}
+ */
+export function renderItem(item, ctx) {
+  const render = RENDERERS[item.type] ?? renderOther;
+  const node = render(item, ctx);
+  node.dataset.key = item.key;
+  return node;
+}
+
+const RENDERERS = {
+  message: renderMessage,
+  system: renderSystem,
+  response: renderResponse,
+  orphan: renderOrphan,
+  condensation: renderCondensation,
+  condensed: renderCondensed,
+  pause: renderPause,
+  other: renderOther,
+};
+
+function renderMessage(item, ctx) {
+  const event = item.entry.event;
+  const who = event.role === "assistant" ? "agent" : "user";
+  return eventBox("div", `item item-message from-${who}`, item.entry, ctx,
+    head(who === "agent" ? "Agent" : "User", item.entry),
+    longText("div", "text", event.text),
+    event.reasoning ? foldedText("Reasoning", event.reasoning) : null,
+  );
+}
+
+function renderSystem(item, ctx) {
+  const event = item.entry.event;
+  const tools = (event.tools ?? []).length;
+  const box = eventBox("details", "item item-system", item.entry, ctx,
+    el("summary", {}, head("System prompt", item.entry, `${tools} tools`)),
+    longText("div", "text", event.text),
+  );
+  return box;
+}
+
+function renderResponse(item, ctx) {
+  const first = item.entry.event;
+  const calls = item.calls;
+  const label = calls.length === 1 ? "1 call" : `${calls.length} calls`;
+  return el("div", { class: "item item-response", dataset: { eventId: first.id } },
+    head("Agent", item.entry, `${label} · response ${shortId(item.responseId)}`),
+    first.thought ? longText("div", "text", first.thought) : null,
+    first.reasoning ? foldedText("Reasoning", first.reasoning) : null,
+    el("ol", { class: "calls" }, calls.map((call) => renderCall(call, ctx))),
+  );
+}
+
+function renderCall(call, ctx) {
+  const action = call.action.event;
+  const state = callState(call, ctx);
+  const box = el("li", {
+    class: `call state-${state}${ctx.selectedCall === action.id ? " selected" : ""}`,
+    dataset: { eventId: action.id, callId: action.tool_call_id },
+  },
+  el("div", { class: "call-head" },
+    el("span", { class: "tool", text: action.tool_name }),
+    el("span", { class: "chip", text: STATE_LABELS[state] }),
+    el("span", { class: "call-id", text: action.tool_call_id, title: "tool_call_id" }),
+    badges(action.id, ctx),
+  ),
+  renderArguments(action),
+  );
+  if (state === "waiting") box.append(decisionButtons(action, ctx));
+  box.append(call.result ? renderResult(call.result, ctx) : pendingNote(state));
+  for (const extra of call.extra) box.append(renderResult(extra, ctx));
+  return box;
+}
+
+const STATE_LABELS = {
+  waiting: "waiting for confirmation",
+  running: "running",
+  pending: "no result yet",
+  done: "done",
+  error: "error",
+  rejected: "rejected",
+};
+
+function callState(call, ctx) {
+  const result = call.result?.event;
+  if (!result) {
+    if (ctx.status === "waiting_for_confirmation") return "waiting";
+    return ctx.status === "running" ? "running" : "pending";
+  }
+  if (result.kind === "user_rejection") return "rejected";
+  if (result.kind === "agent_error" || result.is_error) return "error";
+  return "done";
+}
+
+function renderArguments(action) {
+  if (action.arguments === undefined || action.arguments === null) {
+    return el("div", { class: "args" },
+      el("span", { class: "chip chip-warn", text: "unparseable arguments" }),
+      el("pre", { class: "raw", text: action.raw_arguments ?? "" }));
+  }
+  return el("pre", { class: "args", text: JSON.stringify(action.arguments, null, 2) });
+}
+
+function decisionButtons(action, ctx) {
+  const busy = ctx.busy.has(action.id);
+  return el("div", { class: "decide" },
+    el("button", {
+      type: "button", class: "confirm", disabled: busy, text: "Confirm (y)",
+      onclick: () => ctx.onConfirm(action.id),
+    }),
+    el("button", {
+      type: "button", class: "reject", disabled: busy, text: "Reject (n)",
+      onclick: () => ctx.onReject(action.id),
+    }),
+  );
+}
+
+function pendingNote(state) {
+  const text = {
+    waiting: "Waiting for your decision: confirm to run it, reject to refuse it.",
+    running: "Running…",
+    pending: "No result yet.",
+  }[state];
+  return el("div", { class: "result result-pending", text });
+}
+
+function renderResult(entry, ctx) {
+  const event = entry.event;
+  const label = {
+    observation: event.is_error ? "Result (error)" : "Result",
+    agent_error: "Agent error",
+    user_rejection: `Rejected by the ${event.rejected_by ?? "user"}`,
+  }[event.kind] ?? event.kind;
+  const body = {
+    observation: () => longText("pre", "output", event.content ?? ""),
+    agent_error: () => longText("pre", "output", event.error ?? ""),
+    user_rejection: () => el("div", { class: "reason", text: event.reason ?? "" }),
+  }[event.kind];
+  const exit = event.data?.exit_code;
+  return el("div", { class: `result result-${event.kind}${event.is_error ? " is-error" : ""}`, dataset: { eventId: event.id } },
+    el("div", { class: "result-head" },
+      el("span", { class: "label", text: label }),
+      exit !== undefined ? el("span", { class: "chip", text: `exit ${exit}` }) : null,
+      el("time", { text: clockTime(event.timestamp), title: event.timestamp }),
+      badges(event.id, ctx),
+    ),
+    body ? body() : null,
+  );
+}
+
+function renderOrphan(item, ctx) {
+  const event = item.entry.event;
+  return el("div", { class: "item item-orphan" },
+    el("div", { class: "note", text: `Result of call ${event.tool_call_id} (${event.tool_name}); its call is not in the loaded part of this branch.` }),
+    renderResult(item.entry, ctx),
+  );
+}
+
+function renderCondensation(item, ctx) {
+  const event = item.entry.event;
+  const count = (event.forgotten_event_ids ?? []).length;
+  return eventBox("details", "item item-condensation", item.entry, ctx,
+    el("summary", {}, head("Condensation", item.entry, `${count} events forgotten`)),
+    event.summary ? longText("div", "text", event.summary) : el("div", { class: "note", text: "No summary." }),
+    event.summary_offset !== undefined ? el("div", { class: "note", text: `Summary stands at offset ${event.summary_offset}.` }) : null,
+  );
+}
+
+/** A run of forgotten items: collapsed; its cards are built only when opened. */
+function renderCondensed(item, ctx) {
+  const count = item.children.length;
+  const box = el("details", { class: "item item-condensed" },
+    el("summary", { text: `${count} ${count === 1 ? "item" : "items"} condensed away (no longer in the model's context)` }));
+  let built = false;
+  box.addEventListener("toggle", () => {
+    if (!box.open || built) return;
+    built = true;
+    box.append(...item.children.map((child) => renderItem(child, ctx)));
+  });
+  return box;
+}
+
+function renderPause(item, ctx) {
+  return eventBox("div", "item item-pause", item.entry, ctx,
+    el("span", { text: `Paused by the ${item.entry.event.source} · ${clockTime(item.entry.event.timestamp)}` }));
+}
+
+function renderOther(item, ctx) {
+  const event = item.entry.event;
+  const kind = event.kind === "foreign" ? `foreign event (${event.foreign_kind})` : event.kind;
+  return eventBox("div", "item item-other", item.entry, ctx, head(kind, item.entry));
+}
+
+// -- shared pieces ------------------------------------------------------------------------
+
+function eventBox(tag, className, entry, ctx, ...children) {
+  const box = el(tag, { class: className, dataset: { eventId: entry.event.id } }, ...children);
+  const marks = badges(entry.event.id, ctx);
+  if (marks) box.classList.add("has-violation");
+  return box;
+}
+
+function head(title, entry, detail) {
+  const event = entry.event;
+  return el("div", { class: "card-head" },
+    el("span", { class: "who", text: title }),
+    detail ? el("span", { class: "meta", text: detail }) : null,
+    el("span", { class: "seq", text: `#${entry.seq}`, title: "seq" }),
+    el("time", { text: clockTime(event.timestamp), title: event.timestamp }),
+  );
+}
+
+/** Violation badges (contract names) of the audit for one event, or null. */
+function badges(eventId, ctx) {
+  const found = ctx.violations.get(eventId);
+  if (!found) return null;
+  return el("span", { class: "badges" }, found.map((violation) => el("span", {
+    class: "violation", text: violation.contract, title: violation.message,
+  })));
+}
+
+function foldedText(title, text) {
+  return el("details", { class: "fold" }, el("summary", { text: title }), longText("div", "text", text));
+}
+
+/** Text shown as text; past TEXT_LIMIT characters a button shows the rest. */
+function longText(tag, className, text) {
+  const value = String(text ?? "");
+  if (value.length <= TEXT_LIMIT) return el(tag, { class: className, text: value });
+  const node = el(tag, { class: className, text: value.slice(0, TEXT_LIMIT) });
+  const more = el("button", {
+    type: "button", class: "quiet more", text: `Show all ${value.length.toLocaleString()} characters`,
+    onclick: () => { node.textContent = value; more.remove(); },
+  });
+  return el("div", { class: "long" }, node, more);
+}
+
+/** One line saying what an event is, for lists (search, tree, inspector links). */
+export function describeEvent(event) {
+  switch (event.kind) {
+    case "message": return `${event.role === "assistant" ? "Agent" : "User"}: ${snippet(event.text)}`;
+    case "action": return `Call ${event.tool_name}(${snippet(event.raw_arguments, 50)})`;
+    case "observation": return `Result of ${event.tool_name}: ${snippet(event.content, 60)}`;
+    case "agent_error": return `Agent error (${event.tool_name}): ${snippet(event.error, 60)}`;
+    case "user_rejection": return `Rejected ${event.tool_name}: ${snippet(event.reason, 60)}`;
+    case "condensation": return `Condensation: ${(event.forgotten_event_ids ?? []).length} forgotten`;
+    case "system_prompt": return "System prompt";
+    case "state_change": return `State ${event.key}: ${snippet(JSON.stringify(event.value), 50)}`;
+    case "foreign": return `Foreign event ${event.foreign_kind}`;
+    default: return event.kind;
+  }
+}

@@ -1,0 +1,271 @@
+// One open conversation: its header (status, run, pause), the active branch as a live
+// transcript, the composer, and the side panel's tabs (inspect, search, branches, audit).
+import { api, conversationPath } from "./api.js";
+import { loadAudit, renderAudit } from "./audit.js";
+import { Branch } from "./branch.js";
+import { renderBranches } from "./branches.js";
+import { el, toast } from "./dom.js";
+import { renderInspector } from "./inspector.js";
+import { renderSearch } from "./search.js";
+import { Steering } from "./steering.js";
+import { EventStream } from "./stream.js";
+import { TranscriptView } from "./transcript.js";
+
+const AUTO_AUDIT_MAX_EVENTS = 20000; // beyond this the audit (a read of the whole log) waits for a click
+
+export class ConversationScreen {
+  constructor(app, id) {
+    this.app = app;
+    this.id = id;
+    this.status = null;
+    this.audit = null;
+    this.selectedCall = null;
+    this.ready = false;
+    this.buffer = [];
+    this.closed = false;
+    this.steering = new Steering(this);
+    this.steering.setEnabled(false);
+    this.build();
+  }
+
+  build() {
+    this.title = el("h1", { class: "title" });
+    this.badge = el("span", { class: "status" });
+    this.counter = el("span", { class: "count" });
+    this.auditButton = el("button", { type: "button", class: "quiet", text: "Audit", onclick: () => this.showTab("audit") });
+    this.scroller = el("div", { class: "transcript", tabindex: 0, "aria-label": "Transcript" });
+    this.scroller.addEventListener("click", (event) => this.clicked(event));
+    this.root = el("section", { class: "conversation" },
+      el("header", { class: "conversation-head" },
+        this.title, this.badge, this.counter,
+        el("span", { class: "spacer" }),
+        el("button", { type: "button", class: "primary", text: "Run", onclick: () => this.steering.runAgain() }),
+        el("button", { type: "button", text: "Pause", onclick: () => this.steering.pause() }),
+        el("span", { class: "divider" }),
+        el("button", { type: "button", class: "quiet", text: "Branches", onclick: () => this.showTab("branches") }),
+        el("button", { type: "button", class: "quiet", text: "Search", onclick: () => this.showTab("search") }),
+        this.auditButton),
+      this.scroller,
+      this.steering.bar,
+      this.steering.composer);
+    this.app.panel.onTab = (tab) => this.showTab(tab);
+  }
+
+  async open() {
+    const view = await api.get(conversationPath(this.id));
+    if (this.closed) return;
+    this.setView(view);
+    // The stream starts first and is buffered: nothing appended while the page loads is lost.
+    this.stream = new EventStream(this.id, view.event_count - 1, {
+      onMessage: (message) => this.received(message),
+      onState: (state) => this.app.setConnection(state),
+    });
+    this.branch = new Branch(this.id, view.head_id);
+    this.transcript = new TranscriptView(this.scroller, this.branch.timeline, {
+      context: () => this.context(),
+      loadOlder: () => this.loadOlder(),
+      hasOlder: () => this.branch.more,
+    });
+    await this.branch.loadNewest();
+    if (this.closed) return;
+    this.transcript.showLatest();
+    this.steering.update();
+    this.transcript.refresh();
+    if (this.branch.timeline.items.length) markPainted("treadle:first-event");
+    this.steering.setEnabled(true);
+    this.ready = true;
+    this.flush();
+    markPainted("treadle:interactive", () => { document.body.dataset.interactive = "true"; });
+    if (view.event_count <= AUTO_AUDIT_MAX_EVENTS) setTimeout(() => this.refreshAudit(), 0);
+    else this.auditButton.textContent = "Audit (not run)";
+  }
+
+  close() {
+    this.closed = true;
+    this.stream?.close();
+    this.steering.destroy();
+    delete document.body.dataset.interactive;
+  }
+
+  setView(view) {
+    this.view = view;
+    this.title.textContent = view.title || `Conversation ${view.id.slice(0, 8)}`;
+    this.title.title = view.id;
+    this.setStatus(view.status, view.status_reason);
+    this.counter.textContent = `${view.event_count.toLocaleString()} events`;
+  }
+
+  setStatus(status, reason) {
+    this.status = status;
+    this.badge.textContent = status.replaceAll("_", " ");
+    this.badge.className = `status status-${status}`;
+    this.badge.title = reason ?? "";
+    this.root.dataset.status = status;
+  }
+
+  context() {
+    return {
+      status: this.status,
+      violations: this.audit?.byEvent ?? new Map(),
+      selectedCall: this.selectedCall,
+      busy: this.steering.busy,
+      onConfirm: (id) => this.steering.confirm(id),
+      onReject: (id) => this.steering.reject(id),
+    };
+  }
+
+  // -- live ---------------------------------------------------------------------------------
+
+  received(message) {
+    if (!this.ready) {
+      this.buffer.push(message);
+      return;
+    }
+    if (message.type === "event") this.liveEvent(message);
+    else if (message.type === "status") this.liveStatus(message);
+    else if (message.type === "head") this.headMoved(message.head_id);
+    else if (message.type === "run_finished") this.runFinished();
+  }
+
+  flush() {
+    const waiting = this.buffer;
+    this.buffer = [];
+    for (const message of waiting) this.received(message);
+  }
+
+  liveEvent({ seq, event }) {
+    this.view.event_count = Math.max(this.view.event_count, seq + 1);
+    this.counter.textContent = `${this.view.event_count.toLocaleString()} events`;
+    const ids = this.transcript.windowIds();
+    const following = this.transcript.isFollowing();
+    const { outcome, change } = this.branch.accept({ seq, event });
+    if (outcome === "moved") {
+      this.headMoved(null);
+    } else if (outcome === "appended" && change) {
+      if (change.rebuilt) this.transcript.rebuilt(ids, following);
+      else this.transcript.changed(change.item, change.created);
+      if (this.steering.update()) this.transcript.refresh();
+    }
+    this.app.conversationChanged();
+  }
+
+  liveStatus({ status, reason }) {
+    if (status === this.status) return;
+    this.setStatus(status, reason);
+    this.steering.update();
+    this.transcript.refresh(); // calls show their state from the status (waiting, running)
+  }
+
+  runFinished() {
+    this.app.conversationChanged();
+    if (this.audit || this.view.event_count <= AUTO_AUDIT_MAX_EVENTS) this.refreshAudit();
+  }
+
+  /** The head moved (a branch switch here or elsewhere): show the new branch. */
+  async headMoved(headId) {
+    const head = headId ?? (await api.get(conversationPath(this.id))).head_id;
+    if (head === this.branch.headId) return;
+    this.ready = false;
+    try {
+      this.branch = new Branch(this.id, head);
+      this.transcript.timeline = this.branch.timeline;
+      await this.branch.loadNewest();
+      this.transcript.showLatest();
+      this.steering.update();
+      this.transcript.refresh();
+    } finally {
+      this.ready = true;
+      this.flush();
+    }
+    if (this.app.panel.isOpen("branches")) this.showTab("branches");
+  }
+
+  async loadOlder() {
+    const ids = this.transcript.windowIds();
+    const following = this.transcript.isFollowing();
+    try {
+      if (await this.branch.loadOlder()) this.transcript.rebuilt(ids, following);
+      markPainted("treadle:older-page");
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  }
+
+  async refreshAudit() {
+    this.auditButton.textContent = "Audit…";
+    try {
+      this.audit = await loadAudit(this.id);
+    } catch (error) {
+      this.auditButton.textContent = "Audit (failed)";
+      return;
+    }
+    if (this.closed) return;
+    const count = this.audit.report.violations.length;
+    this.auditButton.textContent = count ? `Audit: ${count} violations` : "Audit: clean";
+    this.auditButton.classList.toggle("alarm", count > 0);
+    this.transcript.refresh();
+    if (this.app.panel.isOpen("audit")) this.showTab("audit");
+    document.body.dataset.audit = "done";
+  }
+
+  // -- user actions -------------------------------------------------------------------------
+
+  clicked(event) {
+    if (event.target.closest("button, a, input, textarea, pre, .text")) return;
+    const header = event.target.closest(".card-head, .call-head, .result-head");
+    const holder = header?.closest("[data-event-id]");
+    if (holder) this.inspect(holder.dataset.eventId);
+  }
+
+  showTab(tab) {
+    const body = this.app.panel.open(tab);
+    if (tab === "search") renderSearch(body, this);
+    else if (tab === "branches") renderBranches(body, this);
+    else if (tab === "audit") {
+      if (!this.audit) this.refreshAudit();
+      renderAudit(body, this);
+    } else if (tab === "inspect") {
+      if (this.inspected) renderInspector(body, this, this.inspected);
+      else body.append(el("p", { class: "note", text: "Click an event's header to inspect it." }));
+    }
+  }
+
+  inspect(eventId, { reveal = false } = {}) {
+    this.inspected = eventId;
+    renderInspector(this.app.panel.open("inspect"), this, eventId);
+    if (reveal) this.reveal(eventId);
+  }
+
+  reveal(eventId) {
+    if (!this.transcript.reveal(eventId)) toast("That event is not on the loaded part of the active branch.");
+  }
+
+  async switchBranch(eventId) {
+    try {
+      const view = await api.put(conversationPath(this.id, "/head"), { event_id: eventId });
+      this.setView(view);
+      await this.headMoved(view.head_id);
+      toast("Switched branch: the model's context follows the new head (files are not rolled back).");
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  }
+
+  async fork(eventId) {
+    try {
+      const view = await api.post(conversationPath(this.id, "/fork"), { event_id: eventId });
+      toast("Forked: a new conversation holds the path up to that event (files are not copied).");
+      this.app.navigate(view.id);
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  }
+}
+
+/** A performance mark once the frame with the last DOM change is painted (for the bench). */
+function markPainted(name, then) {
+  requestAnimationFrame(() => setTimeout(() => {
+    performance.mark(name);
+    then?.();
+  }, 0));
+}

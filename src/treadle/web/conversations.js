@@ -1,0 +1,72 @@
+// The conversation list (title, status, last activity; newest activity first) and the form
+// that creates a conversation.
+import { api } from "./api.js";
+import { $, clear, el, relativeTime } from "./dom.js";
+
+const LIST_LIMIT = 200;
+
+export async function refreshList(activeId, navigate) {
+  const list = $("#conversation-list");
+  let page;
+  try {
+    page = await api.get(`/api/conversations?limit=${LIST_LIMIT}`);
+  } catch (error) {
+    $("#list-note").textContent = error.message;
+    return;
+  }
+  const items = [...page.items].sort((a, b) => b.updated_at.localeCompare(a.updated_at));
+  clear(list).append(...items.map((view) => listItem(view, view.id === activeId, navigate)));
+  $("#list-note").textContent = items.length ? "" : "No conversation yet: create one.";
+}
+
+function listItem(view, active, navigate) {
+  const title = view.title || `Conversation ${view.id.slice(0, 8)}`;
+  return el("li", { class: active ? "active" : "", dataset: { conversationId: view.id } },
+    el("button", { type: "button", class: "conversation-link", title: view.id, onclick: () => navigate(view.id) },
+      el("span", { class: "conversation-title", text: title }),
+      el("span", { class: "conversation-meta" },
+        el("span", { class: `status status-${view.status}`, text: view.status.replaceAll("_", " ") }),
+        el("span", { class: "activity", text: relativeTime(view.updated_at), title: view.updated_at }),
+        el("span", { class: "events", text: `${view.event_count.toLocaleString()} ev.` }))));
+}
+
+/** Wires the "New" button and its dialog; `created(view)` gets the new conversation. */
+export function setUpCreate(created) {
+  const dialog = $("#create-dialog");
+  const form = $("#create-form");
+  const kind = form.elements.model_kind;
+  const showKind = () => {
+    for (const label of form.querySelectorAll(".for-litellm")) label.hidden = kind.value !== "litellm";
+    for (const label of form.querySelectorAll(".for-scripted")) label.hidden = kind.value !== "scripted";
+  };
+  kind.addEventListener("change", showKind);
+  $("#new-conversation").addEventListener("click", () => {
+    $("#create-error").textContent = "";
+    showKind();
+    dialog.showModal();
+    form.elements.title.focus();
+  });
+  $("#create-cancel").addEventListener("click", () => dialog.close());
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const view = await api.post("/api/conversations", createBody(form.elements));
+      dialog.close();
+      form.reset();
+      created(view);
+    } catch (error) {
+      $("#create-error").textContent = error.message;
+    }
+  });
+}
+
+function createBody(fields) {
+  const value = (name) => fields[name].value.trim() || null;
+  const model = fields.model_kind.value === "scripted"
+    ? { kind: "scripted", script: value("script") }
+    : { kind: "litellm", model: value("model"), base_url: value("base_url") };
+  return {
+    title: value("title"),
+    settings: { model, workspace: value("workspace"), confirmation: fields.confirmation.value },
+  };
+}

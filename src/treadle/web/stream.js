@@ -1,0 +1,88 @@
+// The live event stream of one conversation over a WebSocket. After a drop it reconnects by
+// itself and resumes after the last seq it saw, so no event is missed or shown twice.
+import { conversationPath } from "./api.js";
+import { apiKey, askForKey } from "./auth.js";
+
+const MAX_BACKOFF_MS = 5000;
+
+export class EventStream {
+  /**
+   * @param {string} conversationId
+   * @param {number} afterSeq events up to this seq are already known
+   * @param {{onMessage: Function, onState: Function}} handlers
+   */
+  constructor(conversationId, afterSeq, handlers) {
+    this.conversationId = conversationId;
+    this.lastSeq = afterSeq;
+    this.handlers = handlers;
+    this.failures = 0;
+    this.closed = false;
+    this.timer = 0;
+    this.connect(afterSeq);
+  }
+
+  connect(afterSeq) {
+    const url = new URL(conversationPath(this.conversationId, "/events/stream"), location.href);
+    url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+    url.searchParams.set("after_seq", String(afterSeq));
+    const socket = new WebSocket(url);
+    this.socket = socket;
+    this.handlers.onState("connecting");
+    socket.addEventListener("open", () => this.opened(socket));
+    socket.addEventListener("message", (message) => this.received(message));
+    socket.addEventListener("close", (event) => this.lost(socket, event));
+  }
+
+  opened(socket) {
+    // A browser cannot set headers on a WebSocket: the key goes in the first message.
+    const key = apiKey();
+    if (key) socket.send(JSON.stringify({ api_key: key }));
+    this.failures = 0;
+    this.handlers.onState("live");
+  }
+
+  received(message) {
+    const data = JSON.parse(message.data);
+    if (data.type === "event") {
+      if (data.seq <= this.lastSeq) return; // a replay of what was already seen
+      this.lastSeq = data.seq;
+    }
+    this.handlers.onMessage(data);
+  }
+
+  lost(socket, event) {
+    if (this.closed || socket !== this.socket) return;
+    if (event.code === 4401) {
+      askForKey("The live stream needs an API key.").then(() => this.reconnect());
+      return;
+    }
+    if (event.code === 4404) {
+      this.handlers.onState("gone");
+      return;
+    }
+    this.failures += 1;
+    this.handlers.onState("reconnecting");
+    const delay = Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(this.failures, 5));
+    this.timer = setTimeout(() => this.reconnect(), delay);
+  }
+
+  reconnect() {
+    if (this.closed) return;
+    // One seq back: the status/head messages derived from the last event come again (they
+    // are idempotent) in case the drop fell between an event and them; the event itself is
+    // skipped by its seq.
+    this.connect(Math.max(-1, this.lastSeq - 1));
+  }
+
+  /** Cuts the connection as a network drop would (the stream then resumes by itself). */
+  drop() {
+    this.socket?.close(4000, "dropped by the page");
+  }
+
+  close() {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.socket?.close(1000, "page closed the stream");
+    this.handlers.onState("offline");
+  }
+}

@@ -1,0 +1,31 @@
+"""What the Canvas's browser tests share: how Chromium is launched, where screenshots go, and
+small steps (open a conversation, wait until it is interactive, take a screenshot)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Page
+
+CHROMIUM_PATH = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
+
+
+def open_conversation(page: Page, base_url: str, conversation_id: str) -> None:
+    """Loads the Canvas on a conversation and waits until its first screen is interactive."""
+    page.goto(f"{base_url}/#/c/{conversation_id}")
+    page.wait_for_selector("body[data-interactive='true']")
+
+
+def screenshot(page: Page, name: str) -> Path:
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
