@@ -111,7 +111,7 @@ def measure(url: str, durability: str, count: int) -> dict[str, float]:
     return {
         f"append_{durability}_per_s": round(done / treadle_s),
         f"raw_postgres_{durability}_per_s": round(done / raw_s),
-        f"{durability}_vs_raw": round(treadle_s / raw_s, 2),
+        f"raw_{durability}_over_treadle": round(treadle_s / raw_s, 2),
     }
 
 
