@@ -16,6 +16,7 @@ import pytest
 
 from treadle.errors import AppendError
 from treadle.events.model import ROOT, MessageEvent
+from treadle.events.tree import EventTree
 from treadle.store import postgres_schema
 from treadle.store.base import EventQuery, StoreError
 from treadle.store.postgres import SCHEMA_VERSION, PostgresEventStore, parse_postgres_url
@@ -303,6 +304,45 @@ def test_processes_appending_concurrently_get_gap_free_unique_seqs(postgres_url)
         # every walk ends at the root: no missing parent, no cycle
         for s in stored[-20:]:
             assert store.path_to_root("c", s.event.id)[0].id == "r"
+
+
+def test_threads_sharing_one_store_append_without_gaps(postgres_url):
+    """One store, its pool and its remembered tails shared by threads appending at once."""
+    acknowledged: dict[str, int] = {}
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work(store: PostgresEventStore, worker: int) -> None:
+        try:
+            own = ["r"]
+            for n in range(60):
+                parent = [None, own[-1], own[0]][n % 3]  # legacy, a chain, forks from the root
+                event = msg(f"t{worker}-{n}", parent)
+                batch = [event, msg(f"t{worker}-{n}b", event.id)] if n % 10 == 0 else [event]
+                seqs = store.append_batch("c", batch)
+                with lock:
+                    acknowledged.update(zip([e.id for e in batch], seqs, strict=True))
+                own.append(batch[-1].id)
+        except BaseException as error:
+            errors.append(error)
+
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("r", ROOT))
+        threads = [threading.Thread(target=work, args=(store, w)) for w in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        stored = store.get_range("c", 0, 10_000)
+        assert [s.seq for s in stored] == list(range(len(stored)))
+        assert {s.event.id: s.seq for s in stored[1:]} == acknowledged
+        tree = EventTree([s.event for s in stored])
+        for s in stored:
+            expected = [e.id for e in tree.path_to_root(s.event.id)]
+            assert [e.id for e in store.path_to_root("c", s.event.id)] == expected
+        assert store.integrity_check() == []
 
 
 def test_a_refused_batch_leaves_nothing_behind(postgres_url):
