@@ -680,6 +680,15 @@ def test_subscribe_sees_appends_of_another_process(store: EventStore, conv: str)
         target=append_messages, args=(store.url, conv, count)
     )
     child.start()
+
+    def stop_waiting_if_the_child_fails() -> None:
+        # The stream blocks until an event comes: closing the store ends it (no hang).
+        child.join(90)
+        if child.exitcode != 0:
+            store.close()
+
+    guard = threading.Thread(target=stop_waiting_if_the_child_fails, daemon=True)
+    guard.start()
     got: list[StoredEvent] = []
     deadline = time.monotonic() + 60
     try:
