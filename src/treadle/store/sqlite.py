@@ -53,6 +53,7 @@ from treadle.store.base import (
     StoreError,
 )
 from treadle.store.common import (
+    assign_branches,
     check_query,
     ids_to_look_up,
     metadata_json,
@@ -476,41 +477,28 @@ class SqliteEventStore:
         branch_of = dict(stored.values())
         if count:
             branch_of[count - 1] = last_branch
-        tips: dict[int, int] = {}
-        rows = []
-        for item in planned:
-            seq, parent = item.seq, item.parent_seq
-            if parent is None:
-                branch = seq
-            else:
-                branch = branch_of[parent]
-                # The previous event has no child yet, so it is its branch's tip; an older
-                # parent may already have a child, and then this event forks a new branch.
-                if parent != seq - 1:
-                    tip = tips.get(branch)
-                    if tip is None:
-                        tip = conn.execute(
-                            "SELECT max(seq) FROM events WHERE conversation = ? AND branch = ?",
-                            (key, branch),
-                        ).fetchone()[0]
-                    if tip != parent:
-                        branch = seq
-            branch_of[seq] = branch
-            tips[branch] = seq
-            event = item.event
-            rows.append(
-                (
-                    key,
-                    seq,
-                    event.id,
-                    -1 if parent is None else parent,
-                    branch,
-                    event.kind,
-                    event.source,
-                    item.time_us,
-                    item.payload,
-                )
+        branches = assign_branches(
+            planned,
+            branch_of=branch_of,
+            tip_of=lambda branch: conn.execute(
+                "SELECT max(seq) FROM events WHERE conversation = ? AND branch = ?",
+                (key, branch),
+            ).fetchone()[0],
+        )
+        rows = [
+            (
+                key,
+                item.seq,
+                item.event.id,
+                -1 if item.parent_seq is None else item.parent_seq,
+                branch,
+                item.event.kind,
+                item.event.source,
+                item.time_us,
+                item.payload,
             )
+            for item, branch in zip(planned, branches, strict=True)
+        ]
         try:
             if len(rows) == 1:
                 conn.execute(self._INSERT, rows[0])
