@@ -3,6 +3,7 @@ small steps (open a conversation, wait until it is interactive, take a screensho
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from playwright.sync_api import Page
@@ -29,3 +30,13 @@ def screenshot(page: Page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+def wait_until(page: Page, expression: str, timeout_s: float = 10.0) -> None:
+    """Polls a JS expression until it is truthy. (``page.wait_for_function`` evaluates its
+    predicate with eval, which the Canvas's Content-Security-Policy rightly forbids.)"""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout_s} s: {expression}")
+        time.sleep(0.02)

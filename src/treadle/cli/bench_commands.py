@@ -67,3 +67,26 @@ def bench_server(
     from treadle.bench.server import run_server_bench
 
     print_figures("treadle bench server", run_server_bench(events, subscribers), as_json)
+
+
+@bench_app.command("canvas")
+def bench_canvas(
+    sizes: Annotated[
+        str, typer.Option("--sizes", help="Conversation sizes in events, comma-separated")
+    ] = "100,10000,100000",
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Cold page loads per size")] = 5,
+    chromium: Annotated[str, typer.Option("--chromium", help="Chromium binary")] = (
+        "/usr/bin/chromium"
+    ),
+    as_json: JsonOption = False,
+) -> None:
+    """The Canvas in a real browser: first event, interactive, older page, JS heap."""
+    from treadle.bench.canvas import run_canvas_bench
+
+    try:
+        counts = [int(part.replace("_", "")) for part in sizes.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter("--sizes takes numbers such as 100,10000,100000") from None
+    print_figures(
+        "treadle bench canvas", run_canvas_bench(counts, runs=runs, chromium=chromium), as_json
+    )

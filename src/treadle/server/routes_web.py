@@ -54,16 +54,17 @@ def web_response(name: str) -> Response:
     return Response(body, media_type=CONTENT_TYPES[suffix], headers=HEADERS)
 
 
+# async: a cached file needs no worker thread (a thread hop per module slows the first load).
 @router.get("/")
-def canvas_page() -> Response:
+async def canvas_page() -> Response:
     return web_response("index.html")
 
 
 @router.get("/favicon.ico")
-def favicon() -> Response:
+async def favicon() -> Response:
     return web_response("favicon.svg")
 
 
 @router.get("/static/{name}")
-def canvas_file(name: str) -> Response:
+async def canvas_file(name: str) -> Response:
     return web_response(name)

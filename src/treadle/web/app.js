@@ -26,7 +26,6 @@ class Canvas {
 
   start() {
     this.route();
-    this.refreshList();
   }
 
   activeId() {
@@ -48,14 +47,15 @@ class Canvas {
     if (!id) {
       main.replaceChildren(this.welcome);
       this.setConnection("offline");
+      this.refreshList();
       return;
     }
     this.screen = new ConversationScreen(this, id);
     main.replaceChildren(this.screen.root);
-    this.screen.open().catch((error) => {
-      this.screen?.root.append(el("p", { class: "error-text", text: error.message }));
-    });
-    this.refreshList();
+    // The list waits for the conversation's first screen: that is what the user came for.
+    this.screen.open()
+      .catch((error) => this.screen?.root.append(el("p", { class: "error-text", text: error.message })))
+      .finally(() => this.refreshList());
   }
 
   refreshList() {

@@ -24,8 +24,8 @@ export function renderAudit(body, screen) {
   const { report } = audit;
   const violations = report.violations;
   body.append(
-    el("h3", { text: violations.length ? `${violations.length} contract violations` : "No contract violation" }),
-    el("p", { class: "note", text: `Checked every branch: ${Object.values(report.counts ?? {}).reduce((a, b) => a + b, 0)} events, ${report.heads.length} heads, ${report.pending.length} pending calls.` }),
+    el("h3", { text: violations.length ? plural(violations.length, "contract violation") : "No contract violation" }),
+    el("p", { class: "note", text: `Checked every branch: ${Object.values(report.counts ?? {}).reduce((a, b) => a + b, 0)} events, ${plural(report.heads.length, "head")}, ${plural(report.pending.length, "pending call")}.` }),
   );
   const list = el("ul", { class: "violations" });
   for (const violation of violations) {
@@ -42,4 +42,8 @@ export function renderAudit(body, screen) {
   for (const notice of report.notices ?? []) {
     body.append(el("p", { class: "note notice", text: `${notice.contract} (notice, not a violation): ${notice.message}` }));
   }
+}
+
+function plural(count, noun) {
+  return `${count.toLocaleString()} ${noun}${count === 1 ? "" : "s"}`;
 }

@@ -148,6 +148,7 @@ function renderResult(entry, ctx) {
     el("div", { class: "result-head" },
       el("span", { class: "label", text: label }),
       exit !== undefined ? el("span", { class: "chip", text: `exit ${exit}` }) : null,
+      el("span", { class: "seq", text: `#${entry.seq}`, title: "seq" }),
       el("time", { text: clockTime(event.timestamp), title: event.timestamp }),
       badges(event.id, ctx),
     ),

@@ -69,8 +69,7 @@ export class ConversationScreen {
     await this.branch.loadNewest();
     if (this.closed) return;
     this.transcript.showLatest();
-    this.steering.update();
-    this.transcript.refresh();
+    if (this.steering.update()) this.transcript.refresh();
     if (this.branch.timeline.items.length) markPainted("treadle:first-event");
     this.steering.setEnabled(true);
     this.ready = true;
@@ -181,6 +180,7 @@ export class ConversationScreen {
   }
 
   async loadOlder() {
+    performance.mark("treadle:older-start");
     const ids = this.transcript.windowIds();
     const following = this.transcript.isFollowing();
     try {
@@ -201,7 +201,7 @@ export class ConversationScreen {
     }
     if (this.closed) return;
     const count = this.audit.report.violations.length;
-    this.auditButton.textContent = count ? `Audit: ${count} violations` : "Audit: clean";
+    this.auditButton.textContent = count ? `Audit: ${count} ${count === 1 ? "violation" : "violations"}` : "Audit: clean";
     this.auditButton.classList.toggle("alarm", count > 0);
     this.transcript.refresh();
     if (this.app.panel.isOpen("audit")) this.showTab("audit");

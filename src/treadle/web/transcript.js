@@ -97,6 +97,7 @@ export class TranscriptView {
     const atBottom = this.isAtBottom();
     this.list.append(renderItem(shown, this.source.context()));
     this.end = this.items.length;
+    if (this.end === 1) this.updateTop();
     if (atBottom) {
       if (this.end - this.start > MAX_WINDOW) this.trimTop(this.end - this.start - MAX_WINDOW);
       this.scrollToBottom();

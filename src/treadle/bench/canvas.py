@@ -1,0 +1,255 @@
+"""``treadle bench canvas``: how fast the Canvas shows a conversation in a real browser (Debian's
+Chromium driven by Playwright) — first rendered event, interactive, older page, JS heap.
+
+Each size is one conversation filled straight into a fresh SQLite store with the realistic mix of
+``bench.workload`` (clean: unique call ids, every call answered), served by a real
+``treadle serve``. Every load is a cold tab (new browser context) on ``/#/c/ID``; the figures are
+medians of ``runs`` loads after one warm-up load, read from the page's own performance marks
+(``treadle:first-event``, ``treadle:interactive``: set once the frame is painted), in ms since
+navigation start. The heap is V8's used JS heap after a forced GC (CDP), with the DOM node count.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from treadle.bench.workload import realistic_events
+from treadle.events.model import ROOT, ActionEvent, Event, ObservationEvent
+from treadle.store.urls import open_store
+
+SIZES = (100, 10_000, 100_000)
+CHROMIUM_PATH = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1366, "height": 820}
+CHUNK = 1_000
+OLDER_PAGES = 10
+"""Older pages loaded (scrolling back) before the second heap figure."""
+
+
+# -- the conversations -------------------------------------------------------------------------
+
+
+def clean_chunks(total: int, *, seed: int = 7) -> Iterator[list[Event]]:
+    """``total`` realistic events as one chain, in lists of about CHUNK.
+
+    Each chunk ends where every call is answered, and its response and call ids get the chunk's
+    prefix: a long log made of short ones must not repeat call ids (LINK-UNIQUE) or leave a call
+    unanswered before the next turn (LINK-ORPHAN), or the page would show audit marks.
+    """
+    parent, made, chunk = ROOT, 0, 0
+    while made < total:
+        events = _answered_prefix(realistic_events(min(CHUNK, total - made) + 8, seed=seed + chunk))
+        events = [_renamed(event, f"k{chunk}-") for event in events[: total - made]]
+        events[0] = events[0].model_copy(update={"parent_id": parent})
+        yield events
+        parent, made, chunk = events[-1].id, made + len(events), chunk + 1
+
+
+def _answered_prefix(events: list[Event]) -> list[Event]:
+    """The longest prefix after which no call waits for its result (all of it when none does)."""
+    pending: set[str] = set()
+    cut = 0
+    for position, event in enumerate(events, start=1):
+        if isinstance(event, ActionEvent):
+            pending.add(event.tool_call_id)
+        elif isinstance(event, ObservationEvent):
+            pending.discard(event.tool_call_id)
+        if not pending:
+            cut = position
+    return events[: max(cut, 1)]
+
+
+def _renamed(event: Event, prefix: str) -> Event:
+    if isinstance(event, ActionEvent):
+        return event.model_copy(
+            update={
+                "tool_call_id": prefix + event.tool_call_id,
+                "llm_response_id": prefix + event.llm_response_id,
+            }
+        )
+    if isinstance(event, ObservationEvent):
+        return event.model_copy(update={"tool_call_id": prefix + event.tool_call_id})
+    return event
+
+
+def fill_conversations(store_url: str, sizes: Sequence[int]) -> dict[int, str]:
+    """One conversation per size; returns their ids by size."""
+    store = open_store(store_url)
+    try:
+        ids = {}
+        for size in sizes:
+            info = store.create_conversation(title=f"bench canvas {size:,} events")
+            for events in clean_chunks(size, seed=size):
+                store.append_batch(info.id, events)
+            ids[size] = info.id
+        return ids
+    finally:
+        store.close()
+
+
+# -- the server and the browser ----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class CanvasServer:
+    """A ``treadle serve`` child process on 127.0.0.1 over the bench's store."""
+
+    def __init__(self, store_url: str) -> None:
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "treadle", "serve", "--port", str(self.port)]
+        self.process = subprocess.Popen(
+            [*command, "--store", store_url],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "TREADLE_API_KEYS": ""},
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("treadle serve did not start within 30 s")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+MARKS_JS = """() => Object.fromEntries(
+  ["treadle:first-event", "treadle:interactive"].map(
+    (name) => [name, performance.getEntriesByName(name)[0]?.startTime ?? null]))"""
+LOADED_JS = "window.treadle.screen.branch.timeline.entries.length"
+OLDER_MARKS_JS = "performance.getEntriesByName('treadle:older-page').length"
+SCROLL_TOP_JS = "document.querySelector('.transcript').scrollTop = 0"
+MARK_TIMES_JS = "(name) => performance.getEntriesByName(name).map((mark) => mark.startTime)"
+
+
+def load_once(browser: Any, url: str) -> tuple[dict[str, float], Any]:
+    """A cold tab on ``url``: its marks, and the open page (the caller closes its context)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("body[data-interactive='true']", timeout=120_000)
+    return page.evaluate(MARKS_JS), page
+
+
+def heap_figures(page: Any) -> dict[str, float]:
+    """Used JS heap (MiB) after a forced GC, and DOM nodes, from Chromium's own counters."""
+    session = page.context.new_cdp_session(page)
+    session.send("HeapProfiler.collectGarbage")
+    session.send("Performance.enable")
+    metrics = {
+        item["name"]: item["value"] for item in session.send("Performance.getMetrics")["metrics"]
+    }
+    return {"heap_mib": metrics["JSHeapUsedSize"] / 2**20, "dom_nodes": metrics["Nodes"]}
+
+
+def scroll_back(page: Any, pages: int) -> float:
+    """Scrolls back until ``pages`` older pages came in; median ms per page, from the page's
+    request (``treadle:older-start``) to its items painted (``treadle:older-page``)."""
+    deadline = time.monotonic() + 120
+    while page.evaluate(OLDER_MARKS_JS) < pages:
+        if time.monotonic() > deadline:
+            raise RuntimeError("older pages did not come within 120 s")
+        page.evaluate(SCROLL_TOP_JS)
+        time.sleep(0.02)
+    starts = page.evaluate(MARK_TIMES_JS, "treadle:older-start")
+    ends = page.evaluate(MARK_TIMES_JS, "treadle:older-page")
+    return statistics.median(end - start for start, end in zip(starts, ends, strict=False))
+
+
+# -- the bench ---------------------------------------------------------------------------------
+
+
+def run_canvas_bench(
+    sizes: Sequence[int] = SIZES, *, runs: int = 5, chromium: str = CHROMIUM_PATH
+) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright  # a dev dependency: only the bench needs it
+
+    folder = tempfile.mkdtemp(prefix="treadle-bench-canvas-")
+    store_url = f"sqlite:///{Path(folder) / 'canvas.db'}"
+    figures: dict[str, Any] = {"runs": runs}
+    try:
+        start = time.perf_counter()
+        ids = fill_conversations(store_url, sizes)
+        figures["fill_s"] = time.perf_counter() - start
+        server = CanvasServer(store_url)
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(
+                    executable_path=chromium, headless=True, args=CHROMIUM_ARGS
+                )
+                figures["browser"] = browser.version
+                for size in sizes:
+                    url = f"{server.base_url}/#/c/{ids[size]}"
+                    figures.update(measure_size(browser, url, size, runs, size == max(sizes)))
+                browser.close()
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return figures
+
+
+def measure_size(browser: Any, url: str, size: int, runs: int, deep: bool) -> dict[str, Any]:
+    """Median load marks at one size; for the largest, heap and older pages too."""
+    first, interactive = [], []
+    for run in range(runs + 1):  # the first load warms the server and the store's cache
+        marks, page = load_once(browser, url)
+        if run:
+            first.append(marks["treadle:first-event"])
+            interactive.append(marks["treadle:interactive"])
+        if deep and run == runs:
+            figures = deep_figures(page, size)
+        page.context.close()
+    out = {
+        f"first_event_ms_{size}": statistics.median(first),
+        f"interactive_ms_{size}": statistics.median(interactive),
+    }
+    return {**out, **figures} if deep else out
+
+
+def deep_figures(page: Any, size: int) -> dict[str, Any]:
+    heap = heap_figures(page)
+    older = scroll_back(page, OLDER_PAGES)
+    after = heap_figures(page)
+    return {
+        f"heap_mib_{size}": heap["heap_mib"],
+        f"dom_nodes_{size}": heap["dom_nodes"],
+        f"older_page_ms_{size}": older,
+        f"heap_mib_{size}_after_{OLDER_PAGES}_older_pages": after["heap_mib"],
+        f"dom_nodes_{size}_after_{OLDER_PAGES}_older_pages": after["dom_nodes"],
+        f"events_loaded_after_{OLDER_PAGES}_older_pages": page.evaluate(LOADED_JS),
+    }

@@ -1,0 +1,63 @@
+"""Branches from the page: a head moved elsewhere shows without a reload, a message sent from
+an earlier event starts a sibling branch, the tree view lists both heads and switches between
+them, and forking from an event opens a new conversation holding the path up to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from support.canvas import open_conversation, screenshot
+from support.scripts import write_script
+from support.server_process import ServerProcess
+from treadle.client import TreadleClient
+from treadle.runtime.settings import ConversationSettings
+
+
+def user_texts(page: Page) -> list[str]:
+    return page.locator(".item-message.from-user .text").all_inner_texts()
+
+
+def test_switch_branch_tree_and_fork(
+    page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
+) -> None:
+    settings = ConversationSettings.scripted(write_script(web_folder, []), web_folder)
+    conversation = web_client.create_conversation(settings, title="Branches")
+    first = conversation.send_message("first")
+    for text in ("second", "third"):
+        conversation.send_message(text)
+    open_conversation(page, web_server.base_url, conversation.id)
+    expect(page.locator(".item-message.from-user")).to_have_count(3)
+
+    conversation.switch_branch(first.id)  # elsewhere: another client moves the head
+    expect(page.locator(".item-message.from-user")).to_have_count(1)
+    assert user_texts(page) == ["first"]
+
+    page.fill(".composer textarea", "another second")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(page.locator(".item-message.from-user")).to_have_count(2)
+    assert user_texts(page) == ["first", "another second"]
+
+    page.get_by_role("button", name="Branches", exact=True).click()
+    tree = page.locator("#panel-body")
+    expect(tree.locator("h3")).to_have_text("2 heads, 1 branch points")
+    expect(tree.locator(".head")).to_have_count(2)
+    expect(tree.locator(".head.active")).to_contain_text("another second")
+    screenshot(page, "branches-tree")
+    tree.locator(".head:not(.active) button.switch").click()
+    expect(page.locator(".item-message.from-user")).to_have_count(3)
+    assert user_texts(page) == ["first", "second", "third"]
+    expect(tree.locator(".head.active")).to_contain_text("third")
+
+    second = page.locator(".item-message.from-user", has_text="second")
+    second.locator(".card-head").click()
+    inspector = page.locator("#panel-body")
+    expect(inspector.locator(".raw-json")).to_contain_text('"text": "second"')
+    expect(inspector.locator(".children li")).to_have_count(1)  # "third"
+    screenshot(page, "inspector")
+    inspector.get_by_role("button", name="Fork from here").click()
+    expect(page).not_to_have_url(f"{web_server.base_url}/#/c/{conversation.id}")
+    expect(page.locator(".conversation-head .title")).to_have_text("fork of Branches")
+    expect(page.locator(".item-message.from-user")).to_have_count(2)
+    assert user_texts(page) == ["first", "second"]

@@ -1,0 +1,108 @@
+"""Model and tool text is shown as text, never run as HTML: a tool output, an agent message,
+tool arguments and a title holding <script>, onerror or a look-alike confirm button are inert;
+and a server that needs a key gets it from the user once per tab."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from support.canvas import open_conversation, screenshot
+from support.scripts import write_script
+from support.server_process import ServerProcess
+from treadle.client import TreadleClient
+from treadle.runtime.settings import ConversationSettings
+
+IMG = '<img src=x onerror="window.__pwned=1">'
+SCRIPT = "<script>window.__pwned=2</script>"
+FAKE_BUTTON = '<button class="confirm" onclick="window.__pwned=3">Confirm (y)</button>'
+PAYLOAD = IMG + SCRIPT + FAKE_BUTTON
+
+
+def test_injected_html_in_tool_output_is_inert(
+    page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
+) -> None:
+    (web_folder / "payload.txt").write_text(PAYLOAD)
+    script = write_script(
+        web_folder,
+        [
+            {
+                "text": f"Reading it. {SCRIPT}",
+                "tool_calls": [
+                    {"name": "terminal", "arguments": {"command": "cat payload.txt"}},
+                    {"name": "think", "arguments": {"thought": IMG}},
+                ],
+            },
+            {"text": f"The file says {PAYLOAD}"},
+        ],
+    )
+    settings = ConversationSettings.scripted(script, web_folder)
+    conversation = web_client.create_conversation(settings, title=f"Title {IMG}")
+    open_conversation(page, web_server.base_url, conversation.id)
+    page.fill(".composer textarea", f"Show me {PAYLOAD}")
+    page.keyboard.press("Control+Enter")
+    expect(page.locator(".conversation")).to_have_attribute("data-status", "finished")
+
+    output = page.locator(".call .result .output").first
+    expect(output).to_contain_text(PAYLOAD)  # shown as the characters it is
+    expect(page.locator(".item-message.from-agent .text")).to_have_text(f"The file says {PAYLOAD}")
+    expect(page.locator(".conversation-head .title")).to_have_text(f"Title {IMG}")
+    page.locator(".call .result-head").first.click()  # the raw JSON in the inspector too
+    expect(page.locator(".raw-json")).to_contain_text("onerror")
+    page.get_by_role("button", name="Search", exact=True).click()
+    page.fill(".search-form input[type=search]", "pwned")
+    page.locator(".search-form button[type=submit]").click()
+    expect(page.locator(".results li").first).to_be_visible()
+    screenshot(page, "injection-inert")
+
+    injected = "img, script:not([src]), iframe, .transcript button[onclick], #panel [onclick]"
+    assert page.locator(injected).count() == 0
+    # Every confirm button on the page is one the Canvas made: none exists outside a call.
+    assert page.locator("button.confirm:not(.decide button):not(.pending-bar button)").count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    headers = page.request.get(web_server.base_url + "/").headers
+    assert "script-src 'self'" in headers["content-security-policy"]
+
+
+@pytest.fixture
+def keyed_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    process = ServerProcess(
+        f"sqlite:///{tmp_path / 'keyed.db'}", api_keys=("s3cret",), log_dir=tmp_path
+    ).start()
+    yield process
+    process.stop()
+
+
+def test_the_page_asks_for_the_key_and_keeps_it_for_the_tab(
+    browser: Browser, keyed_server: ServerProcess, tmp_path: Path
+) -> None:
+    with TreadleClient(keyed_server.base_url, api_key="s3cret") as client:
+        settings = ConversationSettings.scripted(write_script(tmp_path, []), tmp_path)
+        conversation = client.create_conversation(settings, title="Behind a key")
+        context = browser.new_context(viewport={"width": 1366, "height": 820})
+        try:
+            page = context.new_page()
+            page.goto(f"{keyed_server.base_url}/#/c/{conversation.id}")
+            dialog = page.locator("#key-dialog")
+            expect(dialog).to_be_visible()
+            page.fill("#key-input", "wrong")
+            page.click("#key-form button[type=submit]")
+            expect(page.locator("#key-message")).to_contain_text("refused")
+            screenshot(page, "api-key-dialog")
+            page.fill("#key-input", "s3cret")
+            page.click("#key-form button[type=submit]")
+            page.wait_for_selector("body[data-interactive='true']")
+            expect(page.locator("#conversation-list")).to_contain_text("Behind a key")
+            expect(page.locator("#connection")).to_have_text("live")
+            client.conversation(conversation.id).send_message("over the keyed stream")
+            expect(page.locator(".item-message.from-user")).to_contain_text("over the keyed stream")
+
+            page.reload()  # same tab: the key is kept, no dialog
+            page.wait_for_selector("body[data-interactive='true']")
+            expect(dialog).to_be_hidden()
+            assert page.evaluate("localStorage.length") == 0  # never beyond the tab
+        finally:
+            context.close()

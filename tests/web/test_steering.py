@@ -1,0 +1,70 @@
+"""Steering from the page: calls that wait for confirmation show their arguments; one is
+confirmed from the keyboard, the other rejected with a reason; then the run goes on."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from support.canvas import open_conversation, screenshot
+from support.scripts import write_script
+from support.server_process import ServerProcess
+from treadle.client import TreadleClient
+from treadle.runtime.confirmation import ConfirmationPolicy
+from treadle.runtime.settings import ConversationSettings
+
+
+def test_confirm_one_call_and_reject_another(
+    page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
+) -> None:
+    script = write_script(
+        web_folder,
+        [
+            {
+                "text": "Two commands; you decide.",
+                "tool_calls": [
+                    {"id": "c-keep", "name": "terminal", "arguments": {"command": "echo kept"}},
+                    {"id": "c-drop", "name": "terminal", "arguments": {"command": "rm -rf /nope"}},
+                ],
+            },
+            {"text": "Understood: one ran, one was refused."},
+        ],
+    )
+    settings = ConversationSettings.scripted(
+        script, web_folder, confirmation=ConfirmationPolicy.ALWAYS
+    )
+    conversation = web_client.create_conversation(settings, title="Confirmation")
+    open_conversation(page, web_server.base_url, conversation.id)
+    page.fill(".composer textarea", "Clean up")
+    page.keyboard.press("Control+Enter")
+
+    conversation_view = page.locator(".conversation")
+    expect(conversation_view).to_have_attribute("data-status", "waiting_for_confirmation")
+    keep = page.locator("[data-call-id=c-keep]")
+    drop = page.locator("[data-call-id=c-drop]")
+    expect(page.locator(".call.state-waiting")).to_have_count(2)
+    expect(drop.locator(".args")).to_contain_text("rm -rf /nope")  # what would run is shown
+    expect(page.locator(".pending-bar")).to_contain_text("2 calls wait")
+    expect(keep).to_have_class(re.compile(r"\bselected\b"))  # the keyboard's first target
+    screenshot(page, "confirmation-waiting")
+
+    page.locator(".transcript").focus()
+    page.keyboard.press("y")  # confirm the selected call
+    expect(keep).to_have_class(re.compile(r"\bstate-done\b"))
+    expect(keep.locator(".output")).to_contain_text("kept")
+    expect(conversation_view).to_have_attribute("data-status", "waiting_for_confirmation")
+    expect(page.locator(".pending-bar")).to_contain_text("1 call waits")
+
+    page.fill(".pending-bar input", "not on my machine")
+    drop.locator("button.reject").click()
+    expect(drop).to_have_class(re.compile(r"\bstate-rejected\b"))
+    expect(drop.locator(".result-user_rejection")).to_contain_text("not on my machine")
+    expect(page.locator(".pending-bar")).to_be_hidden()
+    expect(conversation_view).to_have_attribute("data-status", "idle")
+    screenshot(page, "confirmation-decided")
+
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(conversation_view).to_have_attribute("data-status", "finished")
+    expect(page.locator(".item-message.from-agent")).to_contain_text("one was refused")
