@@ -41,7 +41,7 @@ def test_switch_branch_tree_and_fork(
 
     page.get_by_role("button", name="Branches", exact=True).click()
     tree = page.locator("#panel-body")
-    expect(tree.locator("h3")).to_have_text("2 heads, 1 branch points")
+    expect(tree.locator("h3")).to_have_text("2 heads, 1 branch point")
     expect(tree.locator(".head")).to_have_count(2)
     expect(tree.locator(".head.active")).to_contain_text("another second")
     screenshot(page, "branches-tree")
@@ -49,6 +49,17 @@ def test_switch_branch_tree_and_fork(
     expect(page.locator(".item-message.from-user")).to_have_count(3)
     assert user_texts(page) == ["first", "second", "third"]
     expect(tree.locator(".head.active")).to_contain_text("third")
+
+    page.get_by_role("button", name="Search", exact=True).click()
+    search = page.locator(".search-form")
+    search.locator("input[type=search]").fill("second")
+    search.locator("label.kind", has_text="message").locator("input").check()
+    search.locator("button[type=submit]").click()
+    expect(page.locator("#panel-body .results li")).to_have_count(2)  # both branches
+    expect(page.locator("#panel-body")).to_contain_text("2 matching events")
+    search.locator("label", has_text="Active branch only").locator("input").check()
+    search.locator("button[type=submit]").click()
+    expect(page.locator("#panel-body .results li")).to_have_count(1)
 
     second = page.locator(".item-message.from-user", has_text="second")
     second.locator(".card-head").click()

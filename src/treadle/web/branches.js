@@ -10,6 +10,7 @@ export async function renderBranches(body, screen) {
   body.append(el("p", { class: "note", text: "Reading the tree…" }));
   try {
     const tree = await buildTree(screen.id);
+    if (!screen.app.panel.isOpen("branches")) return; // the user moved on meanwhile
     body.replaceChildren(...treeView(tree, screen));
   } catch (error) {
     body.replaceChildren(el("p", { class: "error-text", text: error.message }));
@@ -63,7 +64,7 @@ async function choices(path, head, points) {
 function treeView(tree, screen) {
   const { shape, root, current } = tree;
   const parts = [
-    el("h3", { text: `${shape.heads.length} ${shape.heads.length === 1 ? "head" : "heads"}, ${shape.branch_points.length} branch points` }),
+    el("h3", { text: `${plural(shape.heads.length, "head")}, ${plural(shape.branch_points.length, "branch point")}` }),
   ];
   if (current && !shape.heads.includes(current.event.id)) {
     parts.push(el("p", { class: "note", text: `The head is #${current.seq} ${describeEvent(current.event)}: not a leaf, so the next event starts a new branch there.` }));
@@ -80,10 +81,10 @@ function nodeItems(node, screen, activeHead) {
   for (const child of node.nodes.values()) {
     items.push(el("li", { class: "branch" },
       el("div", { class: "branch-start" },
-        el("span", { class: "fork-mark", text: "⑂" }),
+        el("span", { class: "fork-mark", text: "↳" }),
         el("button", {
-          type: "button", class: "link", title: `branch from #${child.point.seq}`,
-          text: `from #${child.point.seq}: #${child.start.seq} ${describeEvent(child.start.event)}`,
+          type: "button", class: "link", title: `a branch from #${child.point.seq}: its first event`,
+          text: `at #${child.point.seq} → #${child.start.seq} ${describeEvent(child.start.event)}`,
           onclick: () => screen.inspect(child.start.event.id),
         })),
       el("ul", {}, nodeItems(child, screen, activeHead))));
@@ -98,4 +99,8 @@ function headItem(head, screen, activeHead) {
     active ? el("span", { class: "chip chip-active", text: "active" })
       : el("button", { type: "button", class: "switch", text: "Switch here", onclick: () => screen.switchBranch(head.event.id) }),
   );
+}
+
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }

@@ -1,6 +1,6 @@
 // One transcript item as DOM: message, model response card (its calls, their arguments and
 // results), condensation, collapsed span. Model and tool text only ever goes in as text.
-import { clockTime, el, shortId, snippet } from "./dom.js";
+import { clockTime, el, snippet } from "./dom.js";
 
 const TEXT_LIMIT = 20000; // longer outputs show a button: a huge <pre> would stall the page
 
@@ -51,7 +51,7 @@ function renderResponse(item, ctx) {
   const calls = item.calls;
   const label = calls.length === 1 ? "1 call" : `${calls.length} calls`;
   return el("div", { class: "item item-response", dataset: { eventId: first.id } },
-    head("Agent", item.entry, `${label} · response ${shortId(item.responseId)}`),
+    head("Agent", item.entry, `${label} · response ${snippet(item.responseId, 28)}`),
     first.thought ? longText("div", "text", first.thought) : null,
     first.reasoning ? foldedText("Reasoning", first.reasoning) : null,
     el("ol", { class: "calls" }, calls.map((call) => renderCall(call, ctx))),

@@ -3,6 +3,7 @@
 import { api, conversationPath } from "./api.js";
 import { loadAudit, renderAudit } from "./audit.js";
 import { Branch } from "./branch.js";
+import { conversationTitle } from "./conversations.js";
 import { renderBranches } from "./branches.js";
 import { el, toast } from "./dom.js";
 import { renderInspector } from "./inspector.js";
@@ -88,7 +89,7 @@ export class ConversationScreen {
 
   setView(view) {
     this.view = view;
-    this.title.textContent = view.title || `Conversation ${view.id.slice(0, 8)}`;
+    this.title.textContent = conversationTitle(view);
     this.title.title = view.id;
     this.setStatus(view.status, view.status_reason);
     this.counter.textContent = `${view.event_count.toLocaleString()} events`;

@@ -19,8 +19,17 @@ export async function refreshList(activeId, navigate) {
   $("#list-note").textContent = items.length ? "" : "No conversation yet: create one.";
 }
 
+/** The title, else where it was imported from, else a short id (both ends: imported ids
+ * often share their beginning). */
+export function conversationTitle(view) {
+  if (view.title) return view.title;
+  const path = view.metadata?.origin?.path;
+  if (typeof path === "string" && path) return `Imported: ${path.split("/").filter(Boolean).pop()}`;
+  return `Conversation ${view.id.slice(0, 8)}…${view.id.slice(-4)}`;
+}
+
 function listItem(view, active, navigate) {
-  const title = view.title || `Conversation ${view.id.slice(0, 8)}`;
+  const title = conversationTitle(view);
   return el("li", { class: active ? "active" : "", dataset: { conversationId: view.id } },
     el("button", { type: "button", class: "conversation-link", title: view.id, onclick: () => navigate(view.id) },
       el("span", { class: "conversation-title", text: title }),

@@ -53,10 +53,6 @@ export function snippet(text, limit = 80) {
   return line.length > limit ? `${line.slice(0, limit - 1)}…` : line;
 }
 
-export function shortId(id) {
-  return String(id ?? "").slice(0, 8);
-}
-
 export function clockTime(timestamp) {
   const date = new Date(timestamp);
   if (Number.isNaN(date.getTime())) return String(timestamp ?? "");

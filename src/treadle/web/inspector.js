@@ -2,7 +2,7 @@
 // what can be done from it (show it in the transcript, continue from it, fork from it).
 import { api, conversationPath } from "./api.js";
 import { describeEvent } from "./cards.js";
-import { clockTime, el } from "./dom.js";
+import { append, clear, clockTime, el } from "./dom.js";
 
 export async function renderInspector(body, screen, eventId) {
   body.append(el("p", { class: "note", text: "Loading the event…" }));
@@ -15,8 +15,9 @@ export async function renderInspector(body, screen, eventId) {
     body.replaceChildren(el("p", { class: "error-text", text: error.message }));
     return;
   }
+  if (screen.inspected !== eventId) return; // another event was clicked meanwhile
   const event = stored.event;
-  body.replaceChildren(
+  append(clear(body),
     el("h3", { text: describeEvent(event) }),
     el("dl", { class: "facts" },
       fact("kind", event.kind), fact("seq", stored.seq), fact("source", event.source),

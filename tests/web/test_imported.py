@@ -1,0 +1,58 @@
+"""Real OpenHands SDK trajectories, imported: a condensation's forgotten events collapse into
+one span (opened on demand) beside the condensation card; agent errors, rejections, a pause
+and a call still waiting for its result each look like what they are."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from support.canvas import open_conversation, screenshot
+from support.openhands_folders import CONVERSATIONS
+from support.server_process import ServerProcess
+from treadle.store.openhands import import_conversation
+from treadle.store.urls import open_store
+
+
+@pytest.fixture(scope="module")
+def imported(web_server: ServerProcess) -> dict[str, str]:
+    store = open_store(web_server.store_url)
+    try:
+        ids = {
+            name: import_conversation(store, CONVERSATIONS[name]).conversation_id
+            for name in ("condensation", "agent_errors", "confirmation")
+        }
+    finally:
+        store.close()
+    return ids
+
+
+def test_condensation_is_a_collapsed_span(
+    page: Page, web_server: ServerProcess, imported: dict[str, str]
+) -> None:
+    open_conversation(page, web_server.base_url, imported["condensation"])
+    expect(page.locator(".conversation-head .title")).to_have_text("Imported: condensation")
+    span = page.locator(".item-condensed")
+    expect(span).to_have_count(1)
+    expect(span).not_to_have_attribute("open", "")
+    expect(span.locator(".item")).to_have_count(0)  # built only when opened
+    expect(page.locator(".item-condensation .meta")).to_have_text("8 events forgotten")
+    span.locator("summary").click()
+    expect(span.locator(".item-response")).to_have_count(4)
+    screenshot(page, "condensation")
+
+
+def test_errors_rejections_pause_and_pending_are_styled(
+    page: Page, web_server: ServerProcess, imported: dict[str, str]
+) -> None:
+    open_conversation(page, web_server.base_url, imported["agent_errors"])
+    expect(page.locator(".call.state-error").first).to_be_visible()
+    expect(page.locator(".result-agent_error .label").first).to_have_text("Agent error")
+    expect(page.locator(".call.state-done", has_text="echo recovered")).to_have_count(1)
+
+    open_conversation(page, web_server.base_url, imported["confirmation"])
+    rejected = page.locator(".call.state-rejected")
+    expect(rejected.locator(".reason")).to_have_text("Too risky: do not delete anything.")
+    expect(page.locator(".item-pause")).to_have_count(1)
+    expect(page.locator(".call.state-pending .result-pending")).to_have_text("No result yet.")
+    screenshot(page, "rejection-pause-pending")
