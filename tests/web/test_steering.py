@@ -68,3 +68,22 @@ def test_confirm_one_call_and_reject_another(
     page.get_by_role("button", name="Run", exact=True).click()
     expect(conversation_view).to_have_attribute("data-status", "finished")
     expect(page.locator(".item-message.from-agent")).to_contain_text("one was refused")
+
+
+def test_pause_stops_a_run_between_steps(
+    page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
+) -> None:
+    steps = [
+        {"tool_calls": [{"name": "terminal", "arguments": {"command": f"sleep 0.3; echo {i}"}}]}
+        for i in range(30)
+    ]
+    settings = ConversationSettings.scripted(write_script(web_folder, steps), web_folder)
+    conversation = web_client.create_conversation(settings, title="Pause")
+    open_conversation(page, web_server.base_url, conversation.id)
+    page.fill(".composer textarea", "Count slowly")
+    page.get_by_role("button", name="Send & run").click()
+    expect(page.locator(".call.state-done").first).to_be_visible()
+    page.get_by_role("button", name="Pause", exact=True).click()
+    expect(page.locator(".conversation")).to_have_attribute("data-status", "paused")
+    expect(page.locator(".item-pause")).to_have_count(1)
+    assert page.locator(".item-response").count() < len(steps)
