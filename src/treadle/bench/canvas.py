@@ -4,9 +4,10 @@ Chromium driven by Playwright) — first rendered event, interactive, older page
 Each size is one conversation filled straight into a fresh SQLite store with the realistic mix of
 ``bench.workload`` (clean: unique call ids, every call answered), served by a real
 ``treadle serve``. Every load is a cold tab (new browser context) on ``/#/c/ID``; the figures are
-medians of ``runs`` loads after one warm-up load, read from the page's own performance marks
-(``treadle:first-event``, ``treadle:interactive``: set once the frame is painted), in ms since
-navigation start. The heap is V8's used JS heap after a forced GC (CDP), with the DOM node count.
+medians of ``runs`` loads after one warm-up load, read from the page's own performance marks, in
+ms since navigation start, each set once its frame is painted: ``treadle:first-event`` (the newest
+events are on screen) and ``treadle:interactive`` (and the controls work and the live stream is
+connected). The heap is V8's used JS heap after a forced GC (CDP), with the DOM node count.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ MARKS_JS = """() => Object.fromEntries(
   ["treadle:first-event", "treadle:interactive"].map(
     (name) => [name, performance.getEntriesByName(name)[0]?.startTime ?? null]))"""
 LOADED_JS = "window.treadle.screen.branch.timeline.entries.length"
+MORE_JS = "window.treadle.screen.branch.more || window.treadle.screen.transcript.loading"
 OLDER_MARKS_JS = "performance.getEntriesByName('treadle:older-page').length"
 SCROLL_TOP_JS = "document.querySelector('.transcript').scrollTop = 0"
 MARK_TIMES_JS = "(name) => performance.getEntriesByName(name).map((mark) => mark.startTime)"
@@ -166,28 +168,34 @@ def load_once(browser: Any, url: str) -> tuple[dict[str, float], Any]:
 
 
 def heap_figures(page: Any) -> dict[str, float]:
-    """Used JS heap (MiB) after a forced GC, and DOM nodes, from Chromium's own counters."""
+    """Used and allocated JS heap (MiB) after a forced GC, and DOM nodes (Chromium's counters)."""
     session = page.context.new_cdp_session(page)
     session.send("HeapProfiler.collectGarbage")
     session.send("Performance.enable")
     metrics = {
         item["name"]: item["value"] for item in session.send("Performance.getMetrics")["metrics"]
     }
-    return {"heap_mib": metrics["JSHeapUsedSize"] / 2**20, "dom_nodes": metrics["Nodes"]}
+    return {
+        "heap_mib": metrics["JSHeapUsedSize"] / 2**20,
+        "heap_total_mib": metrics["JSHeapTotalSize"] / 2**20,
+        "dom_nodes": metrics["Nodes"],
+    }
 
 
-def scroll_back(page: Any, pages: int) -> float:
-    """Scrolls back until ``pages`` older pages came in; median ms per page, from the page's
-    request (``treadle:older-start``) to its items painted (``treadle:older-page``)."""
+def scroll_back(page: Any, pages: int) -> float | None:
+    """Scrolls back until ``pages`` older pages came in (or the branch's start); median ms per
+    page from its request (``treadle:older-start``) to its items painted (``treadle:older-page``),
+    None when the conversation had no older page."""
     deadline = time.monotonic() + 120
-    while page.evaluate(OLDER_MARKS_JS) < pages:
+    while page.evaluate(OLDER_MARKS_JS) < pages and page.evaluate(MORE_JS):
         if time.monotonic() > deadline:
             raise RuntimeError("older pages did not come within 120 s")
         page.evaluate(SCROLL_TOP_JS)
         time.sleep(0.02)
     starts = page.evaluate(MARK_TIMES_JS, "treadle:older-start")
     ends = page.evaluate(MARK_TIMES_JS, "treadle:older-page")
-    return statistics.median(end - start for start, end in zip(starts, ends, strict=False))
+    times = [end - start for start, end in zip(starts, ends, strict=False)]
+    return statistics.median(times) if times else None
 
 
 # -- the bench ---------------------------------------------------------------------------------
@@ -247,6 +255,7 @@ def deep_figures(page: Any, size: int) -> dict[str, Any]:
     after = heap_figures(page)
     return {
         f"heap_mib_{size}": heap["heap_mib"],
+        f"heap_total_mib_{size}": heap["heap_total_mib"],
         f"dom_nodes_{size}": heap["dom_nodes"],
         f"older_page_ms_{size}": older,
         f"heap_mib_{size}_after_{OLDER_PAGES}_older_pages": after["heap_mib"],

@@ -21,7 +21,7 @@ class Canvas {
     document.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && !document.querySelector("dialog[open]")) this.panel.close();
     });
-    setInterval(() => this.refreshList(), LIST_REFRESH_MS);
+    setInterval(() => { if (!document.hidden) this.refreshList(); }, LIST_REFRESH_MS);
   }
 
   start() {

@@ -57,9 +57,14 @@ export class ConversationScreen {
     if (this.closed) return;
     this.setView(view);
     // The stream starts first and is buffered: nothing appended while the page loads is lost.
+    let live;
+    const streamLive = new Promise((resolve) => { live = resolve; });
     this.stream = new EventStream(this.id, view.event_count - 1, {
       onMessage: (message) => this.received(message),
-      onState: (state) => this.app.setConnection(state),
+      onState: (state) => {
+        this.app.setConnection(state);
+        if (state === "live") live();
+      },
     });
     this.branch = new Branch(this.id, view.head_id);
     this.transcript = new TranscriptView(this.scroller, this.branch.timeline, {
@@ -75,6 +80,9 @@ export class ConversationScreen {
     this.steering.setEnabled(true);
     this.ready = true;
     this.flush();
+    // Interactive: the first screen is shown, the controls work and live events arrive.
+    await streamLive;
+    if (this.closed) return;
     markPainted("treadle:interactive", () => { document.body.dataset.interactive = "true"; });
     if (view.event_count <= AUTO_AUDIT_MAX_EVENTS) setTimeout(() => this.refreshAudit(), 0);
     else this.auditButton.textContent = "Audit (not run)";
