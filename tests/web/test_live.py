@@ -38,6 +38,8 @@ def test_create_send_and_watch_parallel_calls(
         ],
     )
     page.goto(web_server.base_url + "/")
+    expect(page.locator("#welcome")).to_be_visible()
+    screenshot(page, "welcome")
     page.click("#new-conversation")
     form = page.locator("#create-form")
     form.locator("input[name=title]").fill("Parallel calls")
