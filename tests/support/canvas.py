@@ -1,4 +1,4 @@
-"""What the Canvas's browser tests share: how Chromium is launched, where screenshots go, and
+"""What the Canvas's browser tests share: where screenshots go, and
 small steps (open a conversation, wait until it is interactive, take a screenshot)."""
 
 from __future__ import annotations
@@ -8,15 +8,6 @@ from pathlib import Path
 
 from playwright.sync_api import Page
 
-CHROMIUM_PATH = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from support.canvas import ARTIFACTS, CHROMIUM_ARGS, CHROMIUM_PATH
+from support.canvas import ARTIFACTS
 from support.server_process import ServerProcess
+from treadle.bench.chromium import CHROMIUM_ARGS, CHROMIUM_PATH
 from treadle.client import TreadleClient
 
 ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -12,34 +12,21 @@ connected). The heap is V8's used JS heap after a forced GC (CDP), with the DOM 
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from treadle.bench.chromium import CHROMIUM_ARGS, CHROMIUM_PATH
 from treadle.bench.workload import realistic_events
 from treadle.events.model import ROOT, ActionEvent, Event, ObservationEvent
+from treadle.server.process import ServerProcess
 from treadle.store.urls import open_store
 
 SIZES = (100, 10_000, 100_000)
-CHROMIUM_PATH = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 VIEWPORT = {"width": 1366, "height": 820}
 CHUNK = 1_000
 OLDER_PAGES = 10
@@ -110,44 +97,6 @@ def fill_conversations(store_url: str, sizes: Sequence[int]) -> dict[int, str]:
 # -- the server and the browser ----------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class CanvasServer:
-    """A ``treadle serve`` child process on 127.0.0.1 over the bench's store."""
-
-    def __init__(self, store_url: str) -> None:
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "treadle", "serve", "--port", str(self.port)]
-        self.process = subprocess.Popen(
-            [*command, "--store", store_url],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "TREADLE_API_KEYS": ""},
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("treadle serve did not start within 30 s")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
 MARKS_JS = """() => Object.fromEntries(
   ["treadle:first-event", "treadle:interactive"].map(
     (name) => [name, performance.getEntriesByName(name)[0]?.startTime ?? null]))"""
@@ -216,7 +165,7 @@ def run_canvas_bench(
         start = time.perf_counter()
         ids = fill_conversations(store_url, sizes)
         figures["fill_s"] = time.perf_counter() - start
-        server = CanvasServer(store_url)
+        server = ServerProcess(store_url).start()
         try:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(

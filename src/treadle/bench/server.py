@@ -8,10 +8,6 @@ fan-out of 1,000 events to 50 WebSocket subscribers (delivery latency), and a re
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -22,51 +18,13 @@ import httpx
 from websockets.sync.client import connect
 
 from treadle.bench.workload import realistic_events
+from treadle.server.process import ServerProcess
 from treadle.store.urls import open_store
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-class _Server:
-    def __init__(self, store_url: str) -> None:
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "treadle",
-                "serve",
-                "--port",
-                str(self.port),
-                "--store",
-                store_url,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "TREADLE_API_KEYS": ""},
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("server did not start")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=20)
 
 
 def _search_pages(base_url: str, conversation_id: str, requests: int) -> dict[str, float]:
@@ -186,7 +144,7 @@ def run_server_bench(
         for start in range(0, events, 2000):
             store.append_batch(conversation_id, log[start : start + 2000])
         store.close()
-        server = _Server(store_url.split("?")[0])
+        server = ServerProcess(store_url.split("?")[0]).start()
         try:
             figures: dict[str, Any] = {"events": events}
             figures.update(_search_pages(server.base_url, conversation_id, 400))
