@@ -44,7 +44,7 @@ from treadle.runtime.stuck import is_stuck
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.local import LocalWorkspace
-from treadle.store.base import ConversationNotFound, EventStore, StoredEvent
+from treadle.store.base import ConversationInfo, ConversationNotFound, EventStore, StoredEvent
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +85,8 @@ class Conversation:
             # The model's key is in this process's environment, so bash could print it.
             self.secrets.add("TREADLE_API_KEY", model_key)
         self.callbacks = list(callbacks)
-        try:
-            if id is None:
-                raise ConversationNotFound("")
-            info = store.get_conversation(id)
-        except ConversationNotFound:
+        info = _stored_conversation(store, id)
+        if info is None:
             metadata = {SETTINGS_KEY: settings.to_metadata()} if settings else {}
             info = store.create_conversation(id, title=title, metadata=metadata)
         self.id = info.id
@@ -420,6 +417,15 @@ class Conversation:
 
     def _running(self) -> _RunGuard:
         return _RunGuard(self._run_lock, self.id)
+
+
+def _stored_conversation(store: EventStore, conversation_id: str | None) -> ConversationInfo | None:
+    if conversation_id is None:
+        return None
+    try:
+        return store.get_conversation(conversation_id)
+    except ConversationNotFound:
+        return None
 
 
 class _RunGuard:
