@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/treadle demo
 
 examples: $(STAMP)
-	@bash examples/seed/demo.sh $(BIN)/treadle
+	@bash examples/seed/demo.sh $(abspath $(BIN))/treadle
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
