@@ -121,3 +121,12 @@ def test_schema_is_json_schema_of_all_kinds():
     assert result.returncode == 0
     schema = json.loads(result.stdout)
     assert "action" in json.dumps(schema["discriminator"]["mapping"])
+
+
+def test_the_examples_script_runs_every_worked_example_as_the_seed_says():
+    cli = Path(sys.executable).parent / "treadle"
+    result = subprocess.run(
+        ["bash", str(SEED / "demo.sh"), str(cli)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "All worked examples behaved as the seed says." in result.stdout
