@@ -114,7 +114,8 @@ def get_audit(conversation_id: str, state: State, head: str | None = None) -> di
 
 @router.get("/tree", response_model=TreeView)
 def get_tree(conversation_id: str, state: State) -> TreeView:
-    tree = EventTree(_whole_log(state, conversation_id))
+    # Shapes (seq, id, parent, kind) carry no payload: no event is decoded.
+    tree = EventTree(state.store.shapes(conversation_id))  # type: ignore[arg-type]
     return TreeView(
         head=state.store.head(conversation_id),
         heads=tree.heads(),
@@ -125,8 +126,11 @@ def get_tree(conversation_id: str, state: State) -> TreeView:
 @router.get("/events/{event_id}/children")
 def get_children(conversation_id: str, event_id: str, state: State) -> list[dict[str, Any]]:
     state.store.get_event(conversation_id, event_id)  # 404 for an unknown event
-    tree = EventTree(_whole_log(state, conversation_id))
-    return [event_to_dict(child) for child in tree.children(event_id)]
+    tree = EventTree(state.store.shapes(conversation_id))  # type: ignore[arg-type]
+    return [
+        event_to_dict(state.store.get_event(conversation_id, child.id).event)
+        for child in tree.children(event_id)
+    ]
 
 
 class _Sender:

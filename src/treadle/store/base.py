@@ -47,6 +47,27 @@ class StoredEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class EventShape:
+    """An event's place in the tree without its payload: enough for ``EventTree`` (heads,
+    branch points, children) at a fraction of the cost of decoding every event."""
+
+    seq: int
+    id: str
+    parent_id: str
+    """The resolved parent's id, or ``"__root__"`` for a root (never absent)."""
+    kind: str
+
+
+def shapes_from_rows(rows: Sequence[tuple[int, str, int | None, str]]) -> list[EventShape]:
+    """Shapes from (seq, id, parent_seq, kind) rows in seq order (parent_seq None/-1: a root)."""
+    ids = [row[1] for row in rows]
+    return [
+        EventShape(seq, event_id, "__root__" if parent is None or parent < 0 else ids[parent], kind)
+        for seq, event_id, parent, kind in rows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationInfo:
     id: str
     title: str | None
@@ -132,6 +153,10 @@ class EventStore(Protocol):
     def path_to_root(
         self, conversation_id: str, head_id: str | None = None, limit: int | None = None
     ) -> list[Event]: ...
+    def shapes(self, conversation_id: str) -> list[EventShape]:
+        """Every event's (seq, id, parent id, kind) in seq order, without payloads."""
+        ...
+
     def search(self, conversation_id: str, query: EventQuery) -> EventPage: ...
     def count(self, conversation_id: str, query: EventQuery) -> int: ...
     def subscribe(

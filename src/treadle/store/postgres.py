@@ -33,8 +33,10 @@ from treadle.store.base import (
     EventNotFound,
     EventPage,
     EventQuery,
+    EventShape,
     StoredEvent,
     StoreError,
+    shapes_from_rows,
 )
 from treadle.store.common import (
     PlannedEvent,
@@ -415,6 +417,15 @@ class PostgresEventStore:
         if row is None:
             raise EventNotFound(conversation_id, event_id)
         return _stored(row)
+
+    def shapes(self, conversation_id: str) -> list[EventShape]:
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT seq, id, parent_seq, kind FROM events WHERE conversation = %s ORDER BY seq",
+                (key,),
+            ).fetchall()
+        return shapes_from_rows(rows)
 
     def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:
         with self._pool.connection() as conn:

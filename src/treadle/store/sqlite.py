@@ -49,8 +49,10 @@ from treadle.store.base import (
     EventNotFound,
     EventPage,
     EventQuery,
+    EventShape,
     StoredEvent,
     StoreError,
+    shapes_from_rows,
 )
 from treadle.store.common import (
     assign_branches,
@@ -560,6 +562,15 @@ class SqliteEventStore:
         if row is None:
             raise EventNotFound(conversation_id, event_id)
         return _stored(row, self.path)
+
+    def shapes(self, conversation_id: str) -> list[EventShape]:
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT seq, id, parent_seq, kind FROM events WHERE conversation = ? ORDER BY seq",
+                (key,),
+            ).fetchall()
+        return shapes_from_rows(rows)
 
     def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:
         """Events with ``start_seq <= seq < end_seq``, in seq order."""
