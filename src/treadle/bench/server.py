@@ -62,18 +62,21 @@ def _fan_out(
     def subscriber() -> None:
         url = (
             base_url.replace("http", "ws")
-            + f"/api/conversations/{conversation_id}/events/stream?after_seq={start_seq}"
+            + f"/api/conversations/{conversation_id}/events/stream?after_seq={start_seq}&batch=true"
         )
         with connect(url, max_size=2**26) as socket_:
             ready.wait()
             while True:
-                message = json.loads(socket_.recv(timeout=120))
-                if message["type"] != "event":
-                    continue
+                frame = json.loads(socket_.recv(timeout=120))
                 arrived = time.time()
+                events = [
+                    m
+                    for m in (frame if isinstance(frame, list) else [frame])
+                    if m["type"] == "event"
+                ]
                 with lock:
-                    latencies.append(arrived - sent_at[message["seq"]])
-                if message["seq"] >= last_seq:
+                    latencies.extend(arrived - sent_at[m["seq"]] for m in events)
+                if events and events[-1]["seq"] >= last_seq:
                     return
 
     threads = [threading.Thread(target=subscriber) for _ in range(subscribers)]
@@ -114,17 +117,18 @@ def _reconnect_catch_up(
     store.close()
     url = (
         base_url.replace("http", "ws")
-        + f"/api/conversations/{conversation_id}/events/stream?after_seq={after}"
+        + f"/api/conversations/{conversation_id}/events/stream?after_seq={after}&batch=true"
     )
     received = 0
     first_seq = None
     begin = time.perf_counter()
     with connect(url, max_size=2**26) as socket_:
         while received < missed:
-            message = json.loads(socket_.recv(timeout=60))
-            if message["type"] == "event":
-                first_seq = message["seq"] if first_seq is None else first_seq
-                received += 1
+            frame = json.loads(socket_.recv(timeout=60))
+            for message in frame if isinstance(frame, list) else [frame]:
+                if message["type"] == "event":
+                    first_seq = message["seq"] if first_seq is None else first_seq
+                    received += 1
     return {
         "reconnect_missed_events": missed,
         "reconnect_catch_up_s": time.perf_counter() - begin,

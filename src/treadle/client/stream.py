@@ -57,13 +57,13 @@ class EventSubscription:
                 socket = self._connect()
                 failures = 0
                 for raw in socket:
-                    message = json.loads(raw)
-                    # Follow-up messages (status, head, run_finished) are derived here from
-                    # each new event, so a drop between an event and its follow-ups loses none.
-                    if message["type"] == "event" and self._accept(message):
-                        yield from stream_messages(
-                            StoredEvent(message["seq"], self.events[message["seq"]])
-                        )
+                    frame = json.loads(raw)  # one message, or (batch) a list of them
+                    for message in frame if isinstance(frame, list) else (frame,):
+                        # Follow-up messages (status, head, run_finished) are derived here
+                        # from each new event, so a drop between an event and them loses none.
+                        if message["type"] == "event" and self._accept(message):
+                            stored = StoredEvent(message["seq"], self.events[message["seq"]])
+                            yield from stream_messages(stored)
             except (ConnectionClosed, OSError, TimeoutError, InvalidStatus, WebSocketException):
                 pass
             finally:
@@ -104,7 +104,7 @@ class EventSubscription:
         self.drop_connection()
 
     def _connect(self) -> ClientConnection:
-        query = f"after_seq={self.last_seq}"
+        query = f"after_seq={self.last_seq}&batch=true"
         if self.events_per_connection:
             query += f"&limit={self.events_per_connection}"
         url = self.api.ws_url(f"/api/conversations/{self.conversation_id}/events/stream?{query}")

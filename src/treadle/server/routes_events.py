@@ -25,6 +25,8 @@ router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["events"
 State = Annotated[ServerState, Depends(server_state)]
 
 REPLAY_PAGE = 1000
+BATCH = 200
+"""Most events in one frame of a batched stream."""
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -134,29 +136,43 @@ def get_children(conversation_id: str, event_id: str, state: State) -> list[dict
 
 
 class _Sender:
-    """Sends a stored event's stream messages; counts events against the client's ``limit``."""
+    """Sends stored events' stream messages; counts events against the client's ``limit``.
 
-    def __init__(self, websocket: WebSocket, limit: int | None) -> None:
+    With ``batch`` (a client that understands it), events that are already waiting go out
+    together as one JSON array per frame: a lagging socket catches up in few frames.
+    """
+
+    def __init__(self, websocket: WebSocket, limit: int | None, batch: bool) -> None:
         self.websocket = websocket
         self.remaining = limit
+        self.batch = batch
 
-    async def send(self, delivery: Delivery) -> bool:
+    async def send(self, deliveries: list[Delivery]) -> bool:
         """False once ``limit`` events were sent (the server then closes the stream)."""
-        for text in delivery.texts:
-            await self.websocket.send_text(text)
-        if self.remaining is None:
-            return True
-        self.remaining -= 1
-        return self.remaining > 0
+        if self.remaining is not None:
+            deliveries = deliveries[: self.remaining]
+            self.remaining -= len(deliveries)
+        texts = [text for delivery in deliveries for text in delivery.texts]
+        if self.batch and len(texts) > 1:
+            await self.websocket.send_text("[" + ",".join(texts) + "]")
+        else:
+            for text in texts:
+                await self.websocket.send_text(text)
+        return self.remaining is None or self.remaining > 0
 
 
 @router.websocket("/events/stream")
 async def stream_events(
-    websocket: WebSocket, conversation_id: str, after_seq: int = -1, limit: int | None = None
+    websocket: WebSocket,
+    conversation_id: str,
+    after_seq: int = -1,
+    limit: int | None = None,
+    batch: bool = False,
 ) -> None:
     """Every stored event after ``after_seq``, then live ones, each with its seq; status
     changes, head moves and the end of a run are messages of their own. With ``limit`` the
-    server closes the stream (code 1000) after that many events: resume with ``after_seq``."""
+    server closes the stream (code 1000) after that many events: resume with ``after_seq``.
+    With ``batch=true`` a frame may hold a JSON array of messages instead of one message."""
     state: ServerState = websocket.app.state.treadle
     await websocket.accept()
     if ws_key_required(state.security, dict(websocket.headers)) and not await _key_message_ok(
@@ -171,7 +187,7 @@ async def stream_events(
         return
     listener = Listener(loop=asyncio.get_running_loop())
     delivered_up_to = hub.join(listener)
-    sender = _Sender(websocket, limit if limit is None or limit > 0 else None)
+    sender = _Sender(websocket, limit if limit is None or limit > 0 else None, batch)
     watcher = asyncio.create_task(_watch_disconnect(websocket, listener))
     try:
         if not await _replay(sender, state, conversation_id, after_seq, delivered_up_to):
@@ -179,23 +195,31 @@ async def stream_events(
             return
         last = max(after_seq, delivered_up_to)
         while True:
-            delivery = await listener.queue.get()
+            waiting = await _waiting_deliveries(listener, batch)
             if listener.disconnected:
                 return
-            if delivery is None:  # dropped for falling behind, or the stream ended
+            fresh = [d for d in waiting if d is not None and d.seq > last]
+            if fresh:
+                last = fresh[-1].seq
+                if not await sender.send(fresh):
+                    await websocket.close(code=1000, reason="limit reached")
+                    return
+            if None in waiting:  # dropped for falling behind, or the stream ended
                 await websocket.close(code=4408, reason="reconnect with after_seq")
-                return
-            if delivery.seq <= last:
-                continue
-            last = delivery.seq
-            if not await sender.send(delivery):
-                await websocket.close(code=1000, reason="limit reached")
                 return
     except WebSocketDisconnect:
         pass
     finally:
         hub.leave(listener)
         watcher.cancel()
+
+
+async def _waiting_deliveries(listener: Listener, batch: bool) -> list[Delivery | None]:
+    """The next delivery, and with ``batch`` every other one already queued (up to a page)."""
+    waiting = [await listener.queue.get()]
+    while batch and waiting[-1] is not None and len(waiting) < BATCH and not listener.queue.empty():
+        waiting.append(listener.queue.get_nowait())
+    return waiting
 
 
 async def _watch_disconnect(websocket: WebSocket, listener: Listener) -> None:
@@ -215,8 +239,9 @@ async def _replay(
     while start <= up_to:
         end = min(up_to + 1, start + REPLAY_PAGE)
         page = await run_in_threadpool(state.store.get_range, conversation_id, start, end)
-        for stored in page:
-            if not await sender.send(Delivery.of(stored)):
+        for first in range(0, len(page), BATCH if sender.batch else 1):
+            chunk = page[first : first + (BATCH if sender.batch else 1)]
+            if not await sender.send([Delivery.of(stored) for stored in chunk]):
                 return False
         start = end
     return True

@@ -25,6 +25,7 @@ export class EventStream {
     const url = new URL(conversationPath(this.conversationId, "/events/stream"), location.href);
     url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
     url.searchParams.set("after_seq", String(afterSeq));
+    url.searchParams.set("batch", "true");
     const socket = new WebSocket(url);
     this.socket = socket;
     this.handlers.onState("connecting");
@@ -42,12 +43,15 @@ export class EventStream {
   }
 
   received(message) {
-    const data = JSON.parse(message.data);
-    if (data.type === "event") {
-      if (data.seq <= this.lastSeq) return; // a replay of what was already seen
-      this.lastSeq = data.seq;
+    // With batch=true a frame holds one message or an array of them (a catch-up).
+    const frame = JSON.parse(message.data);
+    for (const data of Array.isArray(frame) ? frame : [frame]) {
+      if (data.type === "event") {
+        if (data.seq <= this.lastSeq) continue; // a replay of what was already seen
+        this.lastSeq = data.seq;
+      }
+      this.handlers.onMessage(data);
     }
-    this.handlers.onMessage(data);
   }
 
   lost(socket, event) {
