@@ -11,6 +11,7 @@ import random
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import wait
 
 import pytest
 
@@ -681,10 +682,14 @@ def test_subscribe_sees_appends_of_another_process(store: EventStore, conv: str)
     )
     child.start()
 
+    finished = threading.Event()
+
     def stop_waiting_if_the_child_fails() -> None:
-        # The stream blocks until an event comes: closing the store ends it (no hang).
-        child.join(90)
-        if child.exitcode != 0:
+        # The stream blocks until an event comes: if the child ended and the stream did not
+        # finish soon after, closing the store ends it (no hang). Only the sentinel is waited
+        # on here: joining the child from two threads races on reaping it.
+        wait([child.sentinel], timeout=90)
+        if not finished.wait(30):
             store.close()
 
     guard = threading.Thread(target=stop_waiting_if_the_child_fails, daemon=True)
@@ -697,6 +702,7 @@ def test_subscribe_sees_appends_of_another_process(store: EventStore, conv: str)
             if stored.seq == count - 1 or time.monotonic() > deadline:
                 break
     finally:
+        finished.set()
         stream.close()
         child.join(30)
     assert child.exitcode == 0
