@@ -117,7 +117,8 @@ class Conversation:
         secrets: Secrets | None = None,
         callbacks: Sequence[EventCallback] = (),
     ) -> Conversation:
-        """A new conversation whose settings are stored with it."""
+        """A new conversation whose settings are stored with it (with ``id``: reopened if it
+        exists already)."""
         return cls(
             settings.build_agent(model),
             LocalWorkspace(settings.workspace, create=True),
@@ -148,15 +149,8 @@ class Conversation:
                 f"conversation {conversation_id!r} has no runtime settings (was it imported?): "
                 "create a Conversation with an agent and a workspace to continue it"
             )
-        return cls(
-            settings.build_agent(model),
-            LocalWorkspace(settings.workspace, create=True),
-            store,
-            conversation_id,
-            confirmation=settings.confirmation,
-            secrets=secrets,
-            callbacks=callbacks,
-            settings=settings,
+        return cls.create(
+            store, settings, id=conversation_id, model=model, secrets=secrets, callbacks=callbacks
         )
 
     def close(self) -> None:
