@@ -19,6 +19,11 @@ class StoreError(TreadleError):
     """The store cannot do what was asked (bad URL, corrupt file, wrong schema version...)."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot be reached or written now (connection lost, disk full, file removed
+    or made read-only): not the caller's fault, worth retrying later (HTTP 503)."""
+
+
 class ConversationNotFound(StoreError):
     def __init__(self, conversation_id: str) -> None:
         self.conversation_id = conversation_id
