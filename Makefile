@@ -30,8 +30,10 @@ format: $(STAMP)
 browser:
 	[ -x /usr/bin/chromium ] || (apt-get update && apt-get install -y chromium)
 
+# PostgreSQL: $$TREADLE_TEST_POSTGRES, else the machine's at 127.0.0.1:5432, else a private server
+# made for this run and removed after (tests/support/private_postgres.py).
 test: lint browser
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python tests/support/private_postgres.py $(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/treadle bench core

@@ -166,8 +166,10 @@ def test_reading_commands_on_a_postgres_store() -> None:
 
     import psycopg
 
+    from support.postgres import POSTGRES_BASE_URL
+
     schema = f"treadle_cli_{uuid.uuid4().hex[:10]}"
-    url = f"postgresql://postgres@127.0.0.1:5432/test?schema={schema}"
+    url = f"{POSTGRES_BASE_URL}?schema={schema}"
     store = open_store(url)
     try:
         store.create_conversation("pg")
@@ -185,5 +187,5 @@ def test_reading_commands_on_a_postgres_store() -> None:
         log = treadle("log", "pg", "--store", url, "--json")
         assert [e["id"] for e in json.loads(log.stdout)] == ["root", "a"]
     finally:
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as c:
+        with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as c:
             c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

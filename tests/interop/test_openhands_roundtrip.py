@@ -391,11 +391,11 @@ def test_the_installed_command_imports_and_exports(tmp_path):
 @pytest.mark.postgres
 def test_import_then_export_on_postgresql(tmp_path):
     """The same round trip through the PostgreSQL store (the server of tests/store)."""
-    import os
 
     import psycopg
 
-    base = os.environ.get("TREADLE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+    from support.postgres import POSTGRES_BASE_URL as base
+
     schema = f"treadle_openhands_{uuid.uuid4().hex[:10]}"
     opened = open_store(f"{base}?schema={schema}")
     try:

@@ -4,12 +4,11 @@ A is killed mid-run, B takes the run lease over and the conversation ends audite
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
+from support.postgres import fresh_schema_url
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
@@ -17,15 +16,11 @@ from treadle.events.model import event_to_dict
 
 pytestmark = pytest.mark.postgres
 
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
-
 
 @pytest.fixture
 def postgres_store_url() -> Iterator[str]:
-    schema = f"treadle_servers_{uuid.uuid4().hex[:10]}"
-    yield f"{POSTGRES}?schema={schema}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with fresh_schema_url("treadle_servers") as url:
+        yield url
 
 
 def test_run_through_a_streamed_through_b_survives_killing_a(

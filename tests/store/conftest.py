@@ -1,29 +1,17 @@
 """Fixtures for the store contract suite: every test runs against SQLite and PostgreSQL.
 
-PostgreSQL is the server at 127.0.0.1:5432 (database ``test``); each test gets a fresh schema.
+PostgreSQL is ``tests.support.postgres.POSTGRES_BASE_URL``; each test gets a fresh schema.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from support.postgres import fresh_schema_url
 from treadle.store.base import EventStore
 from treadle.store.urls import open_store
-
-POSTGRES_BASE_URL = os.environ.get(
-    "TREADLE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
-
-
-def _drop_schema(schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture
@@ -33,9 +21,8 @@ def sqlite_url(tmp_path) -> str:
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    schema = f"treadle_test_{uuid.uuid4().hex[:12]}"
-    yield f"{POSTGRES_BASE_URL}?schema={schema}"
-    _drop_schema(schema)
+    with fresh_schema_url() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
