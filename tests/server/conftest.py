@@ -1,5 +1,5 @@
-"""Server fixtures: a real ``treadle serve`` on 127.0.0.1 over a fresh SQLite store, scripts
-for the scripted model, and a clean audit of every conversation the test left behind."""
+"""Server fixtures: a real ``treadle serve`` on 127.0.0.1 over a fresh SQLite store, settings
+with inline scripted responses, and a clean audit of every conversation the test left behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.scripts import assert_store_audits_clean, write_script
+from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.runtime.settings import ConversationSettings
@@ -39,6 +39,7 @@ def settings_for(tmp_path: Path):
     workspace.mkdir(exist_ok=True)
 
     def make(responses: list[dict], **fields) -> ConversationSettings:
-        return ConversationSettings.scripted(write_script(tmp_path, responses), workspace, **fields)
+        # Inline: a server never reads a script file a client names.
+        return ConversationSettings.scripted_inline(responses, workspace, **fields)
 
     return make

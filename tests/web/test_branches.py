@@ -9,7 +9,6 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from support.canvas import open_conversation, screenshot
-from support.scripts import write_script
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.runtime.settings import ConversationSettings
@@ -22,7 +21,7 @@ def user_texts(page: Page) -> list[str]:
 def test_switch_branch_tree_and_fork(
     page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
 ) -> None:
-    settings = ConversationSettings.scripted(write_script(web_folder, []), web_folder)
+    settings = ConversationSettings.scripted_inline([], web_folder)
     conversation = web_client.create_conversation(settings, title="Branches")
     first = conversation.send_message("first")
     for text in ("second", "third"):

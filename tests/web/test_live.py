@@ -4,13 +4,13 @@ stream resumes by seq without a gap or a duplicate."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
 from support.canvas import open_conversation, screenshot
-from support.scripts import write_script
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.events.model import ROOT, ActionEvent, MessageEvent, ObservationEvent
@@ -23,20 +23,17 @@ def test_create_send_and_watch_parallel_calls(
 ) -> None:
     workspace = web_folder / "workspace"
     workspace.mkdir(exist_ok=True)
-    script = write_script(
-        web_folder,
-        [
-            {
-                "text": "Three commands at once.",
-                "tool_calls": [
-                    {"name": "terminal", "arguments": {"command": "echo one"}},
-                    {"name": "terminal", "arguments": {"command": "sleep 1.5; echo two"}},
-                    {"name": "terminal", "arguments": {"command": "echo three"}},
-                ],
-            },
-            {"text": "All three ran."},
-        ],
-    )
+    responses = [
+        {
+            "text": "Three commands at once.",
+            "tool_calls": [
+                {"name": "terminal", "arguments": {"command": "echo one"}},
+                {"name": "terminal", "arguments": {"command": "sleep 1.5; echo two"}},
+                {"name": "terminal", "arguments": {"command": "echo three"}},
+            ],
+        },
+        {"text": "All three ran."},
+    ]
     page.goto(web_server.base_url + "/")
     expect(page.locator("#welcome")).to_be_visible()
     screenshot(page, "welcome")
@@ -45,7 +42,7 @@ def test_create_send_and_watch_parallel_calls(
     form.locator("input[name=title]").fill("Parallel calls")
     form.locator("input[name=workspace]").fill(str(workspace))
     form.locator("select[name=model_kind]").select_option("scripted")
-    form.locator("input[name=script]").fill(str(script))
+    form.locator("textarea[name=responses]").fill(json.dumps(responses))
     screenshot(page, "create-dialog")
     form.locator("button[type=submit]").click()
     page.wait_for_selector("body[data-interactive='true']")
@@ -72,7 +69,7 @@ def test_create_send_and_watch_parallel_calls(
 def test_results_in_any_order_and_a_dropped_stream(
     page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
 ) -> None:
-    settings = ConversationSettings.scripted(write_script(web_folder, []), web_folder)
+    settings = ConversationSettings.scripted_inline([], web_folder)
     conversation = web_client.create_conversation(settings, title="Out of order")
     store = open_store(web_server.store_url)
     try:

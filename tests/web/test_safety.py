@@ -11,7 +11,6 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from support.canvas import open_conversation, screenshot
-from support.scripts import write_script
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.runtime.settings import ConversationSettings
@@ -26,20 +25,17 @@ def test_injected_html_in_tool_output_is_inert(
     page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
 ) -> None:
     (web_folder / "payload.txt").write_text(PAYLOAD)
-    script = write_script(
-        web_folder,
-        [
-            {
-                "text": f"Reading it. {SCRIPT}",
-                "tool_calls": [
-                    {"name": "terminal", "arguments": {"command": "cat payload.txt"}},
-                    {"name": "think", "arguments": {"thought": IMG}},
-                ],
-            },
-            {"text": f"The file says {PAYLOAD}"},
-        ],
-    )
-    settings = ConversationSettings.scripted(script, web_folder)
+    responses = [
+        {
+            "text": f"Reading it. {SCRIPT}",
+            "tool_calls": [
+                {"name": "terminal", "arguments": {"command": "cat payload.txt"}},
+                {"name": "think", "arguments": {"thought": IMG}},
+            ],
+        },
+        {"text": f"The file says {PAYLOAD}"},
+    ]
+    settings = ConversationSettings.scripted_inline(responses, web_folder)
     conversation = web_client.create_conversation(settings, title=f"Title {IMG}")
     open_conversation(page, web_server.base_url, conversation.id)
     page.fill(".composer textarea", f"Show me {PAYLOAD}")
@@ -80,7 +76,7 @@ def test_the_page_asks_for_the_key_and_keeps_it_for_the_tab(
     browser: Browser, keyed_server: ServerProcess, tmp_path: Path
 ) -> None:
     with TreadleClient(keyed_server.base_url, api_key="s3cret") as client:
-        settings = ConversationSettings.scripted(write_script(tmp_path, []), tmp_path)
+        settings = ConversationSettings.scripted_inline([], tmp_path)
         conversation = client.create_conversation(settings, title="Behind a key")
         context = browser.new_context(viewport={"width": 1366, "height": 820})
         try:

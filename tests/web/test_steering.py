@@ -9,7 +9,6 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from support.canvas import open_conversation, screenshot
-from support.scripts import write_script
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.runtime.confirmation import ConfirmationPolicy
@@ -19,21 +18,18 @@ from treadle.runtime.settings import ConversationSettings
 def test_confirm_one_call_and_reject_another(
     page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
 ) -> None:
-    script = write_script(
-        web_folder,
-        [
-            {
-                "text": "Two commands; you decide.",
-                "tool_calls": [
-                    {"id": "c-keep", "name": "terminal", "arguments": {"command": "echo kept"}},
-                    {"id": "c-drop", "name": "terminal", "arguments": {"command": "rm -rf /nope"}},
-                ],
-            },
-            {"text": "Understood: one ran, one was refused."},
-        ],
-    )
-    settings = ConversationSettings.scripted(
-        script, web_folder, confirmation=ConfirmationPolicy.ALWAYS
+    responses = [
+        {
+            "text": "Two commands; you decide.",
+            "tool_calls": [
+                {"id": "c-keep", "name": "terminal", "arguments": {"command": "echo kept"}},
+                {"id": "c-drop", "name": "terminal", "arguments": {"command": "rm -rf /nope"}},
+            ],
+        },
+        {"text": "Understood: one ran, one was refused."},
+    ]
+    settings = ConversationSettings.scripted_inline(
+        responses, web_folder, confirmation=ConfirmationPolicy.ALWAYS
     )
     conversation = web_client.create_conversation(settings, title="Confirmation")
     open_conversation(page, web_server.base_url, conversation.id)
@@ -77,7 +73,7 @@ def test_pause_stops_a_run_between_steps(
         {"tool_calls": [{"name": "terminal", "arguments": {"command": f"sleep 0.3; echo {i}"}}]}
         for i in range(30)
     ]
-    settings = ConversationSettings.scripted(write_script(web_folder, steps), web_folder)
+    settings = ConversationSettings.scripted_inline(steps, web_folder)
     conversation = web_client.create_conversation(settings, title="Pause")
     open_conversation(page, web_server.base_url, conversation.id)
     page.fill(".composer textarea", "Count slowly")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -9,6 +10,7 @@ import typer
 
 from treadle.cli.app import app
 from treadle.cli.store_options import StoreOption
+from treadle.files import read_regular_file
 
 
 @app.command()
@@ -20,7 +22,17 @@ def serve(
     store: StoreOption = None,
     api_key: Annotated[
         list[str] | None,
-        typer.Option("--api-key", help="Accepted API key (repeatable; or TREADLE_API_KEYS)"),
+        typer.Option(
+            "--api-key",
+            help="Accepted API key (repeatable; or TREADLE_API_KEYS). Visible to other local "
+            "users in the process list: prefer --api-key-file",
+        ),
+    ] = None,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--api-key-file", help="File of accepted API keys, one per line (kept out of argv)"
+        ),
     ] = None,
     allowed_host: Annotated[
         list[str] | None,
@@ -38,18 +50,50 @@ def serve(
             "--workspace-root", help="Only allow conversation workspaces inside this folder"
         ),
     ] = None,
+    allow_base_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-base-url",
+            help="A model base URL that may receive the server's TREADLE_API_KEY (repeatable); "
+            "conversations with any other base URL run without the key",
+        ),
+    ] = None,
 ) -> None:
     """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs."""
     import uvicorn
 
     from treadle.server import create_app
 
+    keys = [*(api_key or ()), *(read_key_file(api_key_file) if api_key_file else ())]
+    if not keys:
+        keys = [k.strip() for k in os.environ.get("TREADLE_API_KEYS", "").split(",") if k.strip()]
+    # Read once; out of the environment, so no child process (tool, MCP server) inherits it.
+    os.environ.pop("TREADLE_API_KEYS", None)
     application = create_app(
         store,
-        api_keys=api_key or (),
+        api_keys=keys,
         bind_host=host,
         allowed_hosts=allowed_host or (),
         lease_ttl_s=lease_ttl,
         workspace_root=workspace_root,
+        allow_base_urls=allow_base_url or (),
     )
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
+
+
+MAX_KEY_FILE_BYTES = 64 * 1024
+
+
+def read_key_file(path: Path) -> list[str]:
+    """The keys in ``path``: one per line, blank lines and ``#`` comments skipped."""
+    try:
+        text = read_regular_file(path, MAX_KEY_FILE_BYTES).decode("utf-8")
+    except (OSError, ValueError) as error:
+        raise typer.BadParameter(
+            f"cannot read {path}: {error}", param_hint="--api-key-file"
+        ) from None
+    keys = [line.strip() for line in text.splitlines()]
+    keys = [key for key in keys if key and not key.startswith("#")]
+    if not keys:
+        raise typer.BadParameter(f"{path} holds no key", param_hint="--api-key-file")
+    return keys

@@ -33,7 +33,7 @@ from treadle.runtime.confirmation import (
 )
 from treadle.runtime.llm.base import LanguageModel, ModelError
 from treadle.runtime.secrets import Secrets
-from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
+from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings, SettingsPolicy
 from treadle.runtime.status import (
     ConversationStatus,
     head_move_event,
@@ -82,8 +82,8 @@ class Conversation:
         self.secrets = secrets or Secrets()
         model_key = os.environ.get("TREADLE_API_KEY")
         if model_key and "TREADLE_API_KEY" not in self.secrets:
-            # The model's key is in this process's environment, so bash could print it.
-            self.secrets.add("TREADLE_API_KEY", model_key)
+            # Masked wherever it shows up (a provider's error text), never given to a tool.
+            self.secrets.add("TREADLE_API_KEY", model_key, export=False)
         self.callbacks = list(callbacks)
         info = _stored_conversation(store, id)
         if info is None:
@@ -116,12 +116,14 @@ class Conversation:
         model: LanguageModel | None = None,
         secrets: Secrets | None = None,
         callbacks: Sequence[EventCallback] = (),
+        policy: SettingsPolicy | None = None,
     ) -> Conversation:
         """A new conversation whose settings are stored with it (with ``id``: reopened if it
-        exists already)."""
+        exists already). ``policy``: what the settings may reach (a server's limits)."""
+        policy = policy or SettingsPolicy()
         return cls(
-            settings.build_agent(model),
-            LocalWorkspace(settings.workspace, create=True),
+            settings.build_agent(model, policy),
+            LocalWorkspace(settings.workspace, create=True, within=policy.workspace_root),
             store,
             id,
             confirmation=settings.confirmation,
@@ -140,6 +142,7 @@ class Conversation:
         model: LanguageModel | None = None,
         secrets: Secrets | None = None,
         callbacks: Sequence[EventCallback] = (),
+        policy: SettingsPolicy | None = None,
     ) -> Conversation:
         """Reopen a stored conversation in this process from its stored settings."""
         info = store.get_conversation(conversation_id)
@@ -150,7 +153,13 @@ class Conversation:
                 "create a Conversation with an agent and a workspace to continue it"
             )
         return cls.create(
-            store, settings, id=conversation_id, model=model, secrets=secrets, callbacks=callbacks
+            store,
+            settings,
+            id=conversation_id,
+            model=model,
+            secrets=secrets,
+            callbacks=callbacks,
+            policy=policy,
         )
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 import treadle
+from treadle.runtime.settings import SettingsPolicy
 from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
 from treadle.server.errors import install_error_handlers
 from treadle.server.runs import RunManager
@@ -32,22 +33,33 @@ def create_app(
     allowed_hosts: Iterable[str] = (),
     lease_ttl_s: float = 10.0,
     workspace_root: str | Path | None = None,
+    allow_base_urls: Iterable[str] = (),
 ) -> FastAPI:
+    """``allow_base_urls``: base URLs (besides the provider's own endpoint and TREADLE_BASE_URL)
+    that may receive the server's model key; a conversation with any other runs without it."""
     url = store_url or default_store_url()
     security = SecurityConfig.build(
         api_keys, bind_host=bind_host, extra_hosts=allowed_hosts, public_paths=PUBLIC_PATHS
     )
 
+    root = Path(workspace_root).resolve() if workspace_root else None
+    # Settings come from clients: untrusted (script files only inside the root, the key only
+    # to the provider or to the operator's base URLs).
+    policy = SettingsPolicy(
+        trusted=False, workspace_root=root, key_base_urls=tuple(allow_base_urls)
+    )
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(url)
-        runs = RunManager(store, open_leases(url), lease_ttl_s=lease_ttl_s)
+        runs = RunManager(store, open_leases(url), lease_ttl_s=lease_ttl_s, policy=policy)
         app.state.treadle = ServerState(
             store=store,
             runs=runs,
             security=security,
             hubs=Hubs(store),
-            workspace_root=Path(workspace_root).resolve() if workspace_root else None,
+            workspace_root=root,
+            policy=policy,
         )
         try:
             yield

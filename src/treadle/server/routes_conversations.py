@@ -59,7 +59,9 @@ def create_conversation(
             response.status_code = 200
             return view(state, existing)
     settings = state.check_workspace(body.settings)
-    conversation = Conversation.create(state.store, settings, id=body.id, title=body.title)
+    conversation = Conversation.create(
+        state.store, settings, id=body.id, title=body.title, policy=state.policy
+    )
     conversation.close()
     return view(state, state.store.get_conversation(conversation.id))
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.settings import SettingsPolicy
 from treadle.runtime.status import ConversationStatus
 from treadle.server.errors import ApiError
 from treadle.store.base import ConversationNotFound, EventStore
@@ -33,8 +34,11 @@ class RunManager:
         *,
         lease_ttl_s: float = 10.0,
         takeover: bool = True,
+        policy: SettingsPolicy | None = None,
     ) -> None:
         self.store = store
+        self.policy = policy or SettingsPolicy()
+        """What stored settings may reach when this process opens a conversation."""
         self.leases = leases
         self.owner = f"server-{uuid.uuid4().hex[:12]}"
         self.lease_ttl_s = lease_ttl_s
@@ -53,7 +57,7 @@ class RunManager:
         with self._lock:
             found = self._conversations.get(conversation_id)
             if found is None:
-                found = Conversation.open(self.store, conversation_id)
+                found = Conversation.open(self.store, conversation_id, policy=self.policy)
                 self._conversations[conversation_id] = found
             return found
 

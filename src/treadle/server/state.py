@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import Request
 
 from treadle.runtime.conversation import Conversation, ConversationError
-from treadle.runtime.settings import ConversationSettings
+from treadle.runtime.llm.base import ModelError
+from treadle.runtime.settings import ConversationSettings, SettingsError, SettingsPolicy
 from treadle.runtime.status import read_status
+from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.server.errors import ApiError
 from treadle.server.runs import RunManager
 from treadle.server.security import SecurityConfig
 from treadle.server.stream import Hubs
 from treadle.store.base import EventStore
+
+NOT_RUNNABLE = (ConversationError, ModelError, SettingsError, WorkspaceError, WorkspacePathError)
+"""Why a stored conversation cannot be opened here (its settings reach what this server
+refuses, or its workspace moved): 409, never a 500."""
 
 
 @dataclass
@@ -26,9 +32,16 @@ class ServerState:
     hubs: Hubs
     workspace_root: Path | None = None
     """When set, conversations may only have workspaces inside this folder."""
+    policy: SettingsPolicy = field(default_factory=lambda: SettingsPolicy(trusted=False))
+    """What a client's settings may reach on this server (script files, the model key)."""
 
     def check_workspace(self, settings: ConversationSettings) -> ConversationSettings:
         """``settings`` with its workspace resolved under ``workspace_root`` (422 outside)."""
+        if settings.model.script is not None:
+            try:
+                self.policy.check_script(settings.model.script)
+            except SettingsError as error:
+                raise ApiError(422, "script_path_refused", str(error)) from None
         if self.workspace_root is None:
             return settings
         requested = Path(settings.workspace)
@@ -47,7 +60,7 @@ class ServerState:
         self.store.get_conversation(conversation_id)
         try:
             return self.runs.conversation(conversation_id)
-        except ConversationError as error:
+        except NOT_RUNNABLE as error:
             raise ApiError(409, "not_runnable", str(error)) from None
 
     def status_of(self, conversation_id: str) -> tuple[str, str | None]:

@@ -72,10 +72,23 @@ export function setUpCreate(created) {
 function createBody(fields) {
   const value = (name) => fields[name].value.trim() || null;
   const model = fields.model_kind.value === "scripted"
-    ? { kind: "scripted", script: value("script") }
+    ? { kind: "scripted", responses: scriptedResponses(value("responses")) }
     : { kind: "litellm", model: value("model"), base_url: value("base_url") };
   return {
     title: value("title"),
     settings: { model, workspace: value("workspace"), confirmation: fields.confirmation.value },
   };
+}
+
+/** The scripted model's responses, inline: the server never reads a script file a client names. */
+function scriptedResponses(text) {
+  let parsed;
+  try {
+    parsed = JSON.parse(text ?? "[]");
+  } catch (error) {
+    throw new Error(`Responses: not valid JSON (${error.message})`);
+  }
+  const responses = Array.isArray(parsed) ? parsed : parsed?.responses;
+  if (!Array.isArray(responses)) throw new Error('Responses: give a JSON list, or {"responses": [...]}');
+  return responses;
 }

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from treadle.events.model import TokenUsage
 from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall
@@ -30,24 +31,58 @@ class ModelSettings:
 
     @classmethod
     def from_env(
-        cls, model: str | None = None, base_url: str | None = None, api_key: str | None = None
+        cls,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        key_base_urls: Collection[str] | None = None,
     ) -> ModelSettings:
-        """Options first, then TREADLE_MODEL / TREADLE_BASE_URL / TREADLE_API_KEY."""
+        """Options first, then TREADLE_MODEL / TREADLE_BASE_URL / TREADLE_API_KEY.
+
+        ``key_base_urls`` (a server passes its operator's list): the base URLs this process's
+        key may go to besides the provider's own endpoint and TREADLE_BASE_URL; any other
+        ``base_url`` gets no key. None: the key goes wherever ``base_url`` says (the user's run).
+        """
         chosen = model or os.environ.get("TREADLE_MODEL")
         if not chosen:
             raise ModelError(
                 "no model given: pass --model (e.g. openai/gpt-4o-mini, or openai/NAME with "
                 "--base-url for an OpenAI-compatible server) or set TREADLE_MODEL"
             )
-        return cls(
-            model=chosen,
-            base_url=base_url or os.environ.get("TREADLE_BASE_URL"),
-            api_key=api_key or os.environ.get("TREADLE_API_KEY"),
-        )
+        operator_url = os.environ.get("TREADLE_BASE_URL") or None
+        key = api_key or os.environ.get("TREADLE_API_KEY")
+        if base_url and key_base_urls is not None:
+            allowed = {normalize_base_url(url) for url in [*key_base_urls, operator_url] if url}
+            if normalize_base_url(base_url) not in allowed:
+                key = None  # a base URL the operator did not allow never sees the key
+        return cls(model=chosen, base_url=base_url or operator_url, api_key=key)
 
     def public(self) -> dict[str, Any]:
         """What may be stored with a conversation (no key)."""
         return {"model": self.model, "base_url": self.base_url}
+
+
+def normalize_base_url(url: str) -> str:
+    """``url`` compared as the endpoint it names: scheme and host lower-case, default port and
+    trailing slashes dropped. Exact match only: a prefix would let ``https://api.x.com.evil``
+    through."""
+    text = url.strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return text
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port in (None, default) else f"{host}:{port}"
+    if parts.username or parts.password:
+        netloc = f"{parts.username or ''}:{parts.password or ''}@{netloc}"
+    return f"{parts.scheme.lower()}://{netloc}{parts.path.rstrip('/')}" + (
+        f"?{parts.query}" if parts.query else ""
+    )
 
 
 def _import_litellm() -> Any:

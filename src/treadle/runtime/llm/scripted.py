@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from treadle.events.model import TokenUsage
+from treadle.files import read_regular_file
 from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall
 
 
@@ -37,6 +38,10 @@ class ScriptedResponse(BaseModel):
     id: str | None = None
 
 
+MAX_SCRIPT_BYTES = 16 * 1024 * 1024
+"""A script file larger than this is refused unread (a path like /dev/zero must not fill memory)."""
+
+
 class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -52,16 +57,22 @@ class ScriptedModel:
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
+        """The script in ``path``: a regular file of at most ``MAX_SCRIPT_BYTES``."""
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_regular_file(path, MAX_SCRIPT_BYTES).decode("utf-8"))
             return cls(Script.model_validate(data), source=str(path))
-        except (OSError, json.JSONDecodeError, ValidationError) as error:
+        except (OSError, ValueError) as error:  # FileRefused, bad UTF-8, JSON or shape
             raise ModelError(f"cannot read model script {path}: {error}") from None
 
     @classmethod
-    def from_responses(cls, responses: list[dict[str, Any]]) -> ScriptedModel:
-        return cls(Script.model_validate({"responses": responses}))
+    def from_responses(
+        cls, responses: Sequence[ScriptedResponse | dict[str, Any]]
+    ) -> ScriptedModel:
+        try:
+            return cls(Script.model_validate({"responses": list(responses)}))
+        except ValidationError as error:
+            raise ModelError(f"bad scripted responses: {error}") from None
 
     @property
     def name(self) -> str:

@@ -45,6 +45,10 @@ STARTUP_TIMEOUT = 10.0
 INTERRUPT_GRACE = 1.0
 """How long a command gets to stop after Ctrl-C, then after SIGKILL, before the shell is dropped."""
 
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "TMPDIR")
+"""All a shell takes from this process's environment: never its keys (TREADLE_API_KEY,
+TREADLE_API_KEYS, a provider's key); anything else a tool needs is passed explicitly."""
+
 _MARKER_SLACK = 512
 """Bytes kept beyond the tail limit so a marker split across reads is still found whole."""
 
@@ -171,7 +175,7 @@ class BashSession:
         master, slave = os.openpty()
         # A wide terminal, so tools that format to the width do not wrap lines.
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 250, 0, 0))
-        child_env = {key: value for key, value in os.environ.items() if key != "PROMPT_COMMAND"}
+        child_env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
         child_env.update(env or {})
         child_env.update(
             TERM="dumb", PAGER="cat", GIT_PAGER="cat", MANPAGER="cat", HISTFILE="/dev/null"

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from treadle.runtime.tools.base import Tool, ToolArguments, ToolContext, ToolResult
+from treadle.runtime.workspace.base import Workspace
 
 MAX_FILE_BYTES = 5_000_000
 """Larger files are refused: reading them into the model's context would not help anyway."""
@@ -91,7 +92,7 @@ class FileEditorTool(Tool[FileEditorArguments]):
         key = (context.conversation_id, path)
         with self._lock:
             if arguments.command == "view":
-                content = _view(path, shown, arguments.view_range)
+                content = _view(path, shown, arguments.view_range, context.workspace)
             elif arguments.command == "create":
                 content = self._create(key, shown, arguments)
             elif arguments.command == "str_replace":
@@ -188,11 +189,11 @@ class FileEditorTool(Tool[FileEditorArguments]):
         return f"Undid the last edit of {shown}; it has {len(_split_lines(previous))} lines again."
 
 
-def _view(path: Path, shown: str, view_range: list[int] | None) -> str:
+def _view(path: Path, shown: str, view_range: list[int] | None, workspace: Workspace) -> str:
     if path.is_dir():
         if view_range is not None:
             raise ValueError(f"{shown} is a folder: view_range applies to files only")
-        return _list_folder(path, shown)
+        return _list_folder(path, shown, workspace)
     if not path.exists():
         raise ValueError(f"{shown} does not exist: check the path (view '.' lists the workspace)")
     lines = _split_lines(_read_text(path, shown))
@@ -227,21 +228,37 @@ def _view(path: Path, shown: str, view_range: list[int] | None) -> str:
     return f"{shown}, lines {first}-{last} of {len(lines)}:\n" + "\n".join(numbered)
 
 
-def _list_folder(path: Path, shown: str) -> str:
+def _list_folder(path: Path, shown: str, workspace: Workspace) -> str:
     entries: list[str] = []
     omitted = 0
     for child in _visible_children(path):
-        for entry in [child, *(_visible_children(child) if child.is_dir() else [])]:
+        inside = _leads_inside(child, workspace)
+        nested = _visible_children(child) if inside and child.is_dir() else []
+        for entry in [child, *nested]:
             if len(entries) >= MAX_DIRECTORY_ENTRIES:
                 omitted += 1
                 continue
             name = str(entry.relative_to(path))
-            entries.append(name + "/" if entry.is_dir() else name)
+            if not _leads_inside(entry, workspace):
+                entries.append(f"{name}@ (a symlink leading outside the workspace: not followed)")
+            else:
+                entries.append(name + "/" if entry.is_dir() else name)
     header = f"Files and folders in {shown} (two levels deep, hidden items skipped):"
     if not entries:
         return f"{header}\n(empty)"
     footer = f"\n[... {omitted} more entries not shown]" if omitted else ""
     return header + "\n" + "\n".join(entries) + footer
+
+
+def _leads_inside(entry: Path, workspace: Workspace) -> bool:
+    """Whether a listed entry stays in the workspace (only a symlink can lead out)."""
+    if not entry.is_symlink():
+        return True
+    try:
+        workspace.resolve(entry)
+    except ValueError:  # outside, or a loop
+        return False
+    return True
 
 
 def _visible_children(path: Path) -> list[Path]:

@@ -101,8 +101,10 @@ class TerminalTool(Tool[TerminalArguments]):
                     "folder, so earlier cd and exported variables are gone]"
                 )
             if slot.session is None:
+                # resolve("."): the folder is checked again (it may have become a symlink that
+                # leads out of the workspace root since it was opened).
                 slot.session = BashSession(
-                    context.workspace.root, max_output_bytes=self.max_output_bytes
+                    context.workspace.resolve("."), max_output_bytes=self.max_output_bytes
                 )
             slot.session.export(context.secrets.env())
             timeout = arguments.timeout or self.default_timeout

@@ -19,12 +19,24 @@ from treadle.runtime.workspace.base import (
 
 class LocalWorkspace:
     """A folder on this machine. Relative paths are taken from ``root``; absolute paths must
-    lie inside it; symlinks are followed before the check, so a link cannot lead out."""
+    lie inside it; symlinks are followed before the check, so a link cannot lead out.
+
+    ``within`` (a server's ``--workspace-root``): the folder's real path must lie inside it,
+    checked on opening and again on every ``resolve``, so a workspace folder replaced by a
+    symlink to elsewhere is refused, not followed."""
 
     def __init__(
-        self, root: str | Path, *, state_dir: str | Path | None = None, create: bool = False
+        self,
+        root: str | Path,
+        *,
+        state_dir: str | Path | None = None,
+        create: bool = False,
+        within: str | Path | None = None,
     ) -> None:
         path = Path(root).expanduser()
+        self._within = Path(os.path.realpath(within)) if within is not None else None
+        if self._within is not None:
+            self._check_within(path, WorkspaceError)  # before mkdir: never create a folder outside
         if create:
             path.mkdir(parents=True, exist_ok=True)
         if not path.exists():
@@ -34,7 +46,21 @@ class LocalWorkspace:
         if not path.is_dir():
             raise WorkspaceError(f"workspace {path} is not a folder: give a directory")
         self._root = path.resolve()
+        if self._within is not None:
+            self._check_within(self._root, WorkspaceError)
         self._state_dir = Path(state_dir).expanduser().resolve() if state_dir else None
+
+    def _check_within(self, path: Path, error: type[WorkspaceError | WorkspacePathError]) -> None:
+        assert self._within is not None
+        try:
+            real = Path(os.path.realpath(self._within / path))
+        except (OSError, ValueError) as failure:  # a NUL byte, a name too long
+            raise error(f"workspace {str(path)!r} cannot be resolved: {failure}") from None
+        if real != self._within and not real.is_relative_to(self._within):
+            raise error(
+                f"workspace {str(path)!r} is outside the workspace root {self._within} "
+                f"(its real path is {real}); give a folder inside it"
+            )
 
     @property
     def root(self) -> Path:
@@ -59,6 +85,9 @@ class LocalWorkspace:
             resolved = candidate.resolve(strict=False)
         except (RuntimeError, OSError) as error:  # a symlink loop (RuntimeError before 3.13)
             raise WorkspacePathError(f"the path {text!r} cannot be resolved: {error}") from None
+        if self._within is not None:
+            # The folder itself may have been swapped for a symlink since it was opened.
+            self._check_within(self._root, PathOutsideWorkspaceError)
         if resolved != self._root and not resolved.is_relative_to(self._root):
             lexical = Path(os.path.normpath(candidate))
             how = (
