@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -29,13 +30,18 @@ class ServerProcess:
         lease_ttl: float = 10.0,
         log_dir: Path | None = None,
         workspace_root: Path | None = None,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """``extra_args``: more ``treadle serve`` flags; ``env``: variables set for the server."""
         self.store_url = store_url
         self.api_keys = api_keys
         self.lease_ttl = lease_ttl
         self.port = free_port()
         self.log_dir = log_dir
         self.workspace_root = workspace_root
+        self.extra_args = tuple(extra_args)
+        self.env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -49,13 +55,14 @@ class ServerProcess:
             command += ["--workspace-root", str(self.workspace_root)]
         for key in self.api_keys:
             command += ["--api-key", key]
+        command += self.extra_args
         # The log file stays open for the child's lifetime; the child owns it after Popen.
         log = (
             open(self.log_dir / f"server-{self.port}.log", "wb")  # noqa: SIM115
             if self.log_dir
             else subprocess.DEVNULL
         )
-        env = {**os.environ, "TREADLE_API_KEYS": ""}
+        env = {**os.environ, "TREADLE_API_KEYS": "", **self.env}
         self.process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )

@@ -17,6 +17,7 @@ from typing import Any
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.settings import SettingsPolicy
 from treadle.runtime.status import ConversationStatus
+from treadle.runtime.workspace.base import WorkspacePathError
 from treadle.server.errors import ApiError
 from treadle.store.base import ConversationNotFound, EventStore
 from treadle.store.leases import RunLeases
@@ -75,6 +76,12 @@ class RunManager:
         """Run ``operation`` on the conversation in the background; 409 when it is already
         running here or in another server process."""
         conversation = self.conversation(conversation_id)
+        try:
+            # Confinement is checked again (real paths) at every start: the folder may have
+            # been replaced by a symlink since the conversation was opened.
+            conversation.workspace.resolve(".")
+        except WorkspacePathError as error:
+            raise ApiError(409, "not_runnable", str(error)) from None
         with self._lock:
             if self.is_running(conversation_id):
                 raise ApiError(409, "already_running", f"conversation {conversation_id} is running")
