@@ -20,13 +20,22 @@ def read_regular_file(path: str | Path, max_bytes: int) -> bytes:
     # Type and size come from the opened file itself (fstat), so a path swapped after a check
     # cannot slip a device in; O_NONBLOCK keeps a FIFO from blocking the open.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as file:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise FileRefused(f"{path} is not a regular file")
         if info.st_size > max_bytes:
             raise FileRefused(f"{path} has {info.st_size} bytes, more than the {max_bytes} allowed")
-        data = file.read(max_bytes + 1)  # a file still growing stops at the limit
-    if len(data) > max_bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes:  # a file still growing stops past the limit
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > max_bytes:
         raise FileRefused(f"{path} has more than the {max_bytes} bytes allowed")
-    return data
+    return b"".join(chunks)

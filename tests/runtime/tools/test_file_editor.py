@@ -168,6 +168,33 @@ def test_symlink_escape_is_refused(tools: ToolSet, context: ToolContext, tmp_pat
     assert not (secret_dir / "new.txt").exists()
 
 
+def test_view_folder_does_not_follow_symlinks_that_lead_out(
+    tools: ToolSet, context: ToolContext, tmp_path: Path
+) -> None:
+    private = tmp_path / "private"
+    (private / "inner").mkdir(parents=True)
+    (private / "secret-name.txt").write_text("")
+    root = context.workspace.root
+    (root / "src").mkdir()
+    (root / "real").mkdir()
+    os.symlink(private, root / "out")
+    os.symlink(private, root / "src" / "deep-out")
+    os.symlink(root / "real", root / "alias")  # inside: followed as before
+    (root / "real" / "f.txt").write_text("")
+    listing = edit(tools, context, command="view", path=".").content
+    assert "secret-name" not in listing
+    assert "inner" not in listing
+    assert listing.splitlines()[1:] == [
+        "alias/",
+        "alias/f.txt",
+        "out@ (a symlink leading outside the workspace: not followed)",
+        "real/",
+        "real/f.txt",
+        "src/",
+        "src/deep-out@ (a symlink leading outside the workspace: not followed)",
+    ]
+
+
 def test_symlink_inside_the_workspace_is_fine(tools: ToolSet, context: ToolContext) -> None:
     root = context.workspace.root
     (root / "real").mkdir()

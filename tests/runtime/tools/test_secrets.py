@@ -1,4 +1,7 @@
-"""Secrets: masked in tool output (content, data, error messages); available to the terminal."""
+"""Secrets: masked in tool output (content, data, error messages) as they are and in hex and
+base64; exported to the terminal unless masked-only; the terminal inherits no other key."""
+
+import base64
 
 import pytest
 
@@ -102,3 +105,48 @@ def test_truncated_terminal_output_never_shows_part_of_a_secret(context: ToolCon
     head = result.content.split("\n[... ")[0]
     assert head == "x" * 995 + "<secret:API_KEY>"
     assert "sk-te" not in result.content
+
+
+@pytest.mark.parametrize("prefix", ["", "a", "ab"])  # the three base64 alignments
+def test_base64_and_hex_forms_are_masked_inside_longer_output(
+    tools: ToolSet, context: ToolContext, prefix: str
+) -> None:
+    context.secrets.add("API_KEY", API_KEY)
+    command = (
+        f'printf %s "{prefix}$API_KEY" | base64; printf %s "{prefix}$API_KEY" | base64 -w 10; '
+        f'printf %s "$API_KEY" | basenc --base64url; printf %s "{prefix}$API_KEY" | od -An -tx1 -v | tr -d " \\n"; echo; '
+        f'printf %s "$API_KEY" | od -An -tx1 | tr -d " \\n" | tr a-f A-F; echo'
+    )
+    result = tools.call("terminal", {"command": command}, context)
+    raw = API_KEY.encode()
+    assert result.content.count("<secret:API_KEY>") == 5
+    for encoded in (raw.hex(), raw.hex().upper(), base64.b64encode(raw).decode()[:12]):
+        assert encoded not in result.content
+
+
+def test_a_wrapped_encoding_split_by_a_cut_is_masked() -> None:
+    secrets = Secrets({"API_KEY": API_KEY})
+    hexed = API_KEY.encode().hex()
+    before, after = secrets.mask_around_cut("out " + hexed[:10], hexed[10:] + " end")
+    assert (before, after) == ("out <secret:API_KEY>", "<secret:API_KEY> end")
+
+
+def test_a_masked_only_secret_never_reaches_the_shell(tools: ToolSet, context: ToolContext) -> None:
+    context.secrets.add("MODEL_KEY", "model-key-0123456789", export=False)
+    assert context.secrets.env() == {}
+    result = tools.call(
+        "terminal", {"command": 'echo "[$MODEL_KEY]"; echo model-key-0123456789'}, context
+    )
+    assert result.content.splitlines()[:2] == ["[]", "<secret:MODEL_KEY>"]
+
+
+def test_the_shell_gets_a_clean_environment(
+    tools: ToolSet, context: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TREADLE_API_KEY", "sk-process-key-123456")
+    monkeypatch.setenv("TREADLE_API_KEYS", "server-auth-key-123456")
+    monkeypatch.setenv("SOME_PROVIDER_API_KEY", "provider-key-123456")
+    result = tools.call("terminal", {"command": "env | cut -d= -f1 | sort"}, context)
+    names = set(result.content.splitlines()[:-1])
+    assert {"PATH", "HOME"} <= names
+    assert not names & {"TREADLE_API_KEY", "TREADLE_API_KEYS", "SOME_PROVIDER_API_KEY"}

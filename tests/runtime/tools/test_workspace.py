@@ -47,3 +47,26 @@ def test_bad_paths_and_folders(tmp_path: Path, workspace: LocalWorkspace) -> Non
     (tmp_path / "file").write_text("")
     with pytest.raises(WorkspaceError, match="is not a folder"):
         LocalWorkspace(tmp_path / "file")
+
+
+def test_a_workspace_root_is_checked_by_real_path_on_open_and_on_every_resolve(
+    tmp_path: Path,
+) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    outside.mkdir()
+    (root / "ws").mkdir(parents=True)
+    os.symlink(outside, root / "link")
+    with pytest.raises(WorkspaceError, match="outside the workspace root"):
+        LocalWorkspace(root / "link", within=root)
+    with pytest.raises(WorkspaceError, match="outside the workspace root"):
+        LocalWorkspace(root / "link" / "new", within=root, create=True)
+    assert not (outside / "new").exists()  # refused before anything was created
+
+    workspace = LocalWorkspace(root / "ws", within=root)
+    assert workspace.resolve("a.txt") == root.resolve() / "ws" / "a.txt"
+    (root / "ws").rmdir()
+    os.symlink(outside, root / "ws")  # the folder swapped for a link after opening
+    with pytest.raises(PathOutsideWorkspaceError, match="outside the workspace root"):
+        workspace.resolve("a.txt")
+    with pytest.raises(PathOutsideWorkspaceError, match="outside the workspace root"):
+        workspace.resolve(".")

@@ -10,7 +10,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,7 +24,7 @@ class ModelSettings:
 
     model: str
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, log or traceback
     max_retries: int = 4
     timeout_s: float = 120.0
     temperature: float | None = None

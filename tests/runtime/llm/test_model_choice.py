@@ -1,0 +1,101 @@
+"""How a model is chosen from settings: inline scripted responses, script files read only as
+regular files under a limit, and which base URLs may receive this process's key (issue 10)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from treadle.runtime.llm import ModelError, ModelSettings, ScriptedModel
+from treadle.runtime.llm.litellm_model import normalize_base_url
+from treadle.runtime.llm.scripted import MAX_SCRIPT_BYTES
+from treadle.runtime.settings import ConversationSettings, ModelChoice, SettingsPolicy
+
+KEY = "sk-process-key-0123456789"
+
+
+def test_inline_responses_build_a_scripted_model(tmp_path: Path) -> None:
+    settings = ConversationSettings.scripted_inline([{"text": "hi"}], tmp_path)
+    stored = ConversationSettings.model_validate(settings.to_metadata())
+    model = stored.model.build(SettingsPolicy(trusted=False))
+    assert model.complete([], []).text == "hi"
+
+
+def test_a_model_choice_names_exactly_what_its_kind_needs() -> None:
+    with pytest.raises(ValidationError, match="exactly one of responses or script"):
+        ModelChoice(kind="scripted")
+    with pytest.raises(ValidationError, match="exactly one of responses or script"):
+        ModelChoice(kind="scripted", script="s.json", responses=())
+    with pytest.raises(ValidationError, match="scripted model only"):
+        ModelChoice(kind="litellm", model="openai/x", responses=())
+
+
+def test_script_files_must_be_regular_and_small(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"responses": [{"text": "ok"}]}))
+    assert ScriptedModel.from_file(good).complete([], []).text == "ok"
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as file:
+        file.truncate(MAX_SCRIPT_BYTES + 1)  # sparse: no disk used
+    for path, reason in [
+        ("/dev/zero", "not a regular file"),
+        (fifo, "not a regular file"),
+        (tmp_path, "not a regular file"),
+        (huge, f"more than the {MAX_SCRIPT_BYTES} allowed"),
+    ]:
+        with pytest.raises(ModelError, match=reason):
+            ScriptedModel.from_file(path)
+
+
+def test_untrusted_settings_open_script_files_only_inside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "s.json").write_text(json.dumps({"responses": [{"text": "inside"}]}))
+    (tmp_path / "outside.json").write_text(json.dumps({"responses": [{"text": "outside"}]}))
+    os.symlink(tmp_path / "outside.json", root / "link.json")
+    policy = SettingsPolicy(trusted=False, workspace_root=root)
+    assert ModelChoice(kind="scripted", script="s.json").build(policy).complete([], []).text == (
+        "inside"
+    )
+    messages = set()
+    for script in [str(tmp_path / "outside.json"), "link.json", "../missing.json", "/dev/zero"]:
+        with pytest.raises(ModelError) as caught:
+            ModelChoice(kind="scripted", script=script).build(policy)
+        messages.add(str(caught.value))
+    assert len(messages) == 1  # the same words whether or not the path exists
+    with pytest.raises(ModelError, match="responses inline"):  # no root: no file at all
+        ModelChoice(kind="scripted", script=str(root / "s.json")).build(
+            SettingsPolicy(trusted=False)
+        )
+
+
+def test_the_key_goes_only_to_allowed_base_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TREADLE_API_KEY", KEY)
+    monkeypatch.setenv("TREADLE_BASE_URL", "http://operator.internal:8080/v1")
+    allowed = ["https://gateway.example.com/v1"]
+
+    def key_for(base_url: str | None, key_base_urls: list[str] | None = allowed) -> str | None:
+        return ModelSettings.from_env("openai/m", base_url, key_base_urls=key_base_urls).api_key
+
+    assert key_for(None) == KEY  # the operator's endpoint (TREADLE_BASE_URL)
+    assert key_for("http://OPERATOR.internal:8080/v1/") == KEY
+    assert key_for("HTTPS://gateway.example.com:443/v1/") == KEY
+    assert key_for("https://gateway.example.com.evil.net/v1") is None
+    assert key_for("https://gateway.example.com/v1/other") is None
+    assert key_for("http://127.0.0.1:9/v1") is None
+    assert key_for("http://127.0.0.1:9/v1", None) == KEY  # trusted: the user's own choice
+    settings = ModelSettings.from_env("openai/m", "http://127.0.0.1:9/v1", key_base_urls=())
+    assert settings.base_url == "http://127.0.0.1:9/v1"
+    assert normalize_base_url("https://A.example.com/v1/") == "https://a.example.com/v1"
+
+
+def test_the_key_is_not_in_the_settings_repr() -> None:
+    settings = ModelSettings("openai/m", api_key=KEY)
+    assert KEY not in repr(settings)
+    assert KEY not in str(settings)
