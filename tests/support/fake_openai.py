@@ -4,18 +4,30 @@ LiteLLM path: it answers from a queue of scripted replies and records every requ
 from __future__ import annotations
 
 import json
+import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
 class FakeOpenAIServer:
-    """``replies`` items: {"text"|"tool_calls"} for a completion, or {"status": 429} for an error."""
+    """``replies`` items, one per request, in order:
+
+    - ``{"text": ...}`` and/or ``{"tool_calls": [{"name", "arguments", "id"?}]}``: a completion;
+    - ``{"status": 429|500|..., "retry_after": seconds?}``: an error (with a Retry-After header);
+    - ``{"payload": {...}}``: this JSON body as is (e.g. ``{"choices": []}``);
+    - ``{"body": "text"}``: a 200 whose body is this text (not JSON);
+    - ``{"cut": True}``: the connection is closed without an answer;
+    - ``{"hang": True}``: no answer until the server stops (a provider that never answers);
+    - ``{"before": callable}``: called with the request body before answering (fault injection).
+    """
 
     def __init__(self, replies: list[dict[str, Any]]) -> None:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -31,26 +43,40 @@ class FakeOpenAIServer:
                     reply = (
                         server.replies.pop(0) if server.replies else {"text": "(no more replies)"}
                     )
+                    number = len(server.requests)
+                before: Callable[[dict[str, Any]], None] | None = reply.get("before")
+                if before is not None:
+                    before(body)
+                if reply.get("hang"):
+                    server._stopping.wait()
+                    return
+                if reply.get("cut"):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                self._answer(reply, number)
+
+            def _answer(self, reply: dict[str, Any], number: int) -> None:
                 status = reply.get("status", 200)
-                payload = (
-                    server._completion(reply, len(server.requests))
-                    if status == 200
-                    else {
-                        "error": {
-                            "message": "slow down",
-                            "type": "rate_limit_exceeded",
-                            "code": status,
-                        }
-                    }
-                )
-                data = json.dumps(payload).encode()
+                if "body" in reply:
+                    data = reply["body"].encode()
+                elif "payload" in reply:
+                    data = json.dumps(reply["payload"]).encode()
+                elif status == 200:
+                    data = json.dumps(server._completion(reply, number)).encode()
+                else:
+                    error = {"message": "slow down", "type": "rate_limit_exceeded", "code": status}
+                    data = json.dumps({"error": error}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if "retry_after" in reply:
+                    self.send_header("Retry-After", str(reply["retry_after"]))
                 self.end_headers()
                 self.wfile.write(data)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -62,6 +88,7 @@ class FakeOpenAIServer:
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        self._stopping.set()  # hanging handlers return
         self._server.shutdown()
         self._server.server_close()
 

@@ -14,7 +14,15 @@ from treadle.events.model import TokenUsage
 
 
 class ModelError(TreadleError):
-    """The model could not answer (after retries); the conversation records it as ERROR."""
+    """The model could not answer (after retries), or answered with something the runtime
+    cannot turn into valid events; the conversation records it as ERROR.
+
+    ``raw`` keeps the response as received (JSON text, may be cut) when there was one, so the
+    user can see what the provider actually sent."""
+
+    def __init__(self, message: str, *, raw: str | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw
 
 
 @dataclass(frozen=True, slots=True)
