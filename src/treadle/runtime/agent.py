@@ -21,6 +21,7 @@ from treadle.events.model import (
     SystemPromptEvent,
 )
 from treadle.runtime.llm.base import LanguageModel, ModelResponse
+from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -98,10 +99,15 @@ class Agent:
         """
         names = [action.tool_name for action in actions]
         if len(actions) > 1 and self.tools.can_run_in_parallel(names):
-            with ThreadPoolExecutor(max_workers=len(actions)) as pool:
+            pool = ThreadPoolExecutor(max_workers=len(actions))
+            try:
                 futures = [pool.submit(self._run_one, action, context) for action in actions]
                 for future in futures:  # call order, whatever order they completed in
                     yield future.result()
+            finally:
+                # On an interrupt (Ctrl-C, SIGTERM) the run must end now, not when the slowest
+                # call ends: its thread finishes alone and its result is dropped.
+                pool.shutdown(wait=False, cancel_futures=True)
             return
         for action in actions:
             if not should_start():
@@ -117,7 +123,7 @@ class Agent:
         except ToolCallError as error:
             return CallOutcome(error.to_agent_error(action))
         except Exception as error:  # a tool's own bug: recorded as the call's result, run stops
-            message = context.secrets.mask(f"{type(error).__name__}: {error}")
+            message = storable_text(context.secrets.mask(f"{type(error).__name__}: {error}"))
             return CallOutcome(
                 AgentErrorEvent(
                     tool_call_id=action.tool_call_id,
@@ -128,6 +134,63 @@ class Agent:
                 failure=f"tool {action.tool_name} failed: {message}",
             )
         return CallOutcome(result.to_observation(action), ends_turn=result.ends_turn)
+
+
+@dataclass(frozen=True, slots=True)
+class CallIdCheck:
+    """A response's actions with call ids that are unique (SPEC.md PROJECT-DUP-CALL,
+    LINK-UNIQUE), and what had to change to make them so."""
+
+    actions: list[ActionEvent]
+    not_run: list[ActionEvent]
+    """Repeats of a call id inside the response: answered with an agent error, never run."""
+    renamed: list[dict[str, str]]
+    """``{"action_id", "original", "id", "contract"}`` for each call whose id was replaced."""
+
+
+def unique_call_ids(actions: Sequence[ActionEvent], used: set[str]) -> CallIdCheck:
+    """Give each call an id not in ``used`` (the ids on the path) nor used earlier in the same
+    response, so that one bad response can never make the log unprojectable.
+
+    A provider that reuses ids across responses (LINK-UNIQUE) gets its calls renamed and run;
+    a repeated id inside one response (PROJECT-DUP-CALL) may be the same call sent twice, so
+    the repeat is renamed and answered with an error the model can react to, not run."""
+    seen: set[str] = set()
+    checked: list[ActionEvent] = []
+    not_run: list[ActionEvent] = []
+    renamed: list[dict[str, str]] = []
+    for action in actions:
+        original = action.tool_call_id
+        contract = (
+            "PROJECT-DUP-CALL" if original in seen else "LINK-UNIQUE" if original in used else None
+        )
+        if contract is not None:
+            number = 2
+            while (fresh := f"{original}~{number}") in seen or fresh in used:
+                number += 1
+            action = action.model_copy(update={"tool_call_id": fresh})
+            renamed.append(
+                {"action_id": action.id, "original": original, "id": fresh, "contract": contract}
+            )
+            if contract == "PROJECT-DUP-CALL":
+                not_run.append(action)
+        seen.add(action.tool_call_id)
+        checked.append(action)
+    return CallIdCheck(checked, not_run, renamed)
+
+
+def duplicate_call_error(action: ActionEvent, original: str) -> AgentErrorEvent:
+    """The answer to a call whose id repeated another call's id in the same response."""
+    return AgentErrorEvent(
+        tool_call_id=action.tool_call_id,
+        tool_name=action.tool_name,
+        action_id=action.id,
+        error=(
+            f"This call was not run: its id {original!r} was already used by another call in "
+            f"the same response (PROJECT-DUP-CALL), so it was renamed {action.tool_call_id!r}. "
+            "If you meant to make it, call it again; give every call its own id."
+        ),
+    )
 
 
 def _parse_arguments(raw: str) -> dict[str, Any] | None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
+
+from pydantic import ValidationError
 
 from treadle.errors import TreadleError
 from treadle.events.links import pending_actions
@@ -21,10 +24,16 @@ from treadle.events.model import (
     EventBase,
     MessageEvent,
     PauseEvent,
+    StateChangeEvent,
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
-from treadle.runtime.agent import Agent, interrupted_error
+from treadle.runtime.agent import (
+    Agent,
+    duplicate_call_error,
+    interrupted_error,
+    unique_call_ids,
+)
 from treadle.runtime.confirmation import (
     ConfirmationPolicy,
     RiskAnalyzer,
@@ -41,14 +50,29 @@ from treadle.runtime.status import (
     status_event,
 )
 from treadle.runtime.stuck import is_stuck
+from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.local import LocalWorkspace
-from treadle.store.base import ConversationInfo, ConversationNotFound, EventStore, StoredEvent
+from treadle.store.base import (
+    ConversationInfo,
+    ConversationNotFound,
+    EventStore,
+    StoredEvent,
+    StoreError,
+    StoreUnavailable,
+)
 
 logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[StoredEvent], None]
+
+MODEL_ERROR_KEY = "model_error"
+"""State-change key keeping a model error and the raw response the runtime could not use."""
+CALL_IDS_KEY = "tool_call_ids"
+"""State-change key recording the call ids the runtime replaced (and the model's originals)."""
+STORE_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
+"""How long a failed run keeps trying to record its ERROR while its store is unavailable."""
 
 Status = ConversationStatus
 
@@ -221,18 +245,21 @@ class Conversation:
         """Ask the model and run its calls until the agent ends its turn, waits for a
         confirmation, is paused, errs, is stuck, or ``max_steps`` model calls were made."""
         with self._running():
-            if self.pending_actions() and self._status is Status.WAITING_FOR_CONFIRMATION:
-                return self._status
-            self._close_interrupted_calls()
-            self._set_status(Status.RUNNING)
-            for _ in range(max_steps):
-                if self._pause_requested.is_set():
-                    return self._record_pause()
-                outcome = self._step()
-                if outcome is not None:
-                    return outcome
-            self._set_status(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
+            return self._ending_cleanly(self._run, max_steps)
+
+    def _run(self, max_steps: int) -> ConversationStatus:
+        if self.pending_actions() and self._status is Status.WAITING_FOR_CONFIRMATION:
             return self._status
+        self._close_interrupted_calls()
+        self._set_status(Status.RUNNING)
+        for _ in range(max_steps):
+            if self._pause_requested.is_set():
+                return self._record_pause()
+            outcome = self._step()
+            if outcome is not None:
+                return outcome
+        self._set_status(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
+        return self._status
 
     def pause(self) -> None:
         """Stop at the next safe point: between steps, or before the next call of a batch."""
@@ -247,27 +274,34 @@ class Conversation:
         """Run the pending calls the user confirmed (all of them by default)."""
         with self._running():
             chosen = self._choose_pending(action_ids)
-            self._set_status(Status.RUNNING, "confirmed by the user")
-            outcome = self._execute(chosen)
-            return outcome or self._after_user_decision()
+            return self._ending_cleanly(self._confirm, chosen)
+
+    def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
+        self._set_status(Status.RUNNING, "confirmed by the user")
+        outcome = self._execute(chosen)
+        return outcome or self._after_user_decision()
 
     def reject(
         self, action_ids: Sequence[str] | None = None, reason: str = "User rejected the action"
     ) -> ConversationStatus:
         """Answer the pending calls the user refused with user-rejection events."""
         with self._running():
-            for action in self._choose_pending(action_ids):
-                self._append(
-                    [
-                        UserRejectionEvent(
-                            action_id=action.id,
-                            tool_call_id=action.tool_call_id,
-                            tool_name=action.tool_name,
-                            reason=reason,
-                        )
-                    ]
-                )
-            return self._after_user_decision()
+            chosen = self._choose_pending(action_ids)
+            return self._ending_cleanly(self._reject, chosen, reason)
+
+    def _reject(self, chosen: Sequence[ActionEvent], reason: str) -> ConversationStatus:
+        for action in chosen:
+            self._append(
+                [
+                    UserRejectionEvent(
+                        action_id=action.id,
+                        tool_call_id=action.tool_call_id,
+                        tool_name=action.tool_name,
+                        reason=reason,
+                    )
+                ]
+            )
+        return self._after_user_decision()
 
     def switch_branch(self, event_id: str) -> None:
         """Make ``event_id`` the head: the model's context becomes that branch. The workspace's
@@ -311,15 +345,101 @@ class Conversation:
         try:
             response = self.agent.ask(self.messages())
         except ModelError as error:
-            return self._set_status(Status.ERROR, self.secrets.mask(str(error)))
-        events = self.agent.response_events(response)
-        stored = self._append(events)
+            return self._record_model_error(error)
+        try:
+            events = self.agent.response_events(response)
+        except ValidationError as error:  # e.g. a field a provider left empty
+            problem = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
+            )
+            return self._record_model_error(
+                ModelError(
+                    f"model {self.agent.model.name} sent a response the runtime cannot turn "
+                    f"into events: {problem}",
+                    raw=repr(response),
+                )
+            )
         if not response.tool_calls:
+            self._append(events)
             return self._set_status(Status.FINISHED, "the agent answered and awaits the user")
-        actions: list[ActionEvent] = stored  # type: ignore[assignment]
+        # PROJECT-DUP-CALL / LINK-UNIQUE are checked before anything is stored or run.
+        checked = unique_call_ids(events, self._used_call_ids())  # type: ignore[arg-type]
+        stored: list[ActionEvent] = self._append(checked.actions)  # type: ignore[assignment]
+        if checked.renamed:
+            self._record_fact(
+                CALL_IDS_KEY, {"llm_response_id": response.id, "renamed": checked.renamed}
+            )
+        not_run = {action.id for action in checked.not_run}
+        originals = {item["action_id"]: item["original"] for item in checked.renamed}
+        for action in stored:
+            if action.id in not_run:
+                self._append([duplicate_call_error(action, originals[action.id])])
+        actions = [action for action in stored if action.id not in not_run]
         if needs_confirmation(self.confirmation, actions, self.agent.tools, self.risk_analyzer):
             return self._set_status(Status.WAITING_FOR_CONFIRMATION)
         return self._execute(actions)
+
+    def _used_call_ids(self) -> set[str]:
+        return {e.tool_call_id for e in self._current_path() if isinstance(e, ActionEvent)}
+
+    def _record_model_error(self, error: ModelError) -> ConversationStatus:
+        """A model that could not answer, or answered unusably: ERROR, raw response kept."""
+        message = self.secrets.mask(storable_text(str(error)))
+        if error.raw is not None:
+            raw = self.secrets.mask(storable_text(error.raw))
+            self._record_fact(MODEL_ERROR_KEY, {"error": message, "raw_response": raw})
+        return self._set_status(Status.ERROR, message)
+
+    # -- ending a run that failed or was stopped ---------------------------------------------
+
+    def _ending_cleanly(
+        self, operation: Callable[..., ConversationStatus], *args: object
+    ) -> ConversationStatus:
+        """Run ``operation``; whatever it raises, open calls are closed and the log says how
+        the run ended (ERROR with the cause, or PAUSED for an interrupt): never "running"."""
+        try:
+            return operation(*args)
+        except KeyboardInterrupt as stop:  # Ctrl-C, or a signal the caller turned into one
+            self._record_stop(str(stop) or "an interrupt")
+            raise
+        except Exception as error:
+            return self._record_failure(error)
+
+    def _record_failure(self, error: Exception) -> ConversationStatus:
+        """ERROR with the cause; while the store is unavailable, tried again for a while
+        (STORE_RETRY_DELAYS_S). When even that fails, ``error`` propagates to the caller."""
+        logger.error("the run of conversation %s failed", self.id, exc_info=error)
+        cause = self.secrets.mask(storable_text(_failure_text(error)))
+        delays = iter(STORE_RETRY_DELAYS_S)
+        while True:
+            try:
+                self._close_open_calls(f"The run failed before this call returned: {cause}")
+                return self._set_status(Status.ERROR, cause)
+            except StoreUnavailable:
+                delay = next(delays, None)
+                if delay is None:
+                    raise error from None
+                time.sleep(delay)
+            except Exception:
+                raise error from None
+
+    def _record_stop(self, why: str) -> None:
+        """An interrupted run: open calls closed, the stop recorded (PAUSED, with the reason)."""
+        try:
+            self._close_open_calls(None)
+            self._append([PauseEvent()])
+            self._set_status(Status.PAUSED, f"stopped by {why}; run again to continue")
+        except Exception:  # the store cannot take it: the interrupt still ends the run
+            logger.exception("could not record the stop of conversation %s", self.id)
+
+    def _close_open_calls(self, reason: str | None) -> None:
+        """Answer every call without a result with an agent error (``reason``, or the
+        standard "interrupted" text), so the projection stays valid."""
+        for action in self.pending_actions():
+            event = interrupted_error(action)
+            if reason is not None:
+                event = event.model_copy(update={"error": reason})
+            self._append([event])
 
     def _execute(self, actions: Sequence[ActionEvent]) -> ConversationStatus | None:
         ended_turn = False
@@ -368,8 +488,7 @@ class Conversation:
 
     def _close_interrupted_calls(self) -> None:
         """RUN: calls a crash left without a result are answered before the model is asked."""
-        for action in self.pending_actions():
-            self._append([interrupted_error(action)])
+        self._close_open_calls(None)
 
     def _record_pause(self) -> ConversationStatus:
         self._pause_requested.clear()
@@ -398,6 +517,13 @@ class Conversation:
             self._notify(StoredEvent(seq=seq, event=event))
         return chained
 
+    def _record_fact(self, key: str, value: dict) -> None:
+        """A state change beside the head (never model-visible, never moves the head)."""
+        with self._write_lock:
+            event = StateChangeEvent(key=key, value=value, parent_id=self.head or ROOT)
+            seq = self.store.append(self.id, event, move_head=False)
+        self._notify(StoredEvent(seq=seq, event=event))
+
     def _set_status(
         self, status: ConversationStatus, reason: str | None = None
     ) -> ConversationStatus:
@@ -420,6 +546,16 @@ class Conversation:
 
     def _running(self) -> _RunGuard:
         return _RunGuard(self._run_lock, self.id)
+
+
+def _failure_text(error: Exception) -> str:
+    """The cause of a failed run in one line: our own errors say it; anything else is a bug,
+    whose class name helps."""
+    if isinstance(error, StoreError):
+        return f"the store failed: {error}"
+    if isinstance(error, TreadleError):
+        return f"the run failed: {error}"
+    return f"the run failed: {type(error).__name__}: {error}"
 
 
 def _stored_conversation(store: EventStore, conversation_id: str | None) -> ConversationInfo | None:

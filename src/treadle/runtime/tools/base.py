@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from treadle.errors import TreadleError
 from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent
 from treadle.runtime.secrets import Secrets
+from treadle.runtime.text import storable, storable_text
 from treadle.runtime.tools.schema import parameters_schema
 from treadle.runtime.workspace.base import Workspace
 
@@ -38,7 +39,7 @@ class ToolCallError(TreadleError):
             tool_call_id=action.tool_call_id,
             tool_name=action.tool_name,
             action_id=action.id,
-            error=self.message,
+            error=storable_text(self.message),
             **fields,
         )
 
@@ -65,15 +66,16 @@ class ToolResult:
     image_urls: tuple[str, ...] = ()
 
     def to_observation(self, action: ActionEvent, **fields: Any) -> ObservationEvent:
-        """The observation answering ``action`` (LINK-ID); ``fields`` may set parent_id etc."""
+        """The observation answering ``action`` (LINK-ID); ``fields`` may set parent_id etc.
+        Text a tool produced from bytes (file names, command output) is made storable here."""
         return ObservationEvent(
             action_id=action.id,
             tool_call_id=action.tool_call_id,
             tool_name=action.tool_name,
-            content=self.content,
+            content=storable_text(self.content),
             is_error=self.is_error,
-            data=dict(self.data),
-            image_urls=self.image_urls,
+            data=storable(dict(self.data)),
+            image_urls=tuple(storable_text(url) for url in self.image_urls),
             **fields,
         )
 
