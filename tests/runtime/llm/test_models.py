@@ -98,3 +98,85 @@ def test_scripted_model_finds_its_place_from_the_messages():
     assert model.complete(later, TOOLS).text == "all done"
     with pytest.raises(ModelError, match="2 responses"):
         model.complete([*later, {"role": "assistant", "content": "all done"}], TOOLS)
+
+
+# -- a provider that misbehaves (issue 10, items 17, 18, 20) -----------------------------------
+
+
+def test_a_provider_that_never_answers_fails_within_the_total_deadline():
+    with FakeOpenAIServer([{"hang": True}] * 5) as server:
+        model = litellm_model(server, deadline_s=1.0, timeout_s=120.0)
+        with pytest.raises(ModelError, match="within its deadline of 1 s") as raised:
+            model.complete(MESSAGES, TOOLS)
+    assert "no answer from" in str(raised.value)
+    assert len(server.requests) == 1  # the one attempt used up the deadline: no 120 s waits
+
+
+def test_retry_after_is_honoured_and_each_retry_is_announced():
+    waits: list[float] = []
+    notices: list[str] = []
+    settings = ModelSettings(model="openai/test-model", api_key="sk-x", deadline_s=60.0)
+    with FakeOpenAIServer([{"status": 429, "retry_after": 7}, {"text": "done"}]) as server:
+        model = LiteLLMModel(
+            ModelSettings(**{**settings.__dict__, "base_url": server.base_url}),
+            sleep=waits.append,
+            on_retry=notices.append,
+        )
+        assert model.complete(MESSAGES, TOOLS).text == "done"
+    assert waits[0] >= 7
+    (notice,) = notices
+    assert "rate limited" in notice and "HTTP 429" in notice
+    assert "as the provider asked" in notice and "attempt 2 of 5" in notice
+
+
+def test_a_retry_after_past_the_deadline_fails_at_once_saying_so():
+    with FakeOpenAIServer([{"status": 429, "retry_after": 3600}]) as server:
+        with pytest.raises(ModelError, match="it asked to wait 3600 s"):
+            litellm_model(server, deadline_s=5.0).complete(MESSAGES, TOOLS)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("reply", "words"),
+    [
+        ({"body": "<html>upstream says hi</html>"}, "answered with a body that is not JSON"),
+        ({"cut": True}, "failed or was cut before an answer"),
+        ({"status": 500}, "HTTP 500 from"),
+    ],
+)
+def test_provider_failures_are_said_in_words(reply, words):
+    with FakeOpenAIServer([reply] * 2) as server:
+        with pytest.raises(ModelError) as raised:
+            litellm_model(server, max_retries=1).complete(MESSAGES, TOOLS)
+    message = str(raised.value)
+    assert words in message
+    assert message.startswith("model openai/test-model failed after 2 attempts: ")
+    for noise in ("InternalServerError", "OpenAIException", "litellm.", "<", "object at 0x"):
+        assert noise not in message
+
+
+@pytest.mark.parametrize(
+    ("payload_or_calls", "problem"),
+    [
+        (
+            {"payload": {"id": "r1", "object": "chat.completion", "created": 1, "choices": []}},
+            '"choices" is empty',
+        ),
+        ({"tool_calls": [{"id": "", "name": "terminal", "arguments": "{}"}]}, "has an empty id"),
+    ],
+)
+def test_an_unusable_response_is_a_model_error_keeping_the_raw_response(payload_or_calls, problem):
+    with FakeOpenAIServer([payload_or_calls]) as server:
+        with pytest.raises(ModelError, match=problem) as raised:
+            litellm_model(server).complete(MESSAGES, TOOLS)
+    assert raised.value.raw is not None
+    assert json.loads(raised.value.raw)["id"] in ("r1", "chatcmpl-1")
+
+
+def test_the_deadline_comes_from_the_environment_and_is_checked(monkeypatch):
+    monkeypatch.setenv("TREADLE_MODEL_DEADLINE", "42.5")
+    assert ModelSettings.from_env(model="openai/x").deadline_s == 42.5
+    assert ModelSettings.from_env(model="openai/x", deadline_s=3).deadline_s == 3
+    monkeypatch.setenv("TREADLE_MODEL_DEADLINE", "soon")
+    with pytest.raises(ModelError, match="not a positive number of seconds"):
+        ModelSettings.from_env(model="openai/x")
