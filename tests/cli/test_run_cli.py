@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 
+from support.fake_openai import FakeOpenAIServer
+from support.server_process import ServerProcess
+from treadle.client import TreadleClient
 from treadle.events.audit import audit_events
+from treadle.runtime.status import read_status
+from treadle.store.leases import SERVER, open_leases
 from treadle.store.urls import open_store
 
 
@@ -96,3 +104,154 @@ def test_demo_runs_offline_and_ends_clean(tmp_path):
     assert "clean: 0 violations" in out
     assert "5 actions in, 5 calls out" in out
     assert "status: finished" in out
+
+
+# -- runs that end badly (issue 10, items 7, 17, 25) -------------------------------------------
+
+
+def _start_run(tmp_path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """``treadle run`` in the background on a fresh store; ``args`` choose the model."""
+    store_url = f"sqlite:///{tmp_path / 'run.db'}"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "treadle",
+            "run",
+            "go",
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--store",
+            store_url,
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "TREADLE_API_KEY": ""},
+    )
+    return process, store_url
+
+
+def _litellm(server) -> tuple[str, ...]:
+    return ("--model", "openai/test-model", "--base-url", server.base_url)
+
+
+def _script(tmp_path, *commands: str) -> tuple[str, ...]:
+    calls = [{"tool_calls": [{"name": "terminal", "arguments": {"command": c}}]} for c in commands]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"responses": [*calls, {"text": "done"}]}))
+    return ("--script", str(script))
+
+
+def _wait_until(ready, process) -> None:
+    deadline = time.monotonic() + 60
+    while not ready():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the run never got there"
+        time.sleep(0.05)
+
+
+def _stored(store_url: str):
+    store = open_store(store_url)
+    try:
+        (info,) = store.list_conversations()
+        return info, [item.event for item in store.get_range(info.id, 0, 10**6)]
+    finally:
+        store.close()
+
+
+def _check_stopped(process, store_url: str, signal_name: str) -> list:
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 3, out + err
+    assert "Traceback" not in err
+    info, events = _stored(store_url)
+    assert f"conversation: {info.id}" in out
+    assert f"stopped by {signal_name}" in out
+    reason = f"stopped by {signal_name}; run again to continue"
+    assert read_status_of(store_url, info.id) == ("paused", reason)
+    assert audit_events(events).clean
+    leases = open_leases(store_url)
+    assert not leases.is_held(info.id)  # released on the way out
+    leases.close()
+    return events
+
+
+def test_sigint_while_the_model_never_answers_stops_the_run_with_a_summary(tmp_path):
+    with FakeOpenAIServer([{"hang": True}]) as server:
+        process, store_url = _start_run(tmp_path, *_litellm(server))
+        _wait_until(lambda: server.requests, process)
+        process.send_signal(signal.SIGINT)
+        _check_stopped(process, store_url, "SIGINT")
+
+
+def test_sigterm_during_a_tool_call_closes_the_call_and_records_the_stop(tmp_path):
+    started = tmp_path / "ws" / "started"
+    process, store_url = _start_run(tmp_path, *_script(tmp_path, "touch started; sleep 60"))
+    _wait_until(started.exists, process)
+    process.send_signal(signal.SIGTERM)
+    events = _check_stopped(process, store_url, "SIGTERM")
+    (closed,) = [e for e in events if e.kind == "agent_error"]
+    assert "interrupted" in closed.error
+
+
+def test_the_model_deadline_bounds_a_provider_that_never_answers_and_retries_are_shown(tmp_path):
+    replies = [{"status": 429, "retry_after": 0}, {"hang": True}, {"hang": True}]
+    with FakeOpenAIServer(replies) as server:
+        process, store_url = _start_run(tmp_path, *_litellm(server), "--model-deadline", "2")
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, out + err
+    assert "rate limited" in out
+    assert "attempt 2 of 5" in out  # the retry was said on screen
+    assert "within its deadline of 2 s" in out
+    info, _events = _stored(store_url)
+    assert read_status_of(store_url, info.id)[0] == "error"
+
+
+def test_a_store_that_fails_mid_run_ends_with_one_line_not_a_traceback(tmp_path):
+    db = tmp_path / "run.db"
+    drop = f"python3 -c \"import sqlite3; sqlite3.connect('{db}').execute('DROP TABLE events')\""
+    process, _store_url = _start_run(tmp_path, *_script(tmp_path, drop))
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, out + err
+    assert "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: the run of conversation ")
+    assert "stopped: " in line
+
+
+def test_a_killed_cli_run_shows_as_interrupted_and_no_server_takes_it_over(tmp_path):
+    started = tmp_path / "ws" / "started"
+    process, store_url = _start_run(tmp_path, *_script(tmp_path, "touch started; sleep 60"))
+    _wait_until(started.exists, process)
+    process.kill()
+    process.wait()
+    info, _events = _stored(store_url)
+    with sqlite3.connect(tmp_path / "run.db") as conn:
+        (owner,) = conn.execute("SELECT owner FROM run_leases").fetchone()
+        assert owner.startswith("cli-")
+        conn.execute("UPDATE run_leases SET expires_at = 0")  # as if its TTL had passed
+    leases = open_leases(store_url)
+    assert leases.expired() == [info.id]
+    assert leases.expired(kind=SERVER) == []  # a server never takes over a CLI's run
+    leases.close()
+    served = ServerProcess(store_url, lease_ttl=1, log_dir=tmp_path).start()
+    try:
+        with TreadleClient(served.base_url) as client:
+            seen = client.conversation(info.id).info()
+    finally:
+        served.stop()
+    assert seen["status"] == "running"
+    assert seen["status_reason"].startswith("interrupted: ")
+    with sqlite3.connect(tmp_path / "run.db") as conn:  # still the dead CLI's lease: not taken
+        assert conn.execute("SELECT owner FROM run_leases").fetchone() == (owner,)
+
+
+def read_status_of(store_url: str, conversation_id: str) -> tuple[str, str | None]:
+    store = open_store(store_url)
+    try:
+        status, reason = read_status(store, conversation_id)
+        return status.value, reason
+    finally:
+        store.close()

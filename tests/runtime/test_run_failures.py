@@ -70,18 +70,20 @@ def test_a_file_name_that_is_not_utf8_is_listed_and_stored(store, workspace):
 def test_an_unusable_response_is_a_recorded_model_error_and_the_conversation_goes_on(
     store, workspace, reply, problem
 ):
-    with FakeOpenAIServer([reply, {"text": "better now"}]) as server:
-        with litellm_conversation(store, workspace, server) as conv:
-            conv.send_message("hello")
-            assert conv.run() is Status.ERROR
-            assert problem in (conv.status_reason or "")
-            (fact,) = facts(store, conv.id, MODEL_ERROR_KEY)
-            assert problem in fact["error"]
-            assert json.loads(fact["raw_response"])["object"] == "chat.completion"
-            assert conv.pending_actions() == []
-            conv.send_message("try again")
-            assert conv.run() is Status.FINISHED
-            assert conv.active_path()[-1].text == "better now"
+    with (
+        FakeOpenAIServer([reply, {"text": "better now"}]) as server,
+        litellm_conversation(store, workspace, server) as conv,
+    ):
+        conv.send_message("hello")
+        assert conv.run() is Status.ERROR
+        assert problem in (conv.status_reason or "")
+        (fact,) = facts(store, conv.id, MODEL_ERROR_KEY)
+        assert problem in fact["error"]
+        assert json.loads(fact["raw_response"])["object"] == "chat.completion"
+        assert conv.pending_actions() == []
+        conv.send_message("try again")
+        assert conv.run() is Status.FINISHED
+        assert conv.active_path()[-1].text == "better now"
 
 
 def test_repeated_call_ids_in_one_response_never_brick_the_conversation(store, workspace):
@@ -110,7 +112,8 @@ def test_repeated_call_ids_in_one_response_never_brick_the_conversation(store, w
     assert [a.tool_call_id for a in actions] == ["same", "same~2", "same~3"]
     errors = [e for e in path if e.kind == "agent_error"]
     assert [e.tool_call_id for e in errors] == ["same~2"]
-    assert "PROJECT-DUP-CALL" in errors[0].error and "'same'" in errors[0].error
+    assert "PROJECT-DUP-CALL" in errors[0].error
+    assert "'same'" in errors[0].error
     assert [r["contract"] for fact in renamed for r in fact["renamed"]] == [
         "PROJECT-DUP-CALL",
         "LINK-UNIQUE",
@@ -192,7 +195,8 @@ def test_a_store_outage_mid_run_ends_in_error_once_the_store_is_back(store, work
     events = [item.event for item in store.get_range(conv.id, 0, 10**6)]
     assert audit_events(events).clean
     (closed,) = [e for e in events if e.kind == "agent_error"]
-    assert closed.tool_call_id == "t1" and "the store failed" in closed.error
+    assert closed.tool_call_id == "t1"
+    assert "the store failed" in closed.error
 
 
 def test_a_store_that_stays_down_raises_the_cause_to_the_caller(store, workspace, monkeypatch):

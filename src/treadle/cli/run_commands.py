@@ -7,10 +7,15 @@ the projection the model gets and the audit of the stored log.
 from __future__ import annotations
 
 import json
+import logging
+import signal
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -27,8 +32,34 @@ from treadle.events.projection import count_tool_calls
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm import ModelError
+from treadle.runtime.llm.base import LanguageModel
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import ConversationStatus
+from treadle.store.lease_holder import HeldLease
+from treadle.store.leases import CLI, new_owner, open_leases
+
+EXIT_STOPPED = 3
+"""DESIGN.md: stopped before the end (interrupted, paused, max steps, a confirmation nobody gave)."""
+
+
+@contextmanager
+def _signals_stop_the_run() -> Iterator[None]:
+    """SIGINT and SIGTERM become a KeyboardInterrupt naming the signal, so the run closes its
+    open calls and records the stop; later signals are ignored while that is written."""
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+
+    def stop(number: int, _frame: FrameType | None) -> None:
+        for each in previous:
+            signal.signal(each, signal.SIG_IGN)
+        raise KeyboardInterrupt(signal.Signals(number).name)
+
+    for number in previous:
+        signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _summary(console: Console, conversation: Conversation) -> None:
@@ -89,40 +120,97 @@ def run(
         ConfirmationPolicy, typer.Option("--confirm", help="Which calls wait for you")
     ] = ConfirmationPolicy.NEVER,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1)] = 50,
+    model_deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--model-deadline",
+            min=0.001,
+            help="Seconds one model call may take, retries included "
+            "(or TREADLE_MODEL_DEADLINE; default 600)",
+        ),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
-    """Run an agent on TASK in a workspace, showing every event as it is stored."""
+    """Run an agent on TASK in a workspace, showing every event as it is stored.
+
+    Ctrl-C or SIGTERM stops the run cleanly: open calls are closed, the stop is recorded and
+    the summary printed (exit 3)."""
     console = Console(highlight=False)
+    _quiet_logs()
+    chosen_model: LanguageModel | None = None
     try:
         if script is not None:
             settings = ConversationSettings.scripted(script, workspace, confirmation=confirm)
         else:
-            from treadle.runtime.llm import ModelSettings
+            from treadle.runtime.llm import LiteLLMModel, ModelSettings
 
-            chosen = ModelSettings.from_env(model=model, base_url=base_url)
+            chosen = ModelSettings.from_env(
+                model=model, base_url=base_url, deadline_s=model_deadline
+            )
             settings = ConversationSettings.litellm(
                 chosen.model, workspace, chosen.base_url, confirmation=confirm
+            )
+            chosen_model = LiteLLMModel(
+                chosen, on_retry=lambda notice: console.print(f"[yellow]retry[/] {notice}")
             )
     except ModelError as error:
         fail(str(error), EXIT_BAD_INPUT)
     opened = open_store_or_exit(store)
     try:
         conversation = Conversation.create(
-            opened, settings, title=task[:80], callbacks=[LiveView(console)]
+            opened, settings, title=task[:80], model=chosen_model, callbacks=[LiveView(console)]
+        )
+        # Like a server, a CLI run holds the run lease: if this process dies, the lease
+        # expires and every reader sees the run as interrupted (no server takes it over).
+        lease = HeldLease(
+            open_leases(opened.url), conversation.id, new_owner(CLI), on_lost=conversation.pause
         )
     except TreadleError as error:
         fail(str(error), EXIT_BAD_INPUT)
     with conversation:
-        conversation.send_message(task)
-        status = conversation.run(max_steps)
-        while status is ConversationStatus.WAITING_FOR_CONFIRMATION and _ask_user(
-            console, conversation
-        ):
-            status = conversation.run(max_steps)
+        try:
+            with lease, _signals_stop_the_run():
+                status = _run_to_the_end(console, conversation, task, max_steps)
+        except KeyboardInterrupt as stop:
+            console.print(f"[yellow]stopped by {stop or 'an interrupt'}[/]")
+            status = ConversationStatus.PAUSED  # what was recorded, or would have been
+        except TreadleError as error:  # the store failed and could not record it
+            fail(f"the run of conversation {conversation.id} stopped: {error}", 1)
+        finally:
+            lease.leases.close()
         _summary(console, conversation)
     opened.close()
-    if status is ConversationStatus.ERROR:
-        raise typer.Exit(1)
+    raise typer.Exit(_exit_code(status, conversation.status_reason))
+
+
+def _quiet_logs() -> None:
+    """What the run says goes to the screen through the live view, the retry notices and the
+    summary; log records (meant for servers) would only repeat it, with tracebacks."""
+    logging.getLogger("treadle").addHandler(logging.NullHandler())
+    logging.getLogger("treadle").propagate = False
+
+
+def _run_to_the_end(
+    console: Console, conversation: Conversation, task: str, max_steps: int
+) -> ConversationStatus:
+    conversation.send_message(task)
+    status = conversation.run(max_steps)
+    while status is ConversationStatus.WAITING_FOR_CONFIRMATION and _ask_user(
+        console, conversation
+    ):
+        status = conversation.run(max_steps)
+    return status
+
+
+def _exit_code(status: ConversationStatus, reason: str | None) -> int:
+    """DESIGN.md: 0 finished (or idle), 1 ERROR or STUCK, 3 stopped before the end."""
+    if status in (ConversationStatus.ERROR, ConversationStatus.STUCK):
+        return 1
+    if status in (ConversationStatus.PAUSED, ConversationStatus.WAITING_FOR_CONFIRMATION):
+        return EXIT_STOPPED
+    if status is ConversationStatus.IDLE and (reason or "").startswith("stopped after"):
+        return EXIT_STOPPED  # max steps reached
+    return 0
 
 
 @app.command()

@@ -408,8 +408,10 @@ class Conversation:
     def _record_failure(self, error: Exception) -> ConversationStatus:
         """ERROR with the cause; while the store is unavailable, tried again for a while
         (STORE_RETRY_DELAYS_S). When even that fails, ``error`` propagates to the caller."""
-        logger.error("the run of conversation %s failed", self.id, exc_info=error)
         cause = self.secrets.mask(storable_text(_failure_text(error)))
+        # A traceback only for what is not ours to explain (a bug); the rest is the cause.
+        bug = not isinstance(error, TreadleError)
+        logger.warning("the run of conversation %s failed: %s", self.id, cause, exc_info=bug)
         delays = iter(STORE_RETRY_DELAYS_S)
         while True:
             try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ from treadle.runtime.status import ConversationStatus
 from treadle.runtime.workspace.base import WorkspacePathError
 from treadle.server.errors import ApiError
 from treadle.store.base import ConversationNotFound, EventStore
-from treadle.store.leases import RunLeases
+from treadle.store.leases import SERVER, RunLeases, new_owner
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ class RunManager:
         self.policy = policy or SettingsPolicy()
         """What stored settings may reach when this process opens a conversation."""
         self.leases = leases
-        self.owner = f"server-{uuid.uuid4().hex[:12]}"
+        self.owner = new_owner(SERVER)
         self.lease_ttl_s = lease_ttl_s
         self._conversations: dict[str, Conversation] = {}
         self._threads: dict[str, threading.Thread] = {}
@@ -141,7 +140,8 @@ class RunManager:
     def _watch(self) -> None:
         while not self._stopping.wait(self.lease_ttl_s / 2):
             try:
-                for conversation_id in self.leases.expired():
+                # Only runs a server started: a dead CLI run waits for someone to run it again.
+                for conversation_id in self.leases.expired(kind=SERVER):
                     self._take_over(conversation_id)
             except Exception:
                 logger.exception("lease watcher failed; retrying")

@@ -11,7 +11,7 @@ from fastapi import Request
 from treadle.runtime.conversation import Conversation, ConversationError
 from treadle.runtime.llm.base import ModelError
 from treadle.runtime.settings import ConversationSettings, SettingsError, SettingsPolicy
-from treadle.runtime.status import read_status
+from treadle.runtime.status import ConversationStatus, read_status
 from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.server.errors import ApiError
 from treadle.server.runs import RunManager
@@ -65,6 +65,11 @@ class ServerState:
 
     def status_of(self, conversation_id: str) -> tuple[str, str | None]:
         status, reason = read_status(self.store, conversation_id)
+        if status is ConversationStatus.RUNNING and not self.runs.leases.is_held(conversation_id):
+            reason = (
+                "interrupted: the process that ran it stopped without ending the run (its run "
+                "lease expired); run it again to continue"
+            )
         return status.value, reason
 
     @staticmethod

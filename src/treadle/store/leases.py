@@ -1,6 +1,8 @@
 """Run leases: exactly one process runs a given conversation at a time, across processes and,
 on PostgreSQL, across machines. A holder renews its lease; a crashed holder's lease expires and
 another process may take the conversation over (its ``run`` then closes interrupted calls).
+An owner string starts with its kind (``server-…``, ``cli-…``): a server takes over only what a
+server started; a CLI run that died is resumed only by someone running it again.
 
 The lease lives beside the events, in the same database, in a table of its own.
 """
@@ -10,9 +12,18 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import uuid
 from typing import Protocol
 
 from treadle.store.urls import sqlite_path_and_options
+
+SERVER = "server"
+CLI = "cli"
+
+
+def new_owner(kind: str) -> str:
+    """A fresh owner name of ``kind`` (SERVER, CLI): the kind is what comes before the dash."""
+    return f"{kind}-{uuid.uuid4().hex[:12]}"
 
 
 class RunLeases(Protocol):
@@ -26,8 +37,13 @@ class RunLeases(Protocol):
 
     def release(self, conversation_id: str, owner: str) -> None: ...
 
-    def expired(self) -> list[str]:
-        """Conversations whose holder stopped renewing (crashed): candidates for take-over."""
+    def expired(self, kind: str | None = None) -> list[str]:
+        """Conversations whose holder stopped renewing (crashed): candidates for take-over;
+        with ``kind``, only those whose holder was of that kind."""
+        ...
+
+    def is_held(self, conversation_id: str) -> bool:
+        """True while a live (renewed, unexpired) lease runs the conversation somewhere."""
         ...
 
     def close(self) -> None: ...
@@ -89,12 +105,22 @@ class SqliteRunLeases:
             (conversation_id, owner),
         )
 
-    def expired(self) -> list[str]:
+    def expired(self, kind: str | None = None) -> list[str]:
         with self._lock:
             rows = self._conn.execute(
-                "SELECT conversation_id FROM run_leases WHERE expires_at < ?", (time.time(),)
+                "SELECT conversation_id FROM run_leases WHERE expires_at < ?"
+                " AND (? IS NULL OR substr(owner, 1, length(?) + 1) = ? || '-')",
+                (time.time(), kind, kind, kind),
             ).fetchall()
         return [row[0] for row in rows]
+
+    def is_held(self, conversation_id: str) -> bool:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT 1 FROM run_leases WHERE conversation_id = ? AND expires_at >= ?",
+                (conversation_id, time.time()),
+            ).fetchone()
+        return row is not None
 
     def close(self) -> None:
         self._conn.close()
@@ -145,11 +171,20 @@ class PostgresRunLeases:
             (conversation_id, owner),
         )
 
-    def expired(self) -> list[str]:
+    def expired(self, kind: str | None = None) -> list[str]:
         rows = self._conn.execute(
             "SELECT conversation_id FROM run_leases WHERE expires_at < now()"
+            " AND (%s::text IS NULL OR starts_with(owner, %s::text || '-'))",
+            (kind, kind),
         ).fetchall()
         return [row[0] for row in rows]
+
+    def is_held(self, conversation_id: str) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM run_leases WHERE conversation_id = %s AND expires_at >= now()",
+            (conversation_id,),
+        ).fetchone()
+        return row is not None
 
     def close(self) -> None:
         self._conn.close()

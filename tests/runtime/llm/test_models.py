@@ -125,14 +125,18 @@ def test_retry_after_is_honoured_and_each_retry_is_announced():
         assert model.complete(MESSAGES, TOOLS).text == "done"
     assert waits[0] >= 7
     (notice,) = notices
-    assert "rate limited" in notice and "HTTP 429" in notice
-    assert "as the provider asked" in notice and "attempt 2 of 5" in notice
+    assert "rate limited" in notice
+    assert "HTTP 429" in notice
+    assert "as the provider asked" in notice
+    assert "attempt 2 of 5" in notice
 
 
 def test_a_retry_after_past_the_deadline_fails_at_once_saying_so():
-    with FakeOpenAIServer([{"status": 429, "retry_after": 3600}]) as server:
-        with pytest.raises(ModelError, match="it asked to wait 3600 s"):
-            litellm_model(server, deadline_s=5.0).complete(MESSAGES, TOOLS)
+    with (
+        FakeOpenAIServer([{"status": 429, "retry_after": 3600}]) as server,
+        pytest.raises(ModelError, match="it asked to wait 3600 s"),
+    ):
+        litellm_model(server, deadline_s=5.0).complete(MESSAGES, TOOLS)
     assert len(server.requests) == 1
 
 
@@ -145,9 +149,8 @@ def test_a_retry_after_past_the_deadline_fails_at_once_saying_so():
     ],
 )
 def test_provider_failures_are_said_in_words(reply, words):
-    with FakeOpenAIServer([reply] * 2) as server:
-        with pytest.raises(ModelError) as raised:
-            litellm_model(server, max_retries=1).complete(MESSAGES, TOOLS)
+    with FakeOpenAIServer([reply] * 2) as server, pytest.raises(ModelError) as raised:
+        litellm_model(server, max_retries=1).complete(MESSAGES, TOOLS)
     message = str(raised.value)
     assert words in message
     assert message.startswith("model openai/test-model failed after 2 attempts: ")
@@ -166,9 +169,11 @@ def test_provider_failures_are_said_in_words(reply, words):
     ],
 )
 def test_an_unusable_response_is_a_model_error_keeping_the_raw_response(payload_or_calls, problem):
-    with FakeOpenAIServer([payload_or_calls]) as server:
-        with pytest.raises(ModelError, match=problem) as raised:
-            litellm_model(server).complete(MESSAGES, TOOLS)
+    with (
+        FakeOpenAIServer([payload_or_calls]) as server,
+        pytest.raises(ModelError, match=problem) as raised,
+    ):
+        litellm_model(server).complete(MESSAGES, TOOLS)
     assert raised.value.raw is not None
     assert json.loads(raised.value.raw)["id"] in ("r1", "chatcmpl-1")
 
