@@ -8,6 +8,7 @@ provider's Retry-After) within one total deadline per model call; each retry is 
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import os
 import random
@@ -211,7 +212,12 @@ class LiteLLMModel:
                 raise ModelError(
                     f"model {self.name} refused the request: {self._describe(error)}"
                 ) from None
-            return self._response(litellm, raw)
+            try:
+                return self._response(litellm, raw)
+            except ModelError:
+                raise
+            except Exception as error:  # a shape nobody foresaw: still the model's error
+                raise self._bad_response(raw, f"{type(error).__name__}: {error}") from None
 
     def _describe(self, error: Exception) -> str:
         """What went wrong, in words: no exception class names or Python object reprs."""
@@ -280,7 +286,13 @@ class LiteLLMModel:
                 ToolCall(
                     id=storable_text(call_id),
                     name=storable_text(name),
-                    arguments=storable_text(arguments if isinstance(arguments, str) else ""),
+                    arguments=storable_text(
+                        arguments
+                        if isinstance(arguments, str)
+                        else ""
+                        if arguments is None
+                        else json.dumps(arguments)
+                    ),
                 )
             )
         usage = getattr(raw, "usage", None)
