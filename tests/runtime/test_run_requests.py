@@ -71,9 +71,11 @@ def test_a_message_queued_during_a_call_is_stored_after_its_result(store, worksp
         path = other.active_path()
         index = next(i for i, event in enumerate(path) if event.id == queued.id)
         message = path[index]
-        assert isinstance(message, MessageEvent) and message.text == "also say hello"
+        assert isinstance(message, MessageEvent)
+        assert message.text == "also say hello"
         before = path[index - 1]
-        assert isinstance(before, ObservationEvent) and before.action_id == in_flight.id
+        assert isinstance(before, ObservationEvent)
+        assert before.action_id == in_flight.id
         # Delivered before the model was asked again: the next action comes after it.
         later_actions = [e for e in path[index:] if isinstance(e, ActionEvent)]
         assert later_actions, "the model was asked after the message"

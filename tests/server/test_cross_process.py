@@ -80,9 +80,7 @@ def test_a_pause_sent_to_b_stops_the_run_a_holds(two_servers, settings_for):
     assert on_b.pending_actions() == []
 
 
-def test_a_reject_sent_to_b_during_a_call_of_a_is_409_and_stores_nothing(
-    two_servers, settings_for
-):
+def test_a_reject_sent_to_b_during_a_call_of_a_is_409_and_stores_nothing(two_servers, settings_for):
     via_a, via_b = two_servers
     on_a = via_a.create_conversation(settings_for([*slow_steps(2, 1.0), FINISH]), id="shared")
     on_a.send_message("work slowly")
@@ -97,9 +95,7 @@ def test_a_reject_sent_to_b_during_a_call_of_a_is_409_and_stores_nothing(
     assert on_b.audit()["violations"] == []
 
 
-def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(
-    two_servers, settings_for
-):
+def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(two_servers, settings_for):
     via_a, via_b = two_servers
     on_a = via_a.create_conversation(settings_for([*slow_steps(3, 0.5), FINISH]), id="shared")
     on_a.send_message("work slowly")
@@ -114,7 +110,8 @@ def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(
     assert on_a.wait(timeout_s=30) is Status.FINISHED
     path = on_b.active_path()
     index = next(i for i, event in enumerate(path) if event.id == message_id)
-    assert isinstance(path[index], MessageEvent) and path[index].text == "also say hello"
+    assert isinstance(path[index], MessageEvent)
+    assert path[index].text == "also say hello"
     assert path[index - 1].kind == "observation"  # never between a call and its result
     assert any(isinstance(event, ActionEvent) for event in path[index:])
     assert on_b.audit()["violations"] == []
@@ -142,9 +139,7 @@ def test_delete_and_replace_through_b_while_a_runs_are_409(two_servers, settings
     assert on_b.audit()["violations"] == []
 
 
-def test_a_server_notices_that_its_conversation_was_replaced_elsewhere(
-    two_servers, settings_for
-):
+def test_a_server_notices_that_its_conversation_was_replaced_elsewhere(two_servers, settings_for):
     via_a, via_b = two_servers
     on_a = via_a.create_conversation(settings_for([{"text": "first"}]), id="shared")
     on_a.send_message("hello")
