@@ -243,7 +243,8 @@ class Conversation:
         with self._write_lock:
             self._ensure_system_prompt()
             (event,) = self._append([message])
-            if self._status in (Status.FINISHED, Status.ERROR, Status.STUCK):
+            # The log's status, not this object's: another process may have moved it on.
+            if self._read_status()[0] in (Status.FINISHED, Status.ERROR, Status.STUCK):
                 self._set_status(Status.IDLE, "new user message")
         return event  # type: ignore[return-value]
 

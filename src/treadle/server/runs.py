@@ -253,12 +253,14 @@ class RunManager:
             target=self._renew, args=(conversation, stop_renewing), daemon=True
         )
         renewer.start()
+        failed = False
         try:
             operation(conversation)
             conversation.deliver_queued_messages()  # those sent after the last safe point
         except Exception as error:  # never kill the server; the failure is recorded
             logger.exception("run of conversation %s failed", conversation.id)
             self._record_failure(conversation, error)
+            failed = True
         finally:
             stop_renewing.set()
             renewer.join()
@@ -269,12 +271,18 @@ class RunManager:
         except Exception:
             logger.exception("delivering queued messages of %s failed", conversation.id)
         finally:
+            # A failed object's state is suspect (reopen it from the log); with no idle
+            # timeout, its shell goes now.
+            drop = failed or self.idle_timeout_s <= 0
             with self._lock:
                 entry = self._entries.get(conversation.id)
-                if entry is not None and entry.conversation is conversation:
+                ours = entry is not None and entry.conversation is conversation
+                if ours and drop:
+                    del self._entries[conversation.id]
+                elif ours:
                     entry.last_used = time.monotonic()
-            if self.idle_timeout_s <= 0:
-                self._drop_idle(conversation.id)
+            if drop:
+                conversation.close()
 
     def _record_failure(self, conversation: Conversation, error: Exception) -> None:
         """Status ERROR with the cause, unless the conversation recorded its error itself: a
