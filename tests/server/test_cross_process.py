@@ -5,21 +5,19 @@ conversation act as they would on A alone, and B notices a conversation replaced
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 
+from support.postgres import fresh_schema_url
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
 from treadle.client import RemoteError, TreadleClient
 from treadle.events.model import ActionEvent, MessageEvent, PauseEvent
 from treadle.runtime.status import ConversationStatus as Status
 
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
 
 
@@ -39,10 +37,8 @@ def shared_store_url(request, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'shared.db'}"
         return
-    schema = f"treadle_xproc_{uuid.uuid4().hex[:10]}"
-    yield f"{POSTGRES}?schema={schema}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with fresh_schema_url("treadle_xproc") as url:
+        yield url
 
 
 @pytest.fixture
