@@ -59,13 +59,15 @@ def rss_mib(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-def test_shells_and_their_temp_folders_go_when_runs_end(
-    store_url, tmp_path, settings_for, monkeypatch
-):
+def test_shells_and_their_temp_folders_go_when_runs_end(store_url, tmp_path, settings_for):
     temp = tmp_path / "server-temp"
     temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))  # the server's temp folder, to count leftovers
-    server = ServerProcess(store_url, log_dir=tmp_path, idle_timeout=0.5).start()
+    server = ServerProcess(
+        store_url,
+        log_dir=tmp_path,
+        extra_args=["--idle-timeout", "0.5"],
+        env={"TMPDIR": str(temp)},  # the server's temp folder, to count leftovers
+    ).start()
     pid = server.process.pid
     settings = settings_for(
         [{"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi"}}]}, FINISH]
