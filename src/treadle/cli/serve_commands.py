@@ -58,6 +58,15 @@ def serve(
             "conversations with any other base URL run without the key",
         ),
     ] = None,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--idle-timeout",
+            min=0,
+            help="Seconds a conversation's shell and tools stay open after its last run or use "
+            "(0: close them when its run ends)",
+        ),
+    ] = 300.0,
 ) -> None:
     """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs."""
     import uvicorn
@@ -77,6 +86,7 @@ def serve(
         lease_ttl_s=lease_ttl,
         workspace_root=workspace_root,
         allow_base_urls=allow_base_url or (),
+        idle_timeout_s=idle_timeout,
     )
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
 

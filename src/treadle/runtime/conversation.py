@@ -41,6 +41,14 @@ from treadle.runtime.confirmation import (
     needs_confirmation,
 )
 from treadle.runtime.llm.base import LanguageModel, ModelError
+from treadle.runtime.requests import (
+    PauseKind,
+    last_seq,
+    pause_request_event,
+    pause_requested_since,
+    queued_message_event,
+    undelivered_messages,
+)
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings, SettingsPolicy
 from treadle.runtime.status import (
@@ -117,7 +125,9 @@ class Conversation:
         self.context = ToolContext(
             workspace=workspace, secrets=self.secrets, conversation_id=self.id
         )
-        self._pause_requested = threading.Event()
+        self._pause_requested = _PauseRequest(store, self.id, info.event_count - 1)
+        self._queue_seen = -1
+        """The seq up to which queued messages were delivered (see deliver_queued_messages)."""
         self._run_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._status, self.status_reason = self._read_status()
@@ -234,10 +244,31 @@ class Conversation:
     # -- user intents ----------------------------------------------------------------------
 
     def send_message(self, text: str) -> MessageEvent:
+        return self._store_message(MessageEvent(source="user", text=text))
+
+    def queue_message(self, text: str) -> MessageEvent:
+        """Record a user message for a run in progress (here or in another process): the
+        run's holder stores it, with this event's id, at its next safe point, after the results
+        of the calls in flight, never between a call and its result."""
+        message = MessageEvent(source="user", text=text)
+        self._append_side(queued_message_event(self.head or ROOT, message))
+        return message
+
+    def deliver_queued_messages(self) -> list[MessageEvent]:
+        """Store the queued messages not stored yet, in the order they were sent. Only the
+        holder of the run calls this, at a safe point (no call of its own in flight)."""
+        with self._write_lock:
+            messages, self._queue_seen = undelivered_messages(self.store, self.id, self._queue_seen)
+            for message in messages:
+                self._store_message(message)
+        return messages
+
+    def _store_message(self, message: MessageEvent) -> MessageEvent:
         with self._write_lock:
             self._ensure_system_prompt()
-            (event,) = self._append([MessageEvent(source="user", text=text)])
-            if self._status in (Status.FINISHED, Status.ERROR, Status.STUCK):
+            (event,) = self._append([message])
+            # The log's status, not this object's: another process may have moved it on.
+            if self._read_status()[0] in (Status.FINISHED, Status.ERROR, Status.STUCK):
                 self._set_status(Status.IDLE, "new user message")
         return event  # type: ignore[return-value]
 
@@ -251,8 +282,10 @@ class Conversation:
         if self.pending_actions() and self._status is Status.WAITING_FOR_CONFIRMATION:
             return self._status
         self._close_interrupted_calls()
+        self._pause_requested.watch_from(last_seq(self.store, self.id))
         self._set_status(Status.RUNNING)
         for _ in range(max_steps):
+            self.deliver_queued_messages()  # every call so far has its result
             if self._pause_requested.is_set():
                 return self._record_pause()
             outcome = self._step()
@@ -261,14 +294,23 @@ class Conversation:
         self._set_status(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
         return self._status
 
-    def pause(self) -> None:
-        """Stop at the next safe point: between steps, or before the next call of a batch."""
+    def pause(self, kind: PauseKind = "pause", *, local_only: bool = False) -> None:
+        """Stop at the next safe point: between steps, or before the next call of a batch.
+        While this object runs, the request is also recorded in the log (``request_pause``),
+        unless ``local_only`` (this process lost the run and must only stop its own loop)."""
         self._pause_requested.set()
         if self._run_lock.acquire(blocking=False):  # not running: pause now
             try:
                 self._record_pause()
             finally:
                 self._run_lock.release()
+        elif not local_only:
+            self.request_pause(kind)
+
+    def request_pause(self, kind: PauseKind = "pause") -> None:
+        """Record that the user asked the run in progress to pause: whichever process holds
+        the run stops at its next safe point (see ``_PauseRequest``)."""
+        self._append_side(pause_request_event(self.head or ROOT, kind))
 
     def confirm(self, action_ids: Sequence[str] | None = None) -> ConversationStatus:
         """Run the pending calls the user confirmed (all of them by default)."""
@@ -277,6 +319,7 @@ class Conversation:
             return self._ending_cleanly(self._confirm, chosen)
 
     def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
+        self._pause_requested.watch_from(last_seq(self.store, self.id))
         self._set_status(Status.RUNNING, "confirmed by the user")
         outcome = self._execute(chosen)
         return outcome or self._after_user_decision()
@@ -536,6 +579,12 @@ class Conversation:
         self._notify(StoredEvent(seq=seq, event=event))
         return status
 
+    def _append_side(self, event: Event) -> None:
+        """Store a side leaf (a state change: never the head), then tell callbacks."""
+        with self._write_lock:
+            seq = self.store.append(self.id, event, move_head=False)
+        self._notify(StoredEvent(seq=seq, event=event))
+
     def _notify(self, stored: StoredEvent) -> None:
         for callback in self.callbacks:
             try:
@@ -567,6 +616,34 @@ def _stored_conversation(store: EventStore, conversation_id: str | None) -> Conv
         return store.get_conversation(conversation_id)
     except ConversationNotFound:
         return None
+
+
+class _PauseRequest:
+    """Whether the run must pause: asked in this process (a flag) or by any process, through
+    a pause request recorded in the log after the seq the run watches from."""
+
+    def __init__(self, store: EventStore, conversation_id: str, since: int) -> None:
+        self._store = store
+        self._conversation_id = conversation_id
+        self._local = threading.Event()
+        self._since = since
+
+    def watch_from(self, seq: int) -> None:
+        """Honour the requests recorded after ``seq`` (older ones were meant for older runs)."""
+        self._since = seq
+
+    def set(self) -> None:
+        self._local.set()
+
+    def clear(self) -> None:
+        """Honoured: forget the flag and every request recorded so far."""
+        self._local.clear()
+        self._since = last_seq(self._store, self._conversation_id)
+
+    def is_set(self) -> bool:
+        return self._local.is_set() or pause_requested_since(
+            self._store, self._conversation_id, self._since
+        )
 
 
 class _RunGuard:

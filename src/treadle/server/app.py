@@ -15,7 +15,7 @@ import treadle
 from treadle.runtime.settings import SettingsPolicy
 from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
 from treadle.server.errors import install_error_handlers
-from treadle.server.runs import RunManager
+from treadle.server.runs import DEFAULT_IDLE_TIMEOUT_S, RunManager
 from treadle.server.security import SecurityConfig, SecurityMiddleware
 from treadle.server.state import ServerState
 from treadle.server.stream import Hubs
@@ -34,6 +34,7 @@ def create_app(
     lease_ttl_s: float = 10.0,
     workspace_root: str | Path | None = None,
     allow_base_urls: Iterable[str] = (),
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
 ) -> FastAPI:
     """``allow_base_urls``: base URLs (besides the provider's own endpoint and TREADLE_BASE_URL)
     that may receive the server's model key; a conversation with any other runs without it."""
@@ -52,7 +53,13 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(url)
-        runs = RunManager(store, open_leases(url), lease_ttl_s=lease_ttl_s, policy=policy)
+        runs = RunManager(
+            store,
+            open_leases(url),
+            lease_ttl_s=lease_ttl_s,
+            policy=policy,
+            idle_timeout_s=idle_timeout_s,
+        )
         app.state.treadle = ServerState(
             store=store,
             runs=runs,

@@ -21,7 +21,6 @@ from treadle.server.api_models import (
     RunRequest,
     SendMessage,
 )
-from treadle.server.errors import ApiError
 from treadle.server.state import ServerState, server_state
 from treadle.store.base import ConversationInfo, ConversationNotFound
 
@@ -87,17 +86,21 @@ def get_conversation(conversation_id: str, state: State) -> ConversationView:
 
 @router.delete("/{conversation_id}", status_code=204)
 def delete_conversation(conversation_id: str, state: State) -> Response:
-    if state.runs.is_running(conversation_id):
-        raise ApiError(409, "already_running", "pause the conversation before deleting it")
     state.store.get_conversation(conversation_id)
-    state.runs.forget(conversation_id)
-    state.store.delete_conversation(conversation_id)
+    with state.runs.exclusive(conversation_id, "pause it before deleting it"):
+        state.runs.forget(conversation_id)
+        state.store.delete_conversation(conversation_id)
     return Response(status_code=204)
 
 
 @router.post("/{conversation_id}/messages", status_code=201)
-def send_message(conversation_id: str, body: SendMessage, state: State) -> dict:
-    event = state.runtime(conversation_id).send_message(body.text)
+def send_message(conversation_id: str, body: SendMessage, state: State, response: Response) -> dict:
+    """201 with the stored message; while a run holds the conversation (in any server), 202
+    with the message it will store, after the results of the calls in flight."""
+    state.runtime(conversation_id)  # 404 / 409
+    event, queued = state.runs.send_message(conversation_id, body.text)
+    if queued:
+        response.status_code = 202
     return event_to_dict(event)
 
 
@@ -117,7 +120,10 @@ def run(conversation_id: str, state: State, body: RunRequest | None = None) -> A
 
 @router.post("/{conversation_id}/pause", status_code=202, response_model=Accepted)
 def pause(conversation_id: str, state: State) -> Accepted:
-    state.runtime(conversation_id).pause()
+    """Pause now when nothing runs; else the process that runs it (any server) stops between
+    calls."""
+    state.runtime(conversation_id)  # 404 / 409
+    state.runs.pause(conversation_id, "pause")
     return _accepted(state, conversation_id, "pause")
 
 
@@ -125,28 +131,33 @@ def pause(conversation_id: str, state: State) -> Accepted:
 def interrupt(conversation_id: str, state: State) -> Accepted:
     """Stop as soon as possible: no new model call or tool call starts (a running command
     finishes or hits its timeout)."""
-    state.runtime(conversation_id).pause()
+    state.runtime(conversation_id)  # 404 / 409
+    state.runs.pause(conversation_id, "interrupt")
     return _accepted(state, conversation_id, "interrupt")
 
 
 @router.post("/{conversation_id}/confirm", status_code=202, response_model=Accepted)
 def confirm(conversation_id: str, state: State, body: ActionChoice | None = None) -> Accepted:
     """Run the confirmed pending calls in the background (all of them by default)."""
-    conversation = state.runtime(conversation_id)
+    state.runtime(conversation_id)  # 404 / 409
     chosen = (body or ActionChoice()).action_ids
-    state.check_pending(conversation, chosen)
-    state.runs.start(conversation_id, lambda c: c.confirm(chosen), "confirm")
+    state.runs.start(
+        conversation_id,
+        lambda c: c.confirm(chosen),
+        "confirm",
+        check=lambda c: state.check_pending(c, chosen),
+    )
     return _accepted(state, conversation_id, "confirm")
 
 
 @router.post("/{conversation_id}/reject", response_model=Accepted)
 def reject(conversation_id: str, state: State, body: RejectRequest | None = None) -> Accepted:
     body = body or RejectRequest()
-    conversation = state.runtime(conversation_id)
-    state.check_pending(conversation, body.action_ids)
-    if state.runs.is_running(conversation_id):
-        raise ApiError(409, "already_running", "the conversation is running")
-    conversation.reject(body.action_ids, reason=body.reason)
+    state.runtime(conversation_id)  # 404 / 409
+    with state.runs.exclusive(conversation_id, "only calls waiting for confirmation take a reject"):
+        conversation = state.runtime(conversation_id)
+        state.check_pending(conversation, body.action_ids)
+        conversation.reject(body.action_ids, reason=body.reason)
     return _accepted(state, conversation_id, "reject")
 
 
@@ -160,8 +171,7 @@ def fork(conversation_id: str, body: ForkRequest, state: State) -> ConversationV
 @router.put("/{conversation_id}/head", response_model=ConversationView)
 def move_head(conversation_id: str, body: MoveHead, state: State) -> ConversationView:
     """Switch the active branch: the model's context follows the new head."""
-    if state.runs.is_running(conversation_id):
-        raise ApiError(409, "already_running", "pause the conversation before switching branch")
     state.store.get_event(conversation_id, body.event_id)  # 404 for an unknown event
-    state.runtime(conversation_id).switch_branch(body.event_id)
+    with state.runs.exclusive(conversation_id, "pause it before switching branch"):
+        state.runtime(conversation_id).switch_branch(body.event_id)
     return view(state, state.store.get_conversation(conversation_id))

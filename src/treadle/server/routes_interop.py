@@ -16,7 +16,12 @@ from starlette.concurrency import run_in_threadpool
 from treadle.server.errors import ApiError
 from treadle.server.state import ServerState, server_state
 from treadle.store.openhands.layout import find_conversation_folders
-from treadle.store.openhands.transfer import export_conversation, import_conversation
+from treadle.store.openhands.reader import read_conversation_folder
+from treadle.store.openhands.transfer import (
+    ImportResult,
+    export_conversation,
+    import_conversation,
+)
 
 router = APIRouter(prefix="/api/conversations", tags=["import and export"])
 State = Annotated[ServerState, Depends(server_state)]
@@ -44,7 +49,7 @@ def _import_all(state: ServerState, archive: bytes, replace: bool) -> list[dict[
             )
         results = []
         for folder in folders:
-            result = import_conversation(state.store, folder, replace=replace)
+            result = _import_one(state, folder, replace)
             results.append(
                 {
                     "folder": folder.name,
@@ -57,6 +62,19 @@ def _import_all(state: ServerState, archive: bytes, replace: bool) -> list[dict[
                 }
             )
         return results
+
+
+def _import_one(state: ServerState, folder: Path, replace: bool) -> ImportResult:
+    """Import one folder; a replace holds the run lease of the conversation it replaces (409
+    while that runs in any server) and drops this process's object of the replaced one."""
+    conversation_id = read_conversation_folder(folder).conversation_id if replace else None
+    if conversation_id is None:
+        return import_conversation(state.store, folder, replace=replace)
+    with state.runs.exclusive(conversation_id, "pause it before replacing it"):
+        result = import_conversation(state.store, folder, replace=replace)
+        if result.replaced:
+            state.runs.forget(conversation_id)
+        return result
 
 
 @router.post("/import/openhands")

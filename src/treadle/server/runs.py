@@ -4,18 +4,35 @@ A run (or a confirmation, which runs tools) happens in a thread; the lease makes
 one server process runs a conversation at a time. A watcher takes over conversations whose
 holder stopped renewing (crashed): it reopens them and runs on, which first closes the calls
 the crash interrupted.
+
+Across processes: a short change (reject, switch branch, delete, replace, a message or a pause
+while nothing runs) holds the lease too, so it never lands inside another server's run; a pause
+or a message sent while a run holds the lease is recorded in the log (``runtime/requests.py``)
+and honoured by the holder at its next safe point.
+
+Lifetimes: a conversation's object (and with it its tools' processes, e.g. its shell) is kept
+for ``idle_timeout_s`` after its last use or run, then closed and dropped; 0 closes it as soon
+as its run ends. A cached object whose conversation was deleted or replaced (another
+``created_at``) is noticed on use and reopened.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from treadle.events.model import ROOT, MessageEvent
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.requests import PauseKind
 from treadle.runtime.settings import SettingsPolicy
-from treadle.runtime.status import ConversationStatus
+from treadle.runtime.status import ConversationStatus, read_status, status_event
 from treadle.runtime.workspace.base import WorkspacePathError
 from treadle.server.errors import ApiError
 from treadle.store.base import ConversationNotFound, EventStore
@@ -24,6 +41,22 @@ from treadle.store.leases import SERVER, RunLeases, new_owner
 logger = logging.getLogger(__name__)
 
 Operation = Callable[[Conversation], Any]
+Check = Callable[[Conversation], None]
+
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+"""Seconds a conversation's object and its shell stay open after its last use or run."""
+
+
+@dataclass
+class _Entry:
+    conversation: Conversation
+    created_at: datetime
+    last_used: float = field(default_factory=time.monotonic)
+    thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
 
 
 class RunManager:
@@ -35,6 +68,7 @@ class RunManager:
         lease_ttl_s: float = 10.0,
         takeover: bool = True,
         policy: SettingsPolicy | None = None,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     ) -> None:
         self.store = store
         self.policy = policy or SettingsPolicy()
@@ -42,38 +76,56 @@ class RunManager:
         self.leases = leases
         self.owner = new_owner(SERVER)
         self.lease_ttl_s = lease_ttl_s
-        self._conversations: dict[str, Conversation] = {}
-        self._threads: dict[str, threading.Thread] = {}
+        self.takeover = takeover
+        self.idle_timeout_s = idle_timeout_s
+        self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._watcher = threading.Thread(
             target=self._watch, name="treadle-lease-watch", daemon=True
         )
-        if takeover:
-            self._watcher.start()
+        self._watcher.start()
 
     def conversation(self, conversation_id: str) -> Conversation:
-        """This process's object for a stored conversation (opened from its settings)."""
+        """This process's object for a stored conversation (opened from its settings; reopened
+        when the stored conversation is not the one it was opened from)."""
+        info = self.store.get_conversation(conversation_id)
+        stale = None
         with self._lock:
-            found = self._conversations.get(conversation_id)
-            if found is None:
-                found = Conversation.open(self.store, conversation_id, policy=self.policy)
-                self._conversations[conversation_id] = found
-            return found
+            entry = self._entries.get(conversation_id)
+            if entry is not None and entry.created_at != info.created_at and not entry.running:
+                stale, entry = self._entries.pop(conversation_id), None
+            if entry is None:
+                conversation = Conversation.open(self.store, conversation_id, policy=self.policy)
+                entry = _Entry(conversation, info.created_at)
+                self._entries[conversation_id] = entry
+            entry.last_used = time.monotonic()
+            found = entry.conversation
+        if stale is not None:
+            stale.conversation.close()
+        return found
 
     def forget(self, conversation_id: str) -> None:
         with self._lock:
-            found = self._conversations.pop(conversation_id, None)
-        if found is not None:
-            found.close()
+            entry = self._entries.pop(conversation_id, None)
+        if entry is not None:
+            entry.conversation.close()
+
+    def cached(self) -> int:
+        """How many conversation objects this process holds (running or idle)."""
+        with self._lock:
+            return len(self._entries)
 
     def is_running(self, conversation_id: str) -> bool:
-        thread = self._threads.get(conversation_id)
-        return thread is not None and thread.is_alive()
+        entry = self._entries.get(conversation_id)
+        return entry is not None and entry.running
 
-    def start(self, conversation_id: str, operation: Operation, name: str) -> None:
+    def start(
+        self, conversation_id: str, operation: Operation, name: str, check: Check | None = None
+    ) -> None:
         """Run ``operation`` on the conversation in the background; 409 when it is already
-        running here or in another server process."""
+        running here or in another server. ``check`` runs first, under the lease (its
+        ApiError is the answer)."""
         conversation = self.conversation(conversation_id)
         try:
             # Confinement is checked again (real paths) at every start: the folder may have
@@ -88,31 +140,112 @@ class RunManager:
                 raise ApiError(
                     409, "already_running", f"conversation {conversation_id} runs in another server"
                 )
-            thread = threading.Thread(
-                target=self._guarded,
-                args=(conversation, operation),
-                name=f"treadle-{name}-{conversation_id[:8]}",
-                daemon=True,
+            try:
+                if check is not None:
+                    check(conversation)
+                thread = threading.Thread(
+                    target=self._guarded,
+                    args=(conversation, operation),
+                    name=f"treadle-{name}-{conversation_id[:8]}",
+                    daemon=True,
+                )
+                entry = self._entries.get(conversation_id)
+                if entry is None or entry.conversation is not conversation:
+                    # Forgotten or replaced since we opened it: run the object we checked.
+                    entry = _Entry(
+                        conversation, self.store.get_conversation(conversation_id).created_at
+                    )
+                    self._entries[conversation_id] = entry
+                entry.thread = thread
+                thread.start()
+            except BaseException:
+                self.leases.release(conversation_id, self.owner)
+                raise
+
+    @contextmanager
+    def exclusive(self, conversation_id: str, what: str) -> Iterator[None]:
+        """Hold the run lease during a short change; 409 (naming ``what``) while the
+        conversation runs here or in another server."""
+        owner = self._try_hold(conversation_id)
+        if owner is None:
+            raise ApiError(
+                409, "already_running", f"conversation {conversation_id} is running: {what}"
             )
-            self._threads[conversation_id] = thread
-            thread.start()
+        try:
+            yield
+        finally:
+            self.leases.release(conversation_id, owner)
+
+    def pause(self, conversation_id: str, kind: PauseKind = "pause") -> None:
+        """Pause now when nothing runs the conversation; else record the request for the
+        process that runs it (this one or another)."""
+        owner = self._try_hold(conversation_id)
+        if owner is None:
+            conversation = self.conversation(conversation_id)
+            if self.is_running(conversation_id):
+                conversation.pause(kind)  # our run: its flag, and a request in the log
+            else:
+                conversation.request_pause(kind)  # another process runs it
+            return
+        try:
+            self.conversation(conversation_id).pause(kind)  # nothing runs: paused now
+        finally:
+            self.leases.release(conversation_id, owner)
+
+    def send_message(self, conversation_id: str, text: str) -> tuple[MessageEvent, bool]:
+        """Store a user message now when nothing runs the conversation; else queue it for the
+        run's holder. Returns the message and whether it was queued."""
+        owner = self._try_hold(conversation_id)
+        if owner is None:
+            message = self.conversation(conversation_id).queue_message(text)
+            self._deliver_if_free(conversation_id)  # the run may have ended meanwhile
+            return message, True
+        try:
+            conversation = self.conversation(conversation_id)
+            conversation.deliver_queued_messages()  # earlier messages first
+            return conversation.send_message(text), False
+        finally:
+            self.leases.release(conversation_id, owner)
 
     def wait(self, conversation_id: str, timeout: float | None = None) -> None:
-        thread = self._threads.get(conversation_id)
-        if thread is not None:
-            thread.join(timeout)
+        entry = self._entries.get(conversation_id)
+        if entry is not None and entry.thread is not None:
+            entry.thread.join(timeout)
 
     def shutdown(self) -> None:
+        """Pause what runs here (only that), wait for it, close every conversation."""
         self._stopping.set()
         with self._lock:
-            conversations = list(self._conversations.values())
-        for conversation in conversations:
-            conversation.pause()
-        for thread in list(self._threads.values()):
-            thread.join(timeout=10)
-        for conversation in conversations:
-            conversation.close()
+            running = [entry for entry in self._entries.values() if entry.running]
+        for entry in running:
+            entry.conversation.pause()
+        for entry in running:
+            if entry.thread is not None:
+                entry.thread.join(timeout=10)
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+        for entry in entries:
+            entry.conversation.close()
         self.leases.close()
+
+    def _try_hold(self, conversation_id: str) -> str | None:
+        """Take the lease for a short change under an owner of its own (so it conflicts with
+        this process's runs too); None when someone runs the conversation."""
+        owner = f"{self.owner}/{uuid.uuid4().hex[:8]}"
+        return owner if self.leases.acquire(conversation_id, owner, self.lease_ttl_s) else None
+
+    def _deliver_if_free(self, conversation_id: str) -> None:
+        """Deliver queued messages when no run holds the lease (else its holder will)."""
+        owner = self._try_hold(conversation_id)
+        if owner is None:
+            return
+        try:
+            self.conversation(conversation_id).deliver_queued_messages()
+        except ConversationNotFound:
+            pass
+        finally:
+            self.leases.release(conversation_id, owner)
 
     def _guarded(self, conversation: Conversation, operation: Operation) -> None:
         stop_renewing = threading.Event()
@@ -120,29 +253,88 @@ class RunManager:
             target=self._renew, args=(conversation, stop_renewing), daemon=True
         )
         renewer.start()
+        failed = False
         try:
             operation(conversation)
-        except Exception:  # recorded by the conversation where it can; never kill the server
+            conversation.deliver_queued_messages()  # those sent after the last safe point
+        except Exception as error:  # never kill the server; the failure is recorded
             logger.exception("run of conversation %s failed", conversation.id)
+            self._record_failure(conversation, error)
+            failed = True
         finally:
             stop_renewing.set()
             renewer.join()
             self.leases.release(conversation.id, self.owner)
+        try:
+            # A message queued between our last delivery and the release is ours to deliver.
+            self._deliver_if_free(conversation.id)
+        except Exception:
+            logger.exception("delivering queued messages of %s failed", conversation.id)
+        finally:
+            # A failed object's state is suspect (reopen it from the log); with no idle
+            # timeout, its shell goes now.
+            drop = failed or self.idle_timeout_s <= 0
+            with self._lock:
+                entry = self._entries.get(conversation.id)
+                ours = entry is not None and entry.conversation is conversation
+                if ours and drop:
+                    del self._entries[conversation.id]
+                elif ours:
+                    entry.last_used = time.monotonic()
+            if drop:
+                conversation.close()
+
+    def _record_failure(self, conversation: Conversation, error: Exception) -> None:
+        """Status ERROR with the cause, unless the conversation recorded its error itself: a
+        failed background run must be visible to clients (API, stream, Canvas), not only in
+        the server's log."""
+        try:
+            status, _reason = read_status(self.store, conversation.id)
+            if status is ConversationStatus.ERROR:
+                return
+            reason = conversation.secrets.mask(f"the run failed: {type(error).__name__}: {error}")
+            event = status_event(
+                ConversationStatus.ERROR, self.store.head(conversation.id) or ROOT, reason
+            )
+            self.store.append(conversation.id, event, move_head=False)
+        except Exception:
+            logger.exception("could not record the failure of %s", conversation.id)
 
     def _renew(self, conversation: Conversation, stop: threading.Event) -> None:
         while not stop.wait(self.lease_ttl_s / 3):
             if not self.leases.renew(conversation.id, self.owner, self.lease_ttl_s):
                 # Another server took over (we stalled past the lease): stop at the next safe point.
                 logger.warning("lost the run lease of %s; pausing here", conversation.id)
-                conversation.pause()
+                conversation.pause(local_only=True)  # the new holder's run must go on
                 return
 
+    def _drop_idle(self, conversation_id: str | None = None) -> None:
+        """Close and drop the objects not running and unused for ``idle_timeout_s`` (with an
+        id: that one only)."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [
+                key
+                for key, entry in self._entries.items()
+                if (conversation_id is None or key == conversation_id)
+                and not entry.running
+                and now - entry.last_used >= self.idle_timeout_s
+            ]
+            dropped = [self._entries.pop(key) for key in idle]
+        for entry in dropped:
+            entry.conversation.close()
+
     def _watch(self) -> None:
-        while not self._stopping.wait(self.lease_ttl_s / 2):
+        interval = self.lease_ttl_s / 2
+        if self.idle_timeout_s > 0:
+            interval = min(interval, self.idle_timeout_s / 2)
+        while not self._stopping.wait(interval):
             try:
-                # Only runs a server started: a dead CLI run waits for someone to run it again.
-                for conversation_id in self.leases.expired(kind=SERVER):
-                    self._take_over(conversation_id)
+                self._drop_idle()
+                if self.takeover:
+                    # Only runs a server started: a dead CLI run waits for someone to run it again.
+                    for conversation_id in self.leases.expired(kind=SERVER):
+                        self._take_over(conversation_id)
             except Exception:
                 logger.exception("lease watcher failed; retrying")
 

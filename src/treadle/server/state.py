@@ -74,9 +74,20 @@ class ServerState:
 
     @staticmethod
     def check_pending(conversation: Conversation, action_ids: Sequence[str] | None) -> None:
+        """409 unless the calls are waiting for confirmation. Call it holding the run lease:
+        a call without a result while a run holds it is running, not waiting."""
         pending = {action.id for action in conversation.pending_actions()}
         if not pending:
             raise ApiError(409, "nothing_pending", "no call is waiting for confirmation")
+        status, _reason = conversation.stored_status()
+        if status is not ConversationStatus.WAITING_FOR_CONFIRMATION:
+            raise ApiError(
+                409,
+                "not_waiting",
+                f"the calls without a result are not waiting for confirmation (status "
+                f"{status.value}): only a conversation waiting for confirmation takes a "
+                "confirm or a reject",
+            )
         unknown = [a for a in action_ids or () if a not in pending]
         if unknown:
             raise ApiError(

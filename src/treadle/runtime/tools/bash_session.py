@@ -200,7 +200,11 @@ class BashSession:
         self._alive = True
         self._finalizer = weakref.finalize(self, _terminate, self._process, master, self._tmpdir)
         try:
-            self._sync([_INIT], STARTUP_TIMEOUT)
+            # If this process dies without closing us (SIGKILL), the hung-up shell exits and
+            # removes its own temp folder.
+            remove = f"rm -rf -- {shlex.quote(str(self._tmpdir))}"
+            cleanup = f"trap {shlex.quote(remove)} EXIT"
+            self._sync([_INIT, cleanup], STARTUP_TIMEOUT)
         except BashSessionError:
             self.close()
             raise

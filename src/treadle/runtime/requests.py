@@ -1,0 +1,79 @@
+"""Requests to a conversation's run recorded in its log (a pause, a user message sent while calls
+run), so that whichever process holds the run honours them at its next safe point, whatever
+process or server received them. Both are ``state_change`` side leaves: never model-visible,
+never a head.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from treadle.events.model import MessageEvent, StateChangeEvent
+from treadle.store.base import EventNotFound, EventQuery, EventStore
+
+PAUSE_REQUEST_KEY = "pause_request"
+"""``{"kind": "pause"|"interrupt"}``: the user asked the run to stop at its next safe point."""
+QUEUED_MESSAGE_KEY = "queued_message"
+"""``{"event_id", "text"}``: a user message to store, with that id, once the calls in flight
+have their results."""
+
+PauseKind = Literal["pause", "interrupt"]
+
+
+def pause_request_event(parent_id: str, kind: PauseKind = "pause") -> StateChangeEvent:
+    return StateChangeEvent(key=PAUSE_REQUEST_KEY, value={"kind": kind}, parent_id=parent_id)
+
+
+def queued_message_event(parent_id: str, message: MessageEvent) -> StateChangeEvent:
+    return StateChangeEvent(
+        key=QUEUED_MESSAGE_KEY,
+        value={"event_id": message.id, "text": message.text},
+        parent_id=parent_id,
+    )
+
+
+def last_seq(store: EventStore, conversation_id: str) -> int:
+    """The seq of the conversation's newest event (-1 when it has none)."""
+    return store.get_conversation(conversation_id).event_count - 1
+
+
+def _records(
+    store: EventStore, conversation_id: str, key: str, after_seq: int
+) -> list[tuple[int, StateChangeEvent]]:
+    found: list[tuple[int, StateChangeEvent]] = []
+    cursor: int | None = after_seq
+    while cursor is not None:
+        page = store.search(
+            conversation_id,
+            EventQuery(kinds=["state_change"], text=f'"key":"{key}"', after_seq=cursor, limit=200),
+        )
+        for stored in page.items:
+            event = stored.event
+            if isinstance(event, StateChangeEvent) and event.key == key:
+                found.append((stored.seq, event))
+        cursor = page.next_cursor
+    return found
+
+
+def pause_requested_since(store: EventStore, conversation_id: str, after_seq: int) -> bool:
+    return bool(_records(store, conversation_id, PAUSE_REQUEST_KEY, after_seq))
+
+
+def undelivered_messages(
+    store: EventStore, conversation_id: str, after_seq: int
+) -> tuple[list[MessageEvent], int]:
+    """The messages queued after ``after_seq`` and not stored yet, in the order they were sent,
+    and the seq to continue from next time."""
+    messages: list[MessageEvent] = []
+    seen = after_seq
+    for seq, record in _records(store, conversation_id, QUEUED_MESSAGE_KEY, after_seq):
+        seen = seq
+        value = record.value if isinstance(record.value, dict) else {}
+        event_id, text = value.get("event_id"), value.get("text")
+        if not isinstance(event_id, str) or not isinstance(text, str):
+            continue  # not one we wrote: nothing to deliver
+        try:
+            store.get_event(conversation_id, event_id)
+        except EventNotFound:
+            messages.append(MessageEvent(id=event_id, source="user", text=text))
+    return messages, seen

@@ -1,0 +1,93 @@
+"""Requests recorded in the log for the run's holder (runtime/requests.py): a pause asked by
+another object (another process) stops the run between calls; a message queued while a call runs
+is stored after that call's result, before the model is asked again."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from treadle.events.model import ActionEvent, MessageEvent, ObservationEvent, PauseEvent
+from treadle.runtime.conversation import Conversation
+from treadle.runtime.status import ConversationStatus as Status
+
+from .test_conversation import FINISH, call, scripted
+
+
+def slow_steps(count: int, seconds: float = 0.3) -> list[dict]:
+    return [
+        {"tool_calls": [call("terminal", {"command": f"sleep {seconds}; echo step {i}"})]}
+        for i in range(count)
+    ]
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def run_in_background(conversation: Conversation) -> tuple[threading.Thread, list[Status]]:
+    outcome: list[Status] = []
+    thread = threading.Thread(target=lambda: outcome.append(conversation.run()), daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_pause_requested_by_another_process_stops_the_run_between_calls(store, workspace):
+    runner = scripted(store, workspace, [*slow_steps(10), FINISH])
+    runner.send_message("work slowly")
+    thread, outcome = run_in_background(runner)
+    other = Conversation.open(store, runner.id)  # what another server process would hold
+    try:
+        wait_until(lambda: bool(other.pending_actions()))  # a call is running
+        other.request_pause()
+        thread.join(timeout=30)
+        assert outcome == [Status.PAUSED]
+        path = other.active_path()
+        assert isinstance(path[-1], PauseEvent)
+        assert other.pending_actions() == []
+        assert sum(isinstance(event, ObservationEvent) for event in path) < 10
+        assert other.stored_status()[0] is Status.PAUSED
+    finally:
+        other.close()
+        runner.close()
+
+
+def test_a_message_queued_during_a_call_is_stored_after_its_result(store, workspace):
+    runner = scripted(store, workspace, [*slow_steps(3, 0.5), FINISH])
+    runner.send_message("work slowly")
+    thread, outcome = run_in_background(runner)
+    other = Conversation.open(store, runner.id)
+    try:
+        wait_until(lambda: bool(other.pending_actions()))
+        in_flight = other.pending_actions()[0]
+        queued = other.queue_message("also say hello")
+        assert store.head(runner.id) != queued.id  # not stored yet: the call is running
+        thread.join(timeout=30)
+        assert outcome == [Status.FINISHED]
+        path = other.active_path()
+        index = next(i for i, event in enumerate(path) if event.id == queued.id)
+        message = path[index]
+        assert isinstance(message, MessageEvent)
+        assert message.text == "also say hello"
+        before = path[index - 1]
+        assert isinstance(before, ObservationEvent)
+        assert before.action_id == in_flight.id
+        # Delivered before the model was asked again: the next action comes after it.
+        later_actions = [e for e in path[index:] if isinstance(e, ActionEvent)]
+        assert later_actions, "the model was asked after the message"
+        assert other.deliver_queued_messages() == []  # delivered once
+    finally:
+        other.close()
+        runner.close()
+
+
+def test_a_pause_request_left_from_an_earlier_run_does_not_stop_a_later_one(store, workspace):
+    conversation = scripted(store, workspace, [FINISH])
+    conversation.send_message("go")
+    conversation.request_pause()  # recorded while nothing ran: meant for no later run
+    with conversation:
+        assert conversation.run() is Status.FINISHED
