@@ -4,8 +4,10 @@ replay from far before the log and a store that fails get a close frame with a c
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +22,7 @@ from support.postgres import POSTGRES_BASE_URL, fresh_schema_url
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.events.model import MessageEvent
+from treadle.server.stream import Hubs, Listener
 from treadle.store.urls import open_store
 
 AT_ONCE = 10
@@ -243,3 +246,41 @@ def test_a_store_that_fails_while_a_stream_opens_closes_it_with_a_reason(
         assert reason.startswith(("store error", "store unavailable")), reason
     finally:
         server.stop()
+
+
+def test_joins_racing_the_last_leave_always_get_a_live_hub(tmp_path: Path):
+    # In-process: threads join and leave one conversation's hub as fast as they can, so joins
+    # land while a last listener leaves. A join must never land on a stopping hub (it would
+    # get no events), and once all have left no hub thread is left.
+    store = open_store(f"sqlite:///{tmp_path / 'hubs.db'}")
+    conversation_id = store.create_conversation().id
+    hubs = Hubs(store)
+    loop = asyncio.new_event_loop()
+    stale: list[int] = []
+
+    def churn() -> None:
+        for _ in range(100):
+            listener = Listener(loop=loop)
+            hubs.join(conversation_id, listener)
+            if listener.hub is None or listener.hub.stopping:
+                stale.append(1)
+            hubs.leave(listener)
+
+    try:
+        workers = [threading.Thread(target=churn) for _ in range(6)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(30)
+        deadline = time.monotonic() + 10
+        while _hub_threads() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert stale == []
+        assert _hub_threads() == []
+    finally:
+        loop.close()
+        store.close()
+
+
+def _hub_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("treadle-hub-")]

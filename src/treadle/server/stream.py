@@ -84,6 +84,11 @@ class ConversationHub:
             target=self._follow, name=f"treadle-hub-{conversation_id[:8]}", daemon=True
         )
 
+    @property
+    def stopping(self) -> bool:
+        """Its last listener has left: it follows no more and takes no new listener."""
+        return self._stop.is_set()
+
     def start(self) -> None:
         self._thread.start()
 
