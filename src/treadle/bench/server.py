@@ -243,9 +243,7 @@ def _concurrency(server: ServerProcess, workspace: Path) -> dict[str, Any]:
         for i in range(CONCURRENT_STEPS)
     ]
     finish = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
-    script = workspace / "script.json"
-    script.write_text(json.dumps({"responses": [*steps, finish]}))
-    settings = ConversationSettings.scripted(script, workspace)
+    settings = ConversationSettings.scripted_inline([*steps, finish], workspace)
     with TreadleClient(server.base_url) as client:
         _run_at_once(client, settings, 1)  # warm-up: imports, caches, the first thread
         one = _run_at_once(client, settings, 1)
