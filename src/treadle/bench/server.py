@@ -1,16 +1,20 @@
 """``treadle bench server``: the agent server over HTTP and WebSocket at 100,000 stored events.
 
 A real ``treadle serve`` child process on 127.0.0.1: search pages of 100 (p50/p99), live
-fan-out of 1,000 events to 50 WebSocket subscribers (delivery latency), and a reconnect after
-10,000 missed events (it must catch up without re-reading older events).
+fan-out of 1,000 events to 50 WebSocket subscribers (delivery latency), a reconnect after
+10,000 missed events (it must catch up without re-reading older events), the server's threads,
+fds and RSS before and after 200 streams opened and closed, and the time of 50 conversations
+run at once against one run alone (``concurrent_50_vs_1``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +22,16 @@ import httpx
 from websockets.sync.client import connect
 
 from treadle.bench.workload import realistic_events
+from treadle.client import RemoteError, TreadleClient
+from treadle.events.model import MessageEvent
+from treadle.runtime.settings import ConversationSettings
 from treadle.server.process import ServerProcess
 from treadle.store.urls import open_store
+
+CHURN_AT_ONCE = 10
+"""Streams open at a time while 200 are opened and closed."""
+CONCURRENT_STEPS = 10
+"""Model steps (a 0.2 s terminal call each) of every conversation in the concurrency figure."""
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -137,8 +149,119 @@ def _reconnect_catch_up(
     }
 
 
+def _process(pid: int) -> dict[str, int]:
+    """A process's threads, open fds and resident memory (KiB), from /proc (Linux)."""
+    with open(f"/proc/{pid}/status") as status:
+        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return {
+        "threads": len(os.listdir(f"/proc/{pid}/task")),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "rss_kib": rss,
+    }
+
+
+def _stream_churn(server: ServerProcess, store_url: str, streams: int) -> dict[str, Any]:
+    """Open and close ``streams`` streams, each on a conversation of its own (a hub each), a
+    few at a time; the server's resources before, at the peak and once they have settled."""
+    assert server.process is not None
+    pid = server.process.pid
+    store = open_store(store_url)
+    warm_up = CHURN_AT_ONCE * 2
+    ids = [store.create_conversation(title="churn").id for _ in range(warm_up + streams)]
+    for conversation_id in ids:
+        store.append(conversation_id, MessageEvent(source="user", text="hello"))
+    store.close()
+    base = server.base_url.replace("http", "ws")
+
+    def open_one(conversation_id: str) -> Any:
+        socket_ = connect(f"{base}/api/conversations/{conversation_id}/events/stream", legacy=True)
+        socket_.recv(timeout=30)  # the replayed first event: the stream has joined its hub
+        return socket_
+
+    def churn(conversation_ids: list[str], peak: dict[str, int]) -> dict[str, int]:
+        for start in range(0, len(conversation_ids), CHURN_AT_ONCE):
+            sockets = list(pool.map(open_one, conversation_ids[start : start + CHURN_AT_ONCE]))
+            peak = {name: max(value, peak[name]) for name, value in _process(pid).items()}
+            for socket_ in sockets:
+                socket_.close()
+        return peak
+
+    with ThreadPoolExecutor(CHURN_AT_ONCE) as pool:
+        # A warm-up round on other conversations: the server's worker threads (a bounded
+        # pool, each with its own store connection) that this concurrency needs exist before.
+        churn(ids[:warm_up], _process(pid))
+        time.sleep(1)  # the warm-up's hubs end within the store's poll interval
+        before = _process(pid)
+        peak = churn(ids[warm_up:], dict(before))
+    deadline = time.monotonic() + 10  # a hub ends within its store's poll interval
+    after = _process(pid)
+    while time.monotonic() < deadline and (
+        after["threads"] > before["threads"] or after["fds"] > before["fds"]
+    ):
+        time.sleep(0.1)
+        after = _process(pid)
+    figures: dict[str, Any] = {"streams_opened_and_closed": streams}
+    for name, when in (("before", before), ("peak", peak), ("after", after)):
+        figures[f"server_threads_{name}"] = when["threads"]
+        figures[f"server_fds_{name}"] = when["fds"]
+        figures[f"server_rss_mib_{name}"] = round(when["rss_kib"] / 1024, 1)
+    return figures
+
+
+def _run_at_once(client: TreadleClient, settings: ConversationSettings, count: int) -> float:
+    """Seconds from starting ``count`` conversations' runs together until all have ended."""
+    conversations = [client.create_conversation(settings) for _ in range(count)]
+    for conversation in conversations:
+        conversation.send_message("think it through")
+    waiting = {conversation.id for conversation in conversations}
+    begin = time.perf_counter()
+    for conversation in conversations:
+        while True:
+            try:
+                conversation.run(max_steps=CONCURRENT_STEPS + 5, wait=False)
+                break
+            except RemoteError as error:  # a server that caps concurrent runs: start it later
+                if error.status != 429:
+                    raise
+                time.sleep(0.05)
+    while waiting:
+        time.sleep(0.05)  # one listing per poll: the waiting adds little load to the server
+        listing = client.list_conversations(limit=1000)["items"]
+        waiting -= {
+            item["id"]
+            for item in listing
+            if item["id"] in waiting and item["status"] != "running" and not item["running_here"]
+        }
+    return time.perf_counter() - begin
+
+
+def _concurrency(server: ServerProcess, workspace: Path) -> dict[str, Any]:
+    # Each step's tool takes 0.2 s of wall time (as a real tool or model would), so one run is
+    # mostly waiting and the figure shows how much 50 at once slow each other down.
+    steps = [
+        {"tool_calls": [{"name": "terminal", "arguments": {"command": f"sleep 0.2; echo {i}"}}]}
+        for i in range(CONCURRENT_STEPS)
+    ]
+    finish = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
+    settings = ConversationSettings.scripted_inline([*steps, finish], workspace)
+    with TreadleClient(server.base_url) as client:
+        _run_at_once(client, settings, 1)  # warm-up: imports, caches, the first thread
+        one = _run_at_once(client, settings, 1)
+        fifty = _run_at_once(client, settings, 50)
+    return {
+        "concurrent_steps_per_conversation": CONCURRENT_STEPS + 1,
+        "concurrent_1_s": round(one, 3),
+        "concurrent_50_s": round(fifty, 3),
+        "concurrent_50_vs_1": round(fifty / one, 2),
+    }
+
+
 def run_server_bench(
-    events: int = 100_000, subscribers: int = 50, fanout: int = 1000, missed: int = 10_000
+    events: int = 100_000,
+    subscribers: int = 50,
+    fanout: int = 1000,
+    missed: int = 10_000,
+    streams: int = 200,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="treadle-bench-server-") as tmp:
         store_url = f"sqlite:///{Path(tmp) / 'server.db'}?durability=fast"
@@ -148,7 +271,9 @@ def run_server_bench(
         for start in range(0, events, 2000):
             store.append_batch(conversation_id, log[start : start + 2000])
         store.close()
-        server = ServerProcess(store_url.split("?")[0]).start()
+        workspace = Path(tmp) / "workspace"
+        workspace.mkdir()
+        server = ServerProcess(store_url.split("?")[0], workspace_root=workspace).start()
         try:
             figures: dict[str, Any] = {"events": events}
             figures.update(_search_pages(server.base_url, conversation_id, 400))
@@ -156,6 +281,8 @@ def run_server_bench(
                 _fan_out(server.base_url, store_url, conversation_id, subscribers, fanout)
             )
             figures.update(_reconnect_catch_up(server.base_url, store_url, conversation_id, missed))
+            figures.update(_stream_churn(server, store_url, streams))
+            figures.update(_concurrency(server, workspace))
             figures["search_page_p99_ms"] = round(figures["search_page_p99_s"] * 1000, 2)
             figures["fanout_latency_p99_ms"] = round(figures["fanout_latency_p99_s"] * 1000, 2)
         finally:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from treadle.events.audit import audit_events
@@ -19,7 +20,14 @@ from treadle.server.api_models import CountView, EventPageView, StoredEventView,
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state
 from treadle.server.stream import Delivery, Listener
-from treadle.store.base import ConversationNotFound, EventQuery, StoredEvent
+from treadle.store.base import (
+    MAX_SEQ,
+    ConversationNotFound,
+    EventQuery,
+    StoredEvent,
+    StoreError,
+    StoreUnavailable,
+)
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["events"])
 State = Annotated[ServerState, Depends(server_state)]
@@ -161,18 +169,36 @@ class _Sender:
         return self.remaining is None or self.remaining > 0
 
 
+class StreamParams(BaseModel):
+    """The stream's query parameters. Checked after the socket is accepted, so a bad one gets
+    a close frame naming it (FastAPI would refuse the handshake with no reason)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    after_seq: Annotated[int, Field(ge=-1, le=MAX_SEQ)] = -1
+    limit: Annotated[int, Field(ge=0, le=MAX_SEQ)] = 0
+    """Close after this many events (0: no limit)."""
+    batch: bool = False
+
+
+BAD_PARAMS = 4400
+"""Close code for bad query parameters (like HTTP 400; 4401, 4404, 4408 follow the same idea)."""
+STORE_UNAVAILABLE = 1013
+"""Close code "try again later": the store cannot be reached now (HTTP 503)."""
+SERVER_ERROR = 1011
+"""Close code for any other failure of the store or the server while streaming."""
+
+
 @router.websocket("/events/stream")
-async def stream_events(
-    websocket: WebSocket,
-    conversation_id: str,
-    after_seq: int = -1,
-    limit: int | None = None,
-    batch: bool = False,
-) -> None:
+async def stream_events(websocket: WebSocket, conversation_id: str) -> None:
     """Every stored event after ``after_seq``, then live ones, each with its seq; status
     changes, head moves and the end of a run are messages of their own. With ``limit`` the
     server closes the stream (code 1000) after that many events: resume with ``after_seq``.
-    With ``batch=true`` a frame may hold a JSON array of messages instead of one message."""
+    With ``batch=true`` a frame may hold a JSON array of messages instead of one message.
+
+    Close codes: 1000 limit reached; 4400 bad parameter (``after_seq`` is -1..2^63-1);
+    4401 key needed; 4404 no such conversation; 4408 fell behind or the stream ended
+    (reconnect with ``after_seq``); 1013 store unavailable (retry later); 1011 other failure."""
     state: ServerState = websocket.app.state.treadle
     await websocket.accept()
     if ws_key_required(state.security, dict(websocket.headers)) and not await _key_message_ok(
@@ -181,37 +207,85 @@ async def stream_events(
         await websocket.close(code=4401, reason="a valid API key is required")
         return
     try:
-        hub = await run_in_threadpool(state.hubs.hub, conversation_id)
-    except ConversationNotFound:
-        await websocket.close(code=4404, reason="no such conversation")
+        params = StreamParams.model_validate(dict(websocket.query_params))
+    except ValidationError as error:
+        await _close(websocket, BAD_PARAMS, _problem(error))
         return
     listener = Listener(loop=asyncio.get_running_loop())
-    delivered_up_to = hub.join(listener)
-    sender = _Sender(websocket, limit if limit is None or limit > 0 else None, batch)
     watcher = asyncio.create_task(_watch_disconnect(websocket, listener))
     try:
-        if not await _replay(sender, state, conversation_id, after_seq, delivered_up_to):
-            await websocket.close(code=1000, reason="limit reached")
-            return
-        last = max(after_seq, delivered_up_to)
-        while True:
-            waiting = await _waiting_deliveries(listener, batch)
-            if listener.disconnected:
-                return
-            fresh = [d for d in waiting if d is not None and d.seq > last]
-            if fresh:
-                last = fresh[-1].seq
-                if not await sender.send(fresh):
-                    await websocket.close(code=1000, reason="limit reached")
-                    return
-            if None in waiting:  # dropped for falling behind, or the stream ended
-                await websocket.close(code=4408, reason="reconnect with after_seq")
-                return
+        delivered_up_to = await run_in_threadpool(state.hubs.join, conversation_id, listener)
+        await _stream(websocket, state, conversation_id, params, listener, delivered_up_to)
     except WebSocketDisconnect:
         pass
+    except ConversationNotFound:
+        await _close(websocket, 4404, "no such conversation")
+    except StoreError as error:  # at the join or during the replay
+        await _close(websocket, *_store_failure(error))
     finally:
-        hub.leave(listener)
+        # Also after a cancelled join: the join finishes in its thread first, then this runs.
+        state.hubs.leave(listener)
         watcher.cancel()
+
+
+async def _stream(
+    websocket: WebSocket,
+    state: ServerState,
+    conversation_id: str,
+    params: StreamParams,
+    listener: Listener,
+    delivered_up_to: int,
+) -> None:
+    sender = _Sender(websocket, params.limit or None, params.batch)
+    replayed = await _replay(
+        sender, listener, state, conversation_id, params.after_seq, delivered_up_to
+    )
+    if not replayed:
+        await websocket.close(code=1000, reason="limit reached")
+        return
+    last = max(params.after_seq, delivered_up_to)
+    while True:
+        waiting = await _waiting_deliveries(listener, params.batch)
+        if listener.disconnected:
+            return
+        fresh = [d for d in waiting if d is not None and d.seq > last]
+        if fresh:
+            last = fresh[-1].seq
+            if not await sender.send(fresh):
+                await websocket.close(code=1000, reason="limit reached")
+                return
+        if None in waiting:  # dropped for falling behind, or the stream ended
+            failure = listener.hub.error if listener.hub is not None else None
+            if failure is not None and not listener.dropped:
+                await _close(websocket, *_store_failure(failure))
+            else:
+                await websocket.close(code=4408, reason="reconnect with after_seq")
+            return
+
+
+def _store_failure(error: Exception) -> tuple[int, str]:
+    """The close code and reason for a failure of the store (or the hub following it)."""
+    if isinstance(error, StoreUnavailable):
+        return STORE_UNAVAILABLE, f"store unavailable, retry later: {error}"
+    if isinstance(error, StoreError):
+        return SERVER_ERROR, f"store error: {error}"
+    return SERVER_ERROR, "the stream failed on the server"
+
+
+def _problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    name = ".".join(str(part) for part in first["loc"]) or "query"
+    if name in ("after_seq", "limit"):
+        low = -1 if name == "after_seq" else 0
+        return f"{name} must be an integer from {low} to 2^63-1, got {first.get('input')!r}"
+    return f"{name}: {first['msg']}"
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    """Close with ``code``; the reason is cut to the 123 bytes a close frame can carry."""
+    cut = reason.encode()[:123].decode(errors="ignore")
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect):  # the client has gone
+        await websocket.close(code=code, reason=cut)
 
 
 async def _waiting_deliveries(listener: Listener, batch: bool) -> list[Delivery | None]:
@@ -233,10 +307,19 @@ async def _watch_disconnect(websocket: WebSocket, listener: Listener) -> None:
 
 
 async def _replay(
-    sender: _Sender, state: ServerState, conversation_id: str, after_seq: int, up_to: int
+    sender: _Sender,
+    listener: Listener,
+    state: ServerState,
+    conversation_id: str,
+    after_seq: int,
+    up_to: int,
 ) -> bool:
-    start = after_seq + 1
+    """Stored events after ``after_seq`` up to ``up_to``; False once the limit is reached.
+    Stops as soon as the client has gone (a long replay must not outlive it)."""
+    start = max(after_seq + 1, 0)  # seqs start at 0: nothing is stored before
     while start <= up_to:
+        if listener.disconnected:
+            raise WebSocketDisconnect(1001)
         end = min(up_to + 1, start + REPLAY_PAGE)
         page = await run_in_threadpool(state.store.get_range, conversation_id, start, end)
         for first in range(0, len(page), BATCH if sender.batch else 1):

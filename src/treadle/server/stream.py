@@ -4,12 +4,15 @@ Joining is atomic with the fan-out: under the hub's lock a client learns the las
 delivered and is added to it, then replays the store up to that seq. So a client that
 reconnects with its last seq gets every later event exactly once: no gap, no duplicate.
 Every stream message is derived from a stored event (``runtime.status.stream_messages``), so
-a replay reproduces them all.
+a replay reproduces them all. A hub lives while it has listeners: its thread and its store
+subscription (a connection) end when the last one leaves, so streams opened and closed leave
+nothing behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -42,45 +45,94 @@ class Listener:
     queue: asyncio.Queue[Delivery | None] = field(default_factory=asyncio.Queue)
     dropped: bool = False
     disconnected: bool = False
+    hub: ConversationHub | None = None
+    """The hub it joined (set by ``Hubs.join``; ``Hubs.leave`` takes it out again)."""
+
+    def end(self) -> bool:
+        """Queue the end of the stream from another thread; False when the client's loop has
+        closed (the client is gone)."""
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
+        except RuntimeError:
+            return False
+        return True
 
 
 class ConversationHub:
-    """Follows one conversation in the store and hands each new event to every listener."""
+    """Follows one conversation in the store and hands each new event to every listener.
+
+    Lives while it has listeners: when the last one leaves it stops following, and its thread
+    ends and frees its store connection within the store's poll interval. A hub that is
+    stopping takes no new listener (``join`` answers None): the caller makes a fresh hub.
+    """
 
     def __init__(self, store: EventStore, conversation_id: str) -> None:
         self.store = store
         self.conversation_id = conversation_id
         self.last_seq = store.get_conversation(conversation_id).event_count - 1
+        self.error: Exception | None = None
+        """Why the subscription failed, when it did (the stream ends with that reason)."""
+        self.ended = False
+        self._stop = threading.Event()
         self._listeners: set[Listener] = set()
         self._lock = threading.Lock()
+        # Subscribed here, in the caller's thread: a missing conversation or an unreachable
+        # store fails the join that asked for this hub, and the hub's thread never needs a
+        # per-thread store connection of its own.
+        self._events = store.subscribe(conversation_id, self.last_seq, stop=self._stop)
         self._thread = threading.Thread(
             target=self._follow, name=f"treadle-hub-{conversation_id[:8]}", daemon=True
         )
+
+    @property
+    def stopping(self) -> bool:
+        """Its last listener has left: it follows no more and takes no new listener."""
+        return self._stop.is_set()
+
+    def start(self) -> None:
         self._thread.start()
 
-    def join(self, listener: Listener) -> int:
-        """Add ``listener``; returns the last seq it will NOT receive live (replay up to it)."""
+    def discard(self) -> None:
+        """Drop a hub that was never started (another join made one first)."""
+        self._events.close()
+
+    def join(self, listener: Listener) -> int | None:
+        """Add ``listener``; returns the last seq it will NOT receive live (replay up to it),
+        or None when this hub is stopping. A listener that joins an ended hub is ended."""
         with self._lock:
+            if self._stop.is_set():
+                return None
             self._listeners.add(listener)
+            if self.ended:
+                listener.end()
             return self.last_seq
 
-    def leave(self, listener: Listener) -> None:
+    def leave(self, listener: Listener) -> bool:
+        """Remove ``listener``; True when it was the last one (the hub then stops)."""
         with self._lock:
             self._listeners.discard(listener)
+            if self._listeners:
+                return False
+            self._stop.set()
+            return True
 
     def _follow(self) -> None:
         try:
-            for stored in self.store.subscribe(self.conversation_id, self.last_seq):
+            for stored in self._events:
                 delivery = Delivery.of(stored)
                 with self._lock:
                     self.last_seq = stored.seq
                     for listener in list(self._listeners):
                         self._hand(listener, delivery)
-        except Exception:
+        except Exception as error:
+            self.error = error
             logger.exception("stream of %s stopped", self.conversation_id)
-        with self._lock:  # the conversation is gone or the store closed: end every stream
+        finally:
+            self._events.close()  # frees the subscription's connection if it is still open
+        with self._lock:  # the conversation is gone, the store closed or failed: end streams
+            self.ended = True
             for listener in self._listeners:
-                listener.loop.call_soon_threadsafe(listener.queue.put_nowait, None)
+                listener.end()
 
     def _hand(self, listener: Listener, delivery: Delivery) -> None:
         if listener.dropped:
@@ -94,19 +146,55 @@ class ConversationHub:
             listener.loop.call_soon_threadsafe(listener.queue.put_nowait, item)
         except RuntimeError:  # the client's loop is closed: it has gone
             self._listeners.discard(listener)
+            if not self._listeners:
+                self._stop.set()
 
 
 class Hubs:
-    """One hub per conversation streamed by this server process."""
+    """The hubs of the conversations this server process streams now: one per conversation
+    with listeners, removed (and stopped) when its last listener leaves."""
 
     def __init__(self, store: EventStore) -> None:
         self.store = store
         self._hubs: dict[str, ConversationHub] = {}
         self._lock = threading.Lock()
 
-    def hub(self, conversation_id: str) -> ConversationHub:
+    def join(self, conversation_id: str, listener: Listener) -> int:
+        """Add ``listener`` to the conversation's hub (``listener.hub``); returns the last seq
+        it will not receive live. Does store I/O when a hub must be made: call it off the
+        event loop. Raises the store's error (ConversationNotFound, StoreError) when no hub
+        can be made."""
+        if (last_seq := self._join_live(conversation_id, listener)) is not None:
+            return last_seq
+        fresh = ConversationHub(self.store, conversation_id)  # store I/O: outside the lock
         with self._lock:
+            if (last_seq := self._join_live(conversation_id, listener, locked=True)) is not None:
+                fresh.discard()  # another join made one meanwhile
+                return last_seq
+            self._hubs[conversation_id] = fresh
+            fresh.start()
+            last_seq = fresh.join(listener)
+        assert last_seq is not None  # nothing stops a hub before its first listener leaves
+        listener.hub = fresh
+        return last_seq
+
+    def _join_live(
+        self, conversation_id: str, listener: Listener, *, locked: bool = False
+    ) -> int | None:
+        with contextlib.nullcontext() if locked else self._lock:
             hub = self._hubs.get(conversation_id)
-            if hub is None or not hub._thread.is_alive():
-                hub = self._hubs[conversation_id] = ConversationHub(self.store, conversation_id)
-            return hub
+            if hub is None or hub.ended:
+                return None
+            last_seq = hub.join(listener)  # None when it is stopping: its last listener left
+            if last_seq is not None:
+                listener.hub = hub
+            return last_seq
+
+    def leave(self, listener: Listener) -> None:
+        """Take ``listener`` out of its hub; the last one out stops the hub and drops it."""
+        hub, listener.hub = listener.hub, None
+        if hub is None:
+            return
+        with self._lock:
+            if hub.leave(listener) and self._hubs.get(hub.conversation_id) is hub:
+                del self._hubs[hub.conversation_id]

@@ -6,6 +6,7 @@ contract suite against both.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +42,10 @@ class EventNotFound(StoreError):
         self.conversation_id = conversation_id
         self.event_id = event_id
         super().__init__(f"event {event_id!r} is not in conversation {conversation_id!r}")
+
+
+MAX_SEQ = 2**63 - 1
+"""The largest seq a store can hold (a signed 64-bit integer): seq cursors are -1..MAX_SEQ."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +170,16 @@ class EventStore(Protocol):
     def search(self, conversation_id: str, query: EventQuery) -> EventPage: ...
     def count(self, conversation_id: str, query: EventQuery) -> int: ...
     def subscribe(
-        self, conversation_id: str, after_seq: int = -1, *, poll_interval: float = 0.05
-    ) -> Iterator[StoredEvent]: ...
+        self,
+        conversation_id: str,
+        after_seq: int = -1,
+        *,
+        poll_interval: float = 0.05,
+        stop: threading.Event | None = None,
+    ) -> Iterator[StoredEvent]:
+        """Stored events after ``after_seq``, then new ones as they are appended. Ends (and
+        frees its connection) when closed, or within ``poll_interval`` of ``stop`` being set
+        from any thread, even while it waits for an event."""
+        ...
 
     def close(self) -> None: ...

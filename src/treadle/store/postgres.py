@@ -532,20 +532,31 @@ class PostgresEventStore:
         return int(row[0]) if row else 0
 
     def subscribe(
-        self, conversation_id: str, after_seq: int = -1, *, poll_interval: float = 0.05
+        self,
+        conversation_id: str,
+        after_seq: int = -1,
+        *,
+        poll_interval: float = 0.05,
+        stop: threading.Event | None = None,
     ) -> Iterator[StoredEvent]:
         """Stored events after ``after_seq``, then new ones as any process appends them.
 
         LISTEN comes before the first read, so an append either is in that read or notifies
         after it: no gap. Rows are read by ``seq > last yielded``: no duplicate. A notification
-        wakes the reader at once; ``poll_interval`` bounds the wait only as a safety net.
+        wakes the reader at once; ``poll_interval`` bounds the wait only as a safety net (and
+        how long ``stop``, set from another thread, takes to end it and close its connection).
         """
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)  # fail now, not at the first next()
-        return self._follow(conversation_id, key, after_seq, poll_interval)
+        return self._follow(conversation_id, key, after_seq, poll_interval, stop)
 
     def _follow(
-        self, conversation_id: str, key: int, after_seq: int, poll_interval: float
+        self,
+        conversation_id: str,
+        key: int,
+        after_seq: int,
+        poll_interval: float,
+        stop: threading.Event | None,
     ) -> Iterator[StoredEvent]:
         listener = _Listener(self._connect("subscribe"))
         with self._listeners_lock:
@@ -556,7 +567,7 @@ class PostgresEventStore:
             with listener.busy:
                 channel = sql.Identifier(self._channel(conversation_id))
                 listener.conn.execute(sql.SQL("LISTEN {}").format(channel))
-            while not self._pool.closed:
+            while not self._pool.closed and not (stop is not None and stop.is_set()):
                 with listener.busy:
                     rows = listener.conn.execute(
                         "SELECT seq, payload FROM events WHERE conversation = %s AND seq > %s "

@@ -642,20 +642,27 @@ class SqliteEventStore:
     # -- live -------------------------------------------------------------------------------
 
     def subscribe(
-        self, conversation_id: str, after_seq: int = -1, *, poll_interval: float = 0.05
+        self,
+        conversation_id: str,
+        after_seq: int = -1,
+        *,
+        poll_interval: float = 0.05,
+        stop: threading.Event | None = None,
     ) -> Iterator[StoredEvent]:
         """Events after ``after_seq``, then new ones as any thread or process appends them.
 
         Rows are read by ``seq > last yielded`` (no duplicate); commits are atomic and seqs
         gap-free, so no gap either. ``data_version`` is read before each read of rows, so an
         append committed after that read changes it and is never waited past. Close the
-        generator to stop.
+        generator, or set ``stop`` from another thread, to stop.
         """
         with self._errors():
             key = self._key(self._conn(), conversation_id)  # fail now, not at the first next()
-        return self._follow(key, after_seq, poll_interval)
+        return self._follow(key, after_seq, poll_interval, stop or threading.Event())
 
-    def _follow(self, key: int, after_seq: int, poll_interval: float) -> Iterator[StoredEvent]:
+    def _follow(
+        self, key: int, after_seq: int, poll_interval: float, stop: threading.Event
+    ) -> Iterator[StoredEvent]:
         # A connection of its own: data_version only moves for commits of *other* connections,
         # and this thread's connection may be the one appending.
         holder = _Connection(self._connect())
@@ -664,7 +671,7 @@ class SqliteEventStore:
         conn = holder.conn
         last = after_seq
         try:
-            while not self._closed:
+            while not self._closed and not stop.is_set():
                 version = conn.execute("PRAGMA data_version").fetchone()[0]
                 rows = conn.execute(
                     "SELECT seq, payload FROM events WHERE conversation = ? AND seq > ? "
@@ -678,7 +685,8 @@ class SqliteEventStore:
                 if len(rows) == _SUBSCRIBE_BATCH:
                     continue  # more are stored already: read on before waiting
                 while not self._closed:
-                    time.sleep(poll_interval)
+                    if stop.wait(poll_interval):
+                        return
                     if conn.execute("PRAGMA data_version").fetchone()[0] != version:
                         break
                 exists = conn.execute(

@@ -1,6 +1,7 @@
 """The terminal tool against a real bash: persistence, exit codes, timeouts, truncation, capture."""
 
 import os
+import resource
 import signal
 import time
 from pathlib import Path
@@ -155,3 +156,26 @@ def test_flags_and_risk(tools: ToolSet) -> None:
     assert terminal.risky(terminal.arguments_model(command="ls")) is True
     assert tools.can_run_in_parallel(["terminal", "think"]) is False
     assert tools.can_run_in_parallel(["file_editor", "think"]) is True
+
+
+def test_works_when_the_process_holds_more_than_1024_fds(
+    tools: ToolSet, context: ToolContext
+) -> None:
+    # A busy server (many sockets, store connections) hands the shell's pty an fd past 1024,
+    # where select.select raises ValueError: the terminal must not depend on select.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard fd limit ({hard}) is too low to pass fd 1024")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held: list[int] = []
+    try:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+        while held[-1] < 1100:  # every lower fd taken: the shell's pty gets one past 1100
+            held.append(os.dup(held[0]))
+        result = run(tools, context, "echo past-1024")
+        assert result.data["exit_code"] == 0
+        assert result.content.splitlines()[0] == "past-1024"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import math
 import os
 import re
 import secrets
@@ -327,8 +328,7 @@ class BashSession:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._alive:
                 return None
-            ready, _, _ = select.select([self._fd], [], [], remaining)
-            if not ready:
+            if not _readable(self._fd, remaining):
                 continue
             data = self._read_available()
             if data is None:
@@ -352,14 +352,21 @@ class BashSession:
         """Output that arrived between commands (a background job's, job notices)."""
         collected = bytearray()
         while len(collected) < self._max_output:
-            ready, _, _ = select.select([self._fd], [], [], 0)
-            if not ready:
+            if not _readable(self._fd, 0):
                 break
             data = self._read_available()
             if data is None:
                 break
             collected += data
         return bytes(collected)
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` has output (or has hung up) within ``timeout`` seconds. ``poll``, not
+    ``select``: select fails for fds numbered past 1024, which a busy server reaches."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(math.ceil(max(timeout, 0.0) * 1000)))
 
 
 def _decode(data: bytes) -> str:
