@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -13,7 +16,26 @@ from starlette.types import Send
 
 from treadle.errors import ContractError, TreadleError
 from treadle.runtime.conversation import ConversationError
-from treadle.store.base import ConversationExists, ConversationNotFound, EventNotFound, StoreError
+from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
+from treadle.store.base import (
+    ConversationExists,
+    ConversationNotFound,
+    EventNotFound,
+    StoreError,
+    StoreUnavailable,
+)
+from treadle.store.common import InvalidConversationId
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 5
+"""What a 503 (the store is out now) asks clients to wait before they retry."""
+OUTAGES: tuple[type[Exception], ...] = (
+    StoreUnavailable,
+    # A driver's own outage errors that a store let through: still an outage, not bad input.
+    sqlite3.OperationalError,
+    psycopg.OperationalError,
+)
 
 
 class ApiError(Exception):
@@ -25,7 +47,9 @@ class ApiError(Exception):
 
 
 def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": code, "message": message}
+    # A message may quote the client's input: a lone surrogate in it would make the error
+    # itself unencodable (a 500), so such characters are written as escapes.
+    body: dict[str, Any] = {"code": code, "message": _encodable(message)}
     body.update(details)
     return {"error": body}
 
@@ -46,10 +70,20 @@ async def json_response(send: Send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
+def _encodable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def status_of(error: Exception) -> tuple[int, str]:
-    """HTTP status and code for a Treadle error."""
+    """HTTP status and code for a Treadle error: outages are 503 (retry later), bad input 4xx."""
     if isinstance(error, ApiError):
         return error.status, error.code
+    if isinstance(error, OUTAGES):
+        return 503, "store_unavailable"
+    if isinstance(error, InvalidConversationId):
+        return 422, "invalid_conversation_id"
+    if isinstance(error, WorkspaceError | WorkspacePathError):
+        return 422, "bad_workspace"
     if isinstance(error, ConversationNotFound | EventNotFound):
         return 404, "not_found"
     if isinstance(error, ConversationExists):
@@ -66,7 +100,21 @@ def status_of(error: Exception) -> tuple[int, str]:
 def install_error_handlers(app: FastAPI) -> None:
     async def treadle_error(_request: Request, error: Exception) -> JSONResponse:
         status, code = status_of(error)
+        if status == 503:
+            logger.warning("store unavailable: %s", error)
+            return JSONResponse(
+                error_body(code, f"the store is unavailable now, retry later: {error}"),
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
         return JSONResponse(error_body(code, str(error)), status_code=status)
+
+    async def unexpected_error(_request: Request, error: Exception) -> JSONResponse:
+        # Starlette logs the traceback; the client gets JSON without one.
+        return JSONResponse(
+            error_body("internal_error", f"the server failed: {type(error).__name__}"),
+            status_code=500,
+        )
 
     async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
         problems = [
@@ -83,6 +131,9 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     app.add_exception_handler(TreadleError, treadle_error)
+    for outage in OUTAGES:
+        app.add_exception_handler(outage, treadle_error)
+    app.add_exception_handler(Exception, unexpected_error)
     app.add_exception_handler(ApiError, treadle_error)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
