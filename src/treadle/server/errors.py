@@ -8,7 +8,7 @@ import sqlite3
 from typing import Any
 
 import psycopg
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -46,10 +46,30 @@ class ApiError(Exception):
         super().__init__(message)
 
 
+class BodyTooLarge(HTTPException):
+    """A request body over the server's limit, found while it streams in (HTTP 413). An
+    HTTPException so that FastAPI's body reading passes it on instead of calling it a 400."""
+
+    code = "body_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413, f"request body over {limit} bytes (the server's --max-body-bytes); send less"
+        )
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON written as ASCII: text that quotes a client's input (a lone surrogate from JSON's
+    "\\ud800", an undecodable file name) stays encodable, so an error never becomes a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(
+            content, ensure_ascii=True, allow_nan=False, separators=(",", ":")
+        ).encode()
+
+
 def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
-    # A message may quote the client's input: a lone surrogate in it would make the error
-    # itself unencodable (a 500), so such characters are written as escapes.
-    body: dict[str, Any] = {"code": code, "message": _encodable(message)}
+    body: dict[str, Any] = {"code": code, "message": message}
     body.update(details)
     return {"error": body}
 
@@ -68,10 +88,6 @@ async def json_response(send: Send, status: int, body: dict[str, Any]) -> None:
         }
     )
     await send({"type": "http.response.body", "body": data})
-
-
-def _encodable(text: str) -> str:
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def status_of(error: Exception) -> tuple[int, str]:
@@ -98,36 +114,40 @@ def status_of(error: Exception) -> tuple[int, str]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    async def treadle_error(_request: Request, error: Exception) -> JSONResponse:
+    async def treadle_error(_request: Request, error: Exception) -> AsciiJSONResponse:
         status, code = status_of(error)
         if status == 503:
             logger.warning("store unavailable: %s", error)
-            return JSONResponse(
+            return AsciiJSONResponse(
                 error_body(code, f"the store is unavailable now, retry later: {error}"),
                 status_code=503,
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
-        return JSONResponse(error_body(code, str(error)), status_code=status)
+        return AsciiJSONResponse(error_body(code, str(error)), status_code=status)
 
-    async def unexpected_error(_request: Request, error: Exception) -> JSONResponse:
+    async def unexpected_error(_request: Request, error: Exception) -> AsciiJSONResponse:
         # Starlette logs the traceback; the client gets JSON without one.
-        return JSONResponse(
+        return AsciiJSONResponse(
             error_body("internal_error", f"the server failed: {type(error).__name__}"),
             status_code=500,
         )
 
-    async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
+    async def validation_error(
+        _request: Request, error: RequestValidationError
+    ) -> AsciiJSONResponse:
         problems = [
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
         ]
-        return JSONResponse(
+        return AsciiJSONResponse(
             error_body("invalid_request", "; ".join(problems) or "invalid request"),
             status_code=422,
         )
 
-    async def http_error(_request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(
-            error_body("http_error", str(error.detail)), status_code=error.status_code
+    async def http_error(_request: Request, error: StarletteHTTPException) -> AsciiJSONResponse:
+        return AsciiJSONResponse(
+            error_body(getattr(error, "code", "http_error"), str(error.detail)),
+            status_code=error.status_code,
+            headers=getattr(error, "headers", None),
         )
 
     app.add_exception_handler(TreadleError, treadle_error)

@@ -18,6 +18,7 @@ from treadle.runtime.settings import SettingsPolicy
 from treadle.runtime.status import ConversationStatus
 from treadle.runtime.workspace.base import WorkspacePathError
 from treadle.server.errors import ApiError
+from treadle.server.limits import MAX_RUNNING
 from treadle.store.base import ConversationNotFound, EventStore
 from treadle.store.leases import SERVER, RunLeases, new_owner
 
@@ -35,6 +36,7 @@ class RunManager:
         lease_ttl_s: float = 10.0,
         takeover: bool = True,
         policy: SettingsPolicy | None = None,
+        max_running: int = MAX_RUNNING,
     ) -> None:
         self.store = store
         self.policy = policy or SettingsPolicy()
@@ -42,6 +44,7 @@ class RunManager:
         self.leases = leases
         self.owner = new_owner(SERVER)
         self.lease_ttl_s = lease_ttl_s
+        self.max_running = max_running
         self._conversations: dict[str, Conversation] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
@@ -84,6 +87,14 @@ class RunManager:
         with self._lock:
             if self.is_running(conversation_id):
                 raise ApiError(409, "already_running", f"conversation {conversation_id} is running")
+            running = sum(thread.is_alive() for thread in self._threads.values())
+            if running >= self.max_running:
+                raise ApiError(
+                    429,
+                    "too_many_running",
+                    f"this server already runs {running} conversations (its --max-running); "
+                    "retry when one ends, or pause one",
+                )
             if not self.leases.acquire(conversation_id, self.owner, self.lease_ttl_s):
                 raise ApiError(
                     409, "already_running", f"conversation {conversation_id} runs in another server"

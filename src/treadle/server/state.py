@@ -19,6 +19,7 @@ from treadle.server.runs import RunManager
 from treadle.server.security import SecurityConfig
 from treadle.server.stream import Hubs
 from treadle.store.base import EventStore
+from treadle.store.openhands.transfer import ArchiveLimits
 
 NOT_RUNNABLE = (ConversationError, ModelError, SettingsError, WorkspaceError, WorkspacePathError)
 """Why a stored conversation cannot be opened here (its settings reach what this server
@@ -49,6 +50,8 @@ class ServerState:
     """When set, conversations may only have workspaces inside this folder."""
     policy: SettingsPolicy = field(default_factory=lambda: SettingsPolicy(trusted=False))
     """What a client's settings may reach on this server (script files, the model key)."""
+    archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)
+    """What unpacking one imported archive may write."""
 
     def check_workspace(self, settings: ConversationSettings) -> ConversationSettings:
         """``settings`` with its workspace resolved (under ``workspace_root`` when set, 422
