@@ -25,11 +25,10 @@ FIXTURE_ID = "00000000-0000-4000-8000-000000000002"
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
-    """The workspace root: it holds a scripted model's script and a file, ``file``."""
+    """The workspace root: it holds a file, ``file``."""
     folder = tmp_path_factory.mktemp("bad-input") / "ws"
     folder.mkdir()
     (folder / "file").write_text("not a folder")
-    (folder / "script.json").write_text(json.dumps({"responses": []}))
     return folder
 
 
@@ -46,7 +45,7 @@ def confined(root: Path) -> Iterator[ServerProcess]:
 def create_body(root: Path) -> Callable[..., dict]:
     def make(**fields: object) -> dict:
         settings = {
-            "model": {"kind": "scripted", "script": str(root / "script.json")},
+            "model": {"kind": "scripted", "responses": []},
             "workspace": str(root / "w"),
         }
         settings.update(fields.pop("settings", {}))  # type: ignore[arg-type]

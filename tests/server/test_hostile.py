@@ -23,7 +23,6 @@ def hostile_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
     root = tmp_path / "ws"
     root.mkdir()
     (root / "file").write_text("not a folder")
-    (root / "script.json").write_text(json.dumps({"responses": []}))
     process = ServerProcess(
         f"sqlite:///{tmp_path / 'store.db'}",
         log_dir=tmp_path,
@@ -48,7 +47,7 @@ def usage(pid: int) -> dict[str, int]:
 def hostile_requests(base: str, root: Path) -> dict[str, Callable[[httpx.Client], httpx.Response]]:
     def settings(**fields: object) -> dict:
         return {
-            "model": {"kind": "scripted", "script": str(root / "script.json")},
+            "model": {"kind": "scripted", "responses": []},
             "workspace": str(root / "w"),
             **fields,
         }
@@ -126,7 +125,7 @@ def test_hostile_requests_never_500_and_leave_resources_bounded(hostile_server):
     assert server.process is not None
     base = server.base_url
     settings = {
-        "model": {"kind": "scripted", "script": str(root / "script.json")},
+        "model": {"kind": "scripted", "responses": []},
         "workspace": str(root / "w"),
     }
     made = httpx.post(
@@ -159,4 +158,4 @@ def test_hostile_requests_never_500_and_leave_resources_bounded(hostile_server):
     assert after["threads"] <= before["threads"] + 4, (before, after)
     assert after["fds"] <= before["fds"] + 8, (before, after)
     assert after["rss_kib"] <= before["rss_kib"] + 64 * 1024, (before, after)
-    assert not [p for p in root.iterdir() if p.name not in {"file", "script.json", "w"}]
+    assert not [p for p in root.iterdir() if p.name not in {"file", "w"}]

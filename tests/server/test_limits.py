@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support.scripts import write_script
 from support.server_process import ServerProcess
 
 BODY_LIMIT = 100_000
@@ -151,7 +150,7 @@ def test_runs_past_max_running_are_429_until_one_ends(limited, tmp_path):
 
     def create() -> str:
         settings = {
-            "model": {"kind": "scripted", "script": str(write_script(tmp_path, slow))},
+            "model": {"kind": "scripted", "responses": slow},
             "workspace": str(workspace),
         }
         body = json.dumps({"settings": settings})
