@@ -3,9 +3,12 @@ with inline scripted responses, and a clean audit of every conversation the test
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from support.scripts import assert_store_audits_clean
@@ -17,6 +20,16 @@ from treadle.runtime.settings import ConversationSettings
 @pytest.fixture
 def store_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'server.db'}"
+
+
+@pytest.fixture
+def postgres_store_url() -> Iterator[str]:
+    """A fresh schema in the test PostgreSQL, dropped afterwards."""
+    base = os.environ.get("TREADLE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+    schema = f"treadle_server_{uuid.uuid4().hex[:10]}"
+    yield f"{base}?schema={schema}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture

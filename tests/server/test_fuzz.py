@@ -50,3 +50,78 @@ def test_no_operation_answers_with_a_server_error(fuzzed_server):
         call()
     assert failures == []
     assert len(calls) >= 10 * len(operations)  # the fuzzer really called the server
+
+
+HOSTILE_VALUES = [
+    "1e23",
+    str(10**23),
+    str(-(10**23)),
+    str(2**63),
+    str(-(2**63) - 1),
+    "-1",
+    "NaN",
+    "%00",
+    "%ED%A0%80",  # the UTF-8 bytes of a lone surrogate
+    "%FF%FE",
+    "..",
+    "a%2Fb",
+    "x" * 10_000,
+]
+"""Values put in every path and query parameter: numbers past int64, odd bytes, huge text."""
+
+HOSTILE_BODIES = [
+    '{"id": "\\ud800", "title": "\\udfff", "text": "\\ud800", "event_id": "\\ud800"}',
+    '{"\\ud800": 1}',
+    '{"max_steps": 1e308, "action_ids": [1e23], "limit": -1e23}',
+    '{"max_steps": 100000000000000000000000000}',
+    "[" * 10_000 + "]" * 10_000,
+    '{"a": ' + "[" * 5_000 + "]" * 5_000 + "}",
+    "NaN",
+    '"\\u0000"',
+    "{" + '"k": 1,' * 1000,
+]
+"""Raw JSON bodies sent to every operation that takes one: surrogates, depth, huge numbers."""
+
+
+def test_hostile_values_in_every_parameter_and_body_are_never_a_server_error(fuzzed_server):
+    import httpx
+
+    base = fuzzed_server.base_url
+    settings = {"model": {"kind": "scripted", "responses": [{"text": "hi"}]}, "workspace": "fuzz"}
+    made = httpx.post(f"{base}/api/conversations", json={"id": "fuzz", "settings": settings})
+    assert made.status_code in (200, 201), made.text  # the target of the bodies below
+    schema = httpx.get(f"{base}/openapi.json").json()
+    failures: list[str] = []
+    calls = 0
+    with httpx.Client(timeout=30, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+        for path, operations in schema["paths"].items():
+            for method, operation in operations.items():
+                params = operation.get("parameters", [])
+                names = [p["name"] for p in params if p["in"] == "path"]
+                queries = [p["name"] for p in params if p["in"] == "query"]
+                for value in HOSTILE_VALUES:
+                    url = path
+                    for name in names:
+                        url = url.replace("{" + name + "}", value)
+                    tries = [url] + [f"{url}?{query}={value}" for query in queries]
+                    for target in tries:
+                        response = client.request(method.upper(), base + target)
+                        calls += 1
+                        if response.status_code >= 500:
+                            failures.append(f"{method} {target[:120]}: {response.text[:200]}")
+                if "requestBody" in operation:
+                    url = path
+                    for name in names:
+                        url = url.replace("{" + name + "}", "fuzz")
+                    for raw in HOSTILE_BODIES:
+                        response = client.request(
+                            method.upper(),
+                            base + url,
+                            content=raw.encode(),
+                            headers={"content-type": "application/json"},
+                        )
+                        calls += 1
+                        if response.status_code >= 500:
+                            failures.append(f"{method} {url} {raw[:40]}: {response.text[:200]}")
+    assert failures == []
+    assert calls > 300

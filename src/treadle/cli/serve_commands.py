@@ -11,6 +11,8 @@ import typer
 from treadle.cli.app import app
 from treadle.cli.store_options import StoreOption
 from treadle.files import read_regular_file
+from treadle.server.limits import MAX_BODY_BYTES, MAX_RUNNING
+from treadle.store.openhands.transfer import ArchiveLimits
 
 
 @app.command()
@@ -67,6 +69,26 @@ def serve(
             "(0: close them when its run ends)",
         ),
     ] = 300.0,
+    max_body_bytes: Annotated[
+        int,
+        typer.Option("--max-body-bytes", min=1, help="Largest request body, counted as it arrives"),
+    ] = MAX_BODY_BYTES,
+    max_archive_bytes: Annotated[
+        int,
+        typer.Option("--max-archive-bytes", min=1, help="Bytes one imported archive may unpack to"),
+    ] = ArchiveLimits.max_bytes,
+    max_archive_members: Annotated[
+        int,
+        typer.Option(
+            "--max-archive-members", min=1, help="Files and folders one imported archive may hold"
+        ),
+    ] = ArchiveLimits.max_members,
+    max_running: Annotated[
+        int,
+        typer.Option(
+            "--max-running", min=1, help="Conversations running at once here (429 past it)"
+        ),
+    ] = MAX_RUNNING,
 ) -> None:
     """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs."""
     import uvicorn
@@ -87,6 +109,9 @@ def serve(
         workspace_root=workspace_root,
         allow_base_urls=allow_base_url or (),
         idle_timeout_s=idle_timeout,
+        max_body_bytes=max_body_bytes,
+        archive_limits=ArchiveLimits(max_bytes=max_archive_bytes, max_members=max_archive_members),
+        max_running=max_running,
     )
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
 

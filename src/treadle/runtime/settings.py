@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from treadle.errors import TreadleError
 from treadle.runtime.agent import DEFAULT_SYSTEM_PROMPT, Agent
@@ -119,6 +119,21 @@ class ConversationSettings(BaseModel):
     confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER
     workspace: str
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, tools: tuple[str, ...]) -> tuple[str, ...]:
+        # Refused with the settings (a 422 from the API), not later when the agent is built.
+        unknown = [name for name in tools if name not in BUILTIN_TOOLS]
+        if unknown:
+            raise ValueError(
+                f"unknown tool(s) {', '.join(map(repr, unknown))}; the built-in tools are "
+                f"{', '.join(BUILTIN_TOOLS)}"
+            )
+        twice = sorted({name for name in tools if tools.count(name) > 1})
+        if twice:
+            raise ValueError(f"tool(s) {', '.join(twice)} named more than once: name each once")
+        return tools
 
     @classmethod
     def scripted(

@@ -3,22 +3,70 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from treadle.runtime.settings import ConversationSettings
+from treadle.store.common import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, check_conversation_id
+
+SEQ_MIN = -1
+SEQ_MAX = 2**63 - 1
+"""Seq cursors: -1 (before the first event) .. the largest seq a store can hold (int64)."""
+ConversationId = Annotated[
+    str,
+    Field(min_length=1, max_length=CONVERSATION_ID_MAX, description=CONVERSATION_ID_RULE),
+    AfterValidator(check_conversation_id),
+]
+
+TITLE_MAX = 1000
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _only_text(cls, data: Any) -> Any:
+        # JSON may spell a lone surrogate ("\ud800"): it decodes to a str that no store (nor
+        # any response) can encode, so it is refused here, for every body, naming where it is.
+        where = surrogate_in(data)
+        if where is not None:
+            raise ValueError(f"{where} holds a lone surrogate (U+D800..U+DFFF): send valid UTF-8")
+        return data
+
+
+def surrogate_in(value: Any, where: str = "body") -> str | None:
+    """Where in a decoded JSON value a string (or a key) holds a lone surrogate, or None."""
+    stack = [(value, where)]
+    while stack:  # no recursion: a deeply nested body must not exhaust the stack
+        item, at = stack.pop()
+        if isinstance(item, str):
+            if not _encodable(item):
+                return at
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and not _encodable(key):
+                    return f"{at}: a key"
+                stack.append((child, f"{at}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{at}[{index}]") for index, child in enumerate(item))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
 
 class CreateConversation(_Body):
-    id: str | None = Field(
+    id: ConversationId | None = Field(
         default=None, description="Client-given id: creating it again is a no-op"
     )
-    title: str | None = None
+    title: str | None = Field(default=None, max_length=TITLE_MAX)
     settings: ConversationSettings
 
 
@@ -53,12 +101,12 @@ class ActionChoice(_Body):
 
 
 class RejectRequest(ActionChoice):
-    reason: str = "User rejected the action"
+    reason: str = Field(default="User rejected the action", max_length=100_000)
 
 
 class ForkRequest(_Body):
     event_id: str | None = Field(default=None, description="Default: the head")
-    title: str | None = None
+    title: str | None = Field(default=None, max_length=TITLE_MAX)
 
 
 class MoveHead(_Body):

@@ -15,11 +15,13 @@ import treadle
 from treadle.runtime.settings import SettingsPolicy
 from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
 from treadle.server.errors import install_error_handlers
+from treadle.server.limits import MAX_RUNNING
 from treadle.server.runs import DEFAULT_IDLE_TIMEOUT_S, RunManager
 from treadle.server.security import SecurityConfig, SecurityMiddleware
 from treadle.server.state import ServerState
 from treadle.server.stream import Hubs
 from treadle.store.leases import open_leases
+from treadle.store.openhands.transfer import ArchiveLimits
 from treadle.store.urls import default_store_url, open_store
 
 PUBLIC_PATHS = frozenset({"/", "/favicon.ico", "/docs", "/openapi.json", "/health"})
@@ -35,12 +37,19 @@ def create_app(
     workspace_root: str | Path | None = None,
     allow_base_urls: Iterable[str] = (),
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    max_body_bytes: int | None = None,
+    archive_limits: ArchiveLimits | None = None,
+    max_running: int = MAX_RUNNING,
 ) -> FastAPI:
     """``allow_base_urls``: base URLs (besides the provider's own endpoint and TREADLE_BASE_URL)
     that may receive the server's model key; a conversation with any other runs without it."""
     url = store_url or default_store_url()
     security = SecurityConfig.build(
-        api_keys, bind_host=bind_host, extra_hosts=allowed_hosts, public_paths=PUBLIC_PATHS
+        api_keys,
+        bind_host=bind_host,
+        extra_hosts=allowed_hosts,
+        max_body_bytes=max_body_bytes,
+        public_paths=PUBLIC_PATHS,
     )
 
     root = Path(workspace_root).resolve() if workspace_root else None
@@ -59,6 +68,7 @@ def create_app(
             lease_ttl_s=lease_ttl_s,
             policy=policy,
             idle_timeout_s=idle_timeout_s,
+            max_running=max_running,
         )
         app.state.treadle = ServerState(
             store=store,
@@ -67,6 +77,7 @@ def create_app(
             hubs=Hubs(store),
             workspace_root=root,
             policy=policy,
+            archive_limits=archive_limits or ArchiveLimits(),
         )
         try:
             yield

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 from typing import Any
 
-from fastapi import FastAPI, Request
+import psycopg
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -13,7 +16,26 @@ from starlette.types import Send
 
 from treadle.errors import ContractError, TreadleError
 from treadle.runtime.conversation import ConversationError
-from treadle.store.base import ConversationExists, ConversationNotFound, EventNotFound, StoreError
+from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
+from treadle.store.base import (
+    ConversationExists,
+    ConversationNotFound,
+    EventNotFound,
+    StoreError,
+    StoreUnavailable,
+)
+from treadle.store.common import InvalidConversationId
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 5
+"""What a 503 (the store is out now) asks clients to wait before they retry."""
+OUTAGES: tuple[type[Exception], ...] = (
+    StoreUnavailable,
+    # A driver's own outage errors that a store let through: still an outage, not bad input.
+    sqlite3.OperationalError,
+    psycopg.OperationalError,
+)
 
 
 class ApiError(Exception):
@@ -22,6 +44,28 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         super().__init__(message)
+
+
+class BodyTooLarge(HTTPException):
+    """A request body over the server's limit, found while it streams in (HTTP 413). An
+    HTTPException so that FastAPI's body reading passes it on instead of calling it a 400."""
+
+    code = "body_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413, f"request body over {limit} bytes (the server's --max-body-bytes); send less"
+        )
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON written as ASCII: text that quotes a client's input (a lone surrogate from JSON's
+    "\\ud800", an undecodable file name) stays encodable, so an error never becomes a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(
+            content, ensure_ascii=True, allow_nan=False, separators=(",", ":")
+        ).encode()
 
 
 def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
@@ -47,9 +91,15 @@ async def json_response(send: Send, status: int, body: dict[str, Any]) -> None:
 
 
 def status_of(error: Exception) -> tuple[int, str]:
-    """HTTP status and code for a Treadle error."""
+    """HTTP status and code for a Treadle error: outages are 503 (retry later), bad input 4xx."""
     if isinstance(error, ApiError):
         return error.status, error.code
+    if isinstance(error, OUTAGES):
+        return 503, "store_unavailable"
+    if isinstance(error, InvalidConversationId):
+        return 422, "invalid_conversation_id"
+    if isinstance(error, WorkspaceError | WorkspacePathError):
+        return 422, "bad_workspace"
     if isinstance(error, ConversationNotFound | EventNotFound):
         return 404, "not_found"
     if isinstance(error, ConversationExists):
@@ -64,25 +114,46 @@ def status_of(error: Exception) -> tuple[int, str]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    async def treadle_error(_request: Request, error: Exception) -> JSONResponse:
+    async def treadle_error(_request: Request, error: Exception) -> AsciiJSONResponse:
         status, code = status_of(error)
-        return JSONResponse(error_body(code, str(error)), status_code=status)
+        if status == 503:
+            logger.warning("store unavailable: %s", error)
+            return AsciiJSONResponse(
+                error_body(code, f"the store is unavailable now, retry later: {error}"),
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        return AsciiJSONResponse(error_body(code, str(error)), status_code=status)
 
-    async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
+    async def unexpected_error(_request: Request, error: Exception) -> AsciiJSONResponse:
+        # Starlette logs the traceback; the client gets JSON without one.
+        return AsciiJSONResponse(
+            error_body("internal_error", f"the server failed: {type(error).__name__}"),
+            status_code=500,
+        )
+
+    async def validation_error(
+        _request: Request, error: RequestValidationError
+    ) -> AsciiJSONResponse:
         problems = [
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
         ]
-        return JSONResponse(
+        return AsciiJSONResponse(
             error_body("invalid_request", "; ".join(problems) or "invalid request"),
             status_code=422,
         )
 
-    async def http_error(_request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(
-            error_body("http_error", str(error.detail)), status_code=error.status_code
+    async def http_error(_request: Request, error: StarletteHTTPException) -> AsciiJSONResponse:
+        return AsciiJSONResponse(
+            error_body(getattr(error, "code", "http_error"), str(error.detail)),
+            status_code=error.status_code,
+            headers=getattr(error, "headers", None),
         )
 
     app.add_exception_handler(TreadleError, treadle_error)
+    for outage in OUTAGES:
+        app.add_exception_handler(outage, treadle_error)
+    app.add_exception_handler(Exception, unexpected_error)
     app.add_exception_handler(ApiError, treadle_error)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]

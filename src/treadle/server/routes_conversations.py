@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from treadle.events.model import event_to_dict
 from treadle.runtime.conversation import Conversation
 from treadle.server.api_models import (
+    SEQ_MAX,
     Accepted,
     ActionChoice,
     ConversationList,
@@ -69,7 +70,7 @@ def create_conversation(
 def list_conversations(
     state: State,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=SEQ_MAX)] = 0,
 ) -> ConversationList:
     infos = state.store.list_conversations(limit=limit + 1, offset=offset)
     more = len(infos) > limit

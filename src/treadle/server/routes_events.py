@@ -16,7 +16,14 @@ from treadle.events.audit import audit_events
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
 from treadle.events.tree import EventTree
-from treadle.server.api_models import CountView, EventPageView, StoredEventView, TreeView
+from treadle.server.api_models import (
+    SEQ_MAX,
+    SEQ_MIN,
+    CountView,
+    EventPageView,
+    StoredEventView,
+    TreeView,
+)
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state
 from treadle.server.stream import Delivery, Listener
@@ -47,8 +54,8 @@ def _split(values: list[str] | None) -> list[str] | None:
 def event_query(
     kinds: Annotated[list[str] | None, Query()] = None,
     sources: Annotated[list[str] | None, Query()] = None,
-    after_seq: int | None = None,
-    before_seq: int | None = None,
+    after_seq: Annotated[int | None, Query(ge=SEQ_MIN, le=SEQ_MAX)] = None,
+    before_seq: Annotated[int | None, Query(ge=SEQ_MIN, le=SEQ_MAX)] = None,
     time_from: datetime | None = None,
     time_to: datetime | None = None,
     branch_head: str | None = None,

@@ -35,6 +35,7 @@ from treadle.runtime.settings import SettingsPolicy
 from treadle.runtime.status import ConversationStatus, read_status, status_event
 from treadle.runtime.workspace.base import WorkspacePathError
 from treadle.server.errors import ApiError
+from treadle.server.limits import MAX_RUNNING
 from treadle.store.base import ConversationNotFound, EventStore
 from treadle.store.leases import SERVER, RunLeases, new_owner
 
@@ -69,6 +70,7 @@ class RunManager:
         takeover: bool = True,
         policy: SettingsPolicy | None = None,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        max_running: int = MAX_RUNNING,
     ) -> None:
         self.store = store
         self.policy = policy or SettingsPolicy()
@@ -79,6 +81,7 @@ class RunManager:
         self.takeover = takeover
         self.idle_timeout_s = idle_timeout_s
         self._entries: dict[str, _Entry] = {}
+        self.max_running = max_running
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._watcher = threading.Thread(
@@ -136,6 +139,14 @@ class RunManager:
         with self._lock:
             if self.is_running(conversation_id):
                 raise ApiError(409, "already_running", f"conversation {conversation_id} is running")
+            running = sum(entry.running for entry in self._entries.values())
+            if running >= self.max_running:
+                raise ApiError(
+                    429,
+                    "too_many_running",
+                    f"this server already runs {running} conversations (its --max-running); "
+                    "retry when one ends, or pause one",
+                )
             if not self.leases.acquire(conversation_id, self.owner, self.lease_ttl_s):
                 raise ApiError(
                     409, "already_running", f"conversation {conversation_id} runs in another server"

@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from treadle.server.errors import error_body, json_response
+from treadle.server.errors import BodyTooLarge, error_body, json_response
+from treadle.server.limits import MAX_BODY_BYTES
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -24,7 +25,7 @@ class SecurityConfig:
     api_keys: tuple[str, ...] = ()
     allowed_hosts: frozenset[str] = LOCAL_HOSTS
     """Host names (no port) the server answers to."""
-    max_body_bytes: int = 16 * 1024 * 1024
+    max_body_bytes: int = MAX_BODY_BYTES
     public_paths: frozenset[str] = field(default_factory=lambda: frozenset({"/", "/favicon.ico"}))
     """Paths served without a key (the Canvas page asks for the key itself)."""
 
@@ -102,6 +103,9 @@ class SecurityMiddleware:
                 return
             await json_response(send, status, error_body(code, message))
             return
+        if scope["type"] == "http":
+            # Content-Length may be absent (chunked) or lie: count what really arrives.
+            receive = limited_receive(receive, self.config.max_body_bytes)
         await self.app(scope, receive, send)
 
     def _problem(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str] | None:
@@ -125,7 +129,7 @@ class SecurityMiddleware:
             )
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
-            return 413, "body_too_large", f"request body over {config.max_body_bytes} bytes"
+            return 413, BodyTooLarge.code, str(BodyTooLarge(config.max_body_bytes).detail)
         needs_key = (
             scope["type"] == "http"
             and bool(config.api_keys)
@@ -145,6 +149,23 @@ class SecurityMiddleware:
         if parts.hostname.lower() not in self.config.allowed_hosts:
             return False
         return parts.netloc.lower() == host_header.strip().lower()
+
+
+def limited_receive(receive: Receive, limit: int) -> Receive:
+    """``receive`` that raises BodyTooLarge (a 413) once more than ``limit`` body bytes came:
+    whoever reads the body stops there, so no route ever holds more than ``limit`` bytes."""
+    received = 0
+
+    async def limited() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                raise BodyTooLarge(limit)
+        return message
+
+    return limited
 
 
 def ws_key_required(config: SecurityConfig, headers: dict[str, str]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,25 @@ from treadle.server.runs import RunManager
 from treadle.server.security import SecurityConfig
 from treadle.server.stream import Hubs
 from treadle.store.base import EventStore
+from treadle.store.openhands.transfer import ArchiveLimits
 
 NOT_RUNNABLE = (ConversationError, ModelError, SettingsError, WorkspaceError, WorkspacePathError)
 """Why a stored conversation cannot be opened here (its settings reach what this server
 refuses, or its workspace moved): 409, never a 500."""
+
+WORKSPACE_PATH_MAX = 1024
+"""Longest workspace path a client may give (PATH_MAX is 4096; names are 255 at most)."""
+
+
+def _shown(path: str) -> str:
+    return repr(path if len(path) <= 80 else path[:80] + "...")
+
+
+def _unusable(requested: str, error: Exception) -> ApiError:
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return ApiError(
+        422, "bad_workspace", f"workspace {_shown(requested)} cannot be used as a folder: {reason}"
+    )
 
 
 @dataclass
@@ -34,26 +50,48 @@ class ServerState:
     """When set, conversations may only have workspaces inside this folder."""
     policy: SettingsPolicy = field(default_factory=lambda: SettingsPolicy(trusted=False))
     """What a client's settings may reach on this server (script files, the model key)."""
+    archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)
+    """What unpacking one imported archive may write."""
 
     def check_workspace(self, settings: ConversationSettings) -> ConversationSettings:
-        """``settings`` with its workspace resolved under ``workspace_root`` (422 outside)."""
+        """``settings`` with its workspace resolved (under ``workspace_root`` when set, 422
+        outside) and made: a path that cannot be a workspace folder is a 422 naming why."""
         if settings.model.script is not None:
             try:
                 self.policy.check_script(settings.model.script)
             except SettingsError as error:
                 raise ApiError(422, "script_path_refused", str(error)) from None
-        if self.workspace_root is None:
-            return settings
-        requested = Path(settings.workspace)
-        resolved = (self.workspace_root / requested).resolve()
-        if not resolved.is_relative_to(self.workspace_root):
+        requested = settings.workspace
+        if not requested.strip() or "\0" in requested or len(requested) > WORKSPACE_PATH_MAX:
+            raise ApiError(
+                422,
+                "bad_workspace",
+                f"workspace {_shown(requested)} is not a usable path: give a folder path of 1 to "
+                f"{WORKSPACE_PATH_MAX} characters without NUL",
+            )
+        root = self.workspace_root
+        path = Path(requested).expanduser() if root is None else root / requested
+        # Lexically first: a path outside the root is refused before anything there is touched.
+        self._check_inside(requested, Path(os.path.normpath(path)))
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError) as error:  # unreadable component, symlink loop
+            raise _unusable(requested, error) from None
+        self._check_inside(requested, resolved)
+        try:  # made here so that a path that cannot be a folder is the client's 422
+            resolved.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a file there, a name too long, no permission...
+            raise _unusable(requested, error) from None
+        return settings.model_copy(update={"workspace": str(resolved)})
+
+    def _check_inside(self, requested: str, path: Path) -> None:
+        if self.workspace_root is not None and not path.is_relative_to(self.workspace_root):
             raise ApiError(
                 422,
                 "workspace_outside_root",
-                f"workspace {settings.workspace!r} is outside the server's workspace root "
+                f"workspace {_shown(requested)} is outside the server's workspace root "
                 f"{self.workspace_root}; give a path inside it",
             )
-        return settings.model_copy(update={"workspace": str(resolved)})
 
     def runtime(self, conversation_id: str) -> Conversation:
         """The conversation to act on: 404 when unknown, 409 when it cannot be run here."""

@@ -5,6 +5,7 @@ resolution, head moves, time keys, query validation and paging. Backends only fe
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -12,10 +13,61 @@ from typing import Any
 
 from treadle.errors import AppendError
 from treadle.events.model import ROOT, Event, event_to_json, parse_timestamp
-from treadle.store.base import EventPage, EventQuery, StoredEvent
+from treadle.store.base import EventPage, EventQuery, StoredEvent, StoreError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+
+
+CONVERSATION_ID_MAX = 128
+CONVERSATION_ID_RULE = (
+    f"1 to {CONVERSATION_ID_MAX} characters from A-Z a-z 0-9 and . _ - : "
+    "(not starting with '.' or '-')"
+)
+"""The one rule for conversation ids, for every way in (API, CLI, import, the store itself):
+an id is a URL path segment and a folder name (export), so no '/', no '..', nothing odd."""
+_CONVERSATION_ID = re.compile(r"[A-Za-z0-9_:][A-Za-z0-9._:-]*")
+
+
+class InvalidConversationId(StoreError, ValueError):
+    """A conversation id that breaks ``CONVERSATION_ID_RULE`` (bad input, HTTP 422)."""
+
+
+def check_conversation_id(conversation_id: str) -> str:
+    """``conversation_id`` if it follows ``CONVERSATION_ID_RULE``, else InvalidConversationId."""
+    if not isinstance(conversation_id, str):
+        raise InvalidConversationId(f"a conversation id must be a string, got {conversation_id!r}")
+    if len(conversation_id) > CONVERSATION_ID_MAX or not _CONVERSATION_ID.fullmatch(
+        conversation_id
+    ):
+        shown = conversation_id if len(conversation_id) <= 60 else conversation_id[:60] + "..."
+        bad = sorted({ch for ch in conversation_id if not _CONVERSATION_ID.fullmatch("a" + ch)})
+        found = f"; it holds {', '.join(_char_name(ch) for ch in bad[:5])}" if bad else ""
+        raise InvalidConversationId(
+            f"conversation id {shown!r} ({len(conversation_id)} characters) is not allowed: "
+            f"an id is {CONVERSATION_ID_RULE}{found}"
+        )
+    return conversation_id
+
+
+def check_text(name: str, value: str | None) -> None:
+    """Refuse text no store can encode (a lone surrogate, from JSON's "\\ud800"), naming it."""
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise StoreError(
+                f"{name} holds a lone surrogate U+{ord(value[error.start]):04X} at position "
+                f"{error.start}, which is not text: send valid UTF-8"
+            ) from None
+
+
+def _char_name(ch: str) -> str:
+    if ch == "\0":
+        return "NUL"
+    if "\ud800" <= ch <= "\udfff":
+        return f"a lone surrogate U+{ord(ch):04X}"
+    return repr(ch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +211,8 @@ def metadata_json(metadata: Mapping[str, Any] | None) -> str:
     if not isinstance(metadata, Mapping):
         raise TypeError(f"conversation metadata must be a JSON object, got {type(metadata)}")
     try:
-        return json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")  # a lone surrogate dumps fine but no store can encode it
+        return text
     except (TypeError, ValueError) as error:
         raise ValueError(f"conversation metadata is not JSON-serialisable: {error}") from None

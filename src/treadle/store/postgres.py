@@ -41,7 +41,9 @@ from treadle.store.base import (
 from treadle.store.common import (
     PlannedEvent,
     assign_branches,
+    check_conversation_id,
     check_query,
+    check_text,
     ids_to_look_up,
     metadata_json,
     moved_head,
@@ -189,8 +191,8 @@ class PostgresEventStore:
         metadata: dict[str, Any] | None = None,
     ) -> ConversationInfo:
         conversation_id = str(uuid.uuid4()) if conversation_id is None else conversation_id
-        if not conversation_id:
-            raise ValueError("a conversation id must not be empty; pass None for a fresh one")
+        check_conversation_id(conversation_id)
+        check_text("title", title)
         with self._pool.connection() as conn:
             row = conn.execute(
                 "INSERT INTO conversations (id, title, created_at, updated_at, metadata) "
@@ -228,6 +230,7 @@ class PostgresEventStore:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> ConversationInfo:
+        check_text("title", title)
         with self._pool.connection() as conn:
             row = conn.execute(
                 "UPDATE conversations SET title = coalesce(%s, title), "

@@ -56,7 +56,9 @@ from treadle.store.base import (
 )
 from treadle.store.common import (
     assign_branches,
+    check_conversation_id,
     check_query,
+    check_text,
     ids_to_look_up,
     metadata_json,
     moved_head,
@@ -310,8 +312,8 @@ class SqliteEventStore:
         metadata: dict[str, Any] | None = None,
     ) -> ConversationInfo:
         conversation_id = str(uuid.uuid4()) if conversation_id is None else conversation_id
-        if not conversation_id:
-            raise ValueError("a conversation id must not be empty; pass None for a fresh one")
+        check_conversation_id(conversation_id)
+        check_text("title", title)
         metadata_text = metadata_json(metadata)
         now = _now()
         with self._writing() as conn:
@@ -349,6 +351,7 @@ class SqliteEventStore:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> ConversationInfo:
+        check_text("title", title)
         metadata_text = None if metadata is None else metadata_json(metadata)
         with self._writing() as conn:
             updated = conn.execute(

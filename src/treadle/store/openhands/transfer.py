@@ -4,15 +4,19 @@ conversations back to folders. A folder the store cannot hold is not imported at
 
 from __future__ import annotations
 
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from treadle.errors import TreadleError
 from treadle.events.audit import AuditReport, Violation, audit_events
+from treadle.events.model import event_to_json
 from treadle.store.base import ConversationExists, ConversationNotFound, EventStore
+from treadle.store.common import check_conversation_id, metadata_json
+from treadle.store.openhands.layout import BASE_STATE as BASE_STATE_FILE
 from treadle.store.openhands.layout import MAX_EVENTS
-from treadle.store.openhands.problems import FolderProblem
+from treadle.store.openhands.problems import BASE_STATE, FolderProblem
 from treadle.store.openhands.reader import OpenHandsConversation, read_conversation_folder
 from treadle.store.openhands.writer import WrittenFolder, write_conversation_folder
 
@@ -25,6 +29,49 @@ CONVERSATION_EXISTS = "CONVERSATION-EXISTS"
 STORE_ERROR = "STORE-REFUSED"
 STORE_REFUSES = frozenset({"APPEND-DUP-ID", "TREE-MISSING", "TREE-CYCLE", "TREE-PARENT"})
 """Audit findings that an append would refuse (APPEND): such a log cannot be stored as is."""
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """What unpacking one archive may write: a small .tar.gz can expand a thousandfold."""
+
+    max_bytes: int = 256 * 1024 * 1024
+    """Bytes of all extracted files together (as their tar headers declare them)."""
+    max_members: int = MAX_EVENTS + 10_000
+    """Files, folders and links: one full conversation (an event a file) and room to spare."""
+
+
+class ArchiveError(TreadleError):
+    """The archive cannot be read as a tar(.gz) of conversation folders (bad input)."""
+
+
+class ArchiveTooLarge(ArchiveError):
+    """Unpacking the archive would go past ``ArchiveLimits`` (HTTP 413)."""
+
+
+def unpack_archive(archive: IO[bytes], into: Path, limits: ArchiveLimits) -> None:
+    """Extract the tar(.gz) ``archive`` into the folder ``into``, member by member, stopping
+    (ArchiveTooLarge) before a member that would go past ``limits``. The caller owns ``into``
+    and removes it (what was extracted before the stop is in it)."""
+    total = 0
+    try:
+        with tarfile.open(fileobj=archive, mode="r:*") as tar:
+            for count, member in enumerate(tar, start=1):
+                total += max(member.size, 0)
+                if count > limits.max_members or total > limits.max_bytes:
+                    what = (
+                        f"more than {limits.max_members} members"
+                        if count > limits.max_members
+                        else f"more than {limits.max_bytes} bytes unpacked"
+                    )
+                    raise ArchiveTooLarge(
+                        f"the archive holds {what} (the server's --max-archive-members / "
+                        "--max-archive-bytes); nothing was imported"
+                    )
+                # The "data" filter refuses absolute paths, .. and links leading out of ``into``.
+                tar.extract(member, into, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as error:
+        raise ArchiveError(f"not a readable tar(.gz) archive: {error}") from None
 
 
 @dataclass
@@ -76,6 +123,15 @@ def import_conversation(
     conversation_id = conversation.conversation_id
     if result.problems or conversation_id is None:
         return result
+    # What the store would refuse is found before anything is written (or, with ``replace``,
+    # deleted): a bad id, metadata that is not JSON (NaN, a lone surrogate), unstorable events.
+    try:
+        check_conversation_id(conversation_id)
+        metadata = import_metadata(conversation)
+        metadata_json(metadata)
+    except ValueError as error:
+        result.problems.append(FolderProblem(BASE_STATE, str(error), (BASE_STATE_FILE,)))
+        return result
     if _exists(store, conversation_id):
         if not replace:
             result.problems.append(
@@ -86,10 +142,14 @@ def import_conversation(
                 )
             )
             return result
+        unwritable = _unwritable(conversation)
+        if unwritable is not None:  # checked before the delete: a refused replace keeps the old
+            result.problems.append(unwritable)
+            return result
         store.delete_conversation(conversation_id)
         result.replaced = True
     try:
-        store.create_conversation(conversation_id, metadata=import_metadata(conversation))
+        store.create_conversation(conversation_id, metadata=metadata)
     except ConversationExists:  # made by another writer since the look above
         result.problems.append(
             FolderProblem(
@@ -101,8 +161,9 @@ def import_conversation(
         if conversation.events:
             store.append_batch(conversation_id, conversation.events)
         store.set_head(conversation_id, conversation.head)
-    except TreadleError as error:
-        store.delete_conversation(conversation_id)  # all or nothing
+    except (TreadleError, ValueError, RecursionError) as error:
+        # ValueError: an event the JSON encoder refuses (too deep, not JSON); all or nothing.
+        store.delete_conversation(conversation_id)
         result.problems.append(FolderProblem(STORE_ERROR, f"the store refused the log: {error}"))
         return result
     result.imported = True
@@ -161,6 +222,21 @@ def export_conversation(store: EventStore, conversation_id: str, folder: Path) -
         model=(settings.get("model") or {}).get("model"),
         working_dir=settings.get("workspace"),
     )
+
+
+def _unwritable(conversation: OpenHandsConversation) -> FolderProblem | None:
+    """The first event that cannot be written as JSON, as a problem naming its file."""
+    for event in conversation.events:
+        try:
+            event_to_json(event)
+        except (ValueError, RecursionError) as error:
+            return FolderProblem(
+                STORE_ERROR,
+                f"event {event.id!r} cannot be stored: {error}",
+                conversation.files_of([event.id]),
+                (event.id,),
+            )
+    return None
 
 
 def _exists(store: EventStore, conversation_id: str) -> bool:
