@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
+WHO = '"id":"a","timestamp":"2026-01-01T00:00:00+00:00"'
+"""The identity every event read needs, for cases about other fields."""
 
 
 def treadle(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -88,9 +90,9 @@ def test_clean_log_exits_0():
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ('{"kind":"message","source":"user","text":"a"}\nnot json\n', "line 2"),
+        ('{"kind":"message","source":"user","text":"a",' + WHO + "}\nnot json\n", "line 2"),
         ('{"kind":"wizard","source":"user"}\n', "unknown kind 'wizard'"),
-        ('{"kind":"message","source":"user","text":7}\n', "field 'text'"),
+        ('{"kind":"message","source":"user","text":7,' + WHO + "}\n", "field 'text'"),
     ],
 )
 def test_bad_input_exits_2_with_line_and_field_and_no_traceback(text, words):

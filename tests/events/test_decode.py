@@ -6,6 +6,8 @@ from treadle.errors import EventDecodeError
 from treadle.events.decode import decode_events
 
 GOOD = '{"kind":"message","id":"a","source":"user","text":"hi","timestamp":"2026-01-01T00:00:00+00:00"}'
+WHO = '"id":"a","timestamp":"2026-01-01T00:00:00+00:00",'
+"""The identity every event read needs, for cases about other fields."""
 
 
 def test_json_lines_and_array_give_the_same_events():
@@ -22,15 +24,17 @@ def test_json_lines_and_array_give_the_same_events():
         (GOOD + '\n{"kind":"telepathy","source":"user"}', 2, "kind", "unknown kind 'telepathy'"),
         ('{"source":"user"}', 1, "kind", "missing field"),
         (
-            '{"kind":"action","source":"agent","tool_call_id":"c","tool_name":"t","raw_arguments":"{}"}',
+            "{"
+            + WHO
+            + '"kind":"action","source":"agent","tool_call_id":"c","tool_name":"t","raw_arguments":"{}"}',
             1,
             "llm_response_id",
             "missing field",
         ),
-        ('{"kind":"message","source":"user","text":5}', 1, "text", "string"),
-        ('{"kind":"message","source":"robot","text":"x"}', 1, "source", "robot"),
+        ("{" + WHO + '"kind":"message","source":"user","text":5}', 1, "text", "string"),
+        ("{" + WHO + '"kind":"message","source":"robot","text":"x"}', 1, "source", "robot"),
         (
-            '{"kind":"message","source":"user","text":"x","colour":"red"}',
+            "{" + WHO + '"kind":"message","source":"user","text":"x","colour":"red"}',
             1,
             "colour",
             "unknown field",

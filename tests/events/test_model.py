@@ -75,7 +75,9 @@ def test_unknown_fields_are_rejected():
 
 
 def test_discriminated_on_kind():
-    event = event_from_dict({"kind": "message", "source": "agent", "text": "done"})
+    event = event_from_dict(
+        {"kind": "message", "source": "agent", "text": "done", "id": "m", "timestamp": "2026-01-01"}
+    )
     assert isinstance(event, MessageEvent)
     assert event.role == "assistant"
     with pytest.raises(ValidationError, match="does not match any of the expected tags"):

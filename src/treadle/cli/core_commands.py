@@ -6,6 +6,8 @@ Exit codes (DESIGN.md): 0 clean, 1 contract violations, 2 bad input or usage.
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -86,15 +88,31 @@ def read_log(file: Path) -> list[Event]:
     if file.is_dir():
         return load_log(file).events
     try:
-        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if str(file) == "-" else _read_regular_file(file)
+        text = data.decode("utf-8")
     except OSError as error:
         fail(f"cannot read {file}: {error.strerror or error}", EXIT_BAD_INPUT)
-    except UnicodeDecodeError:
-        fail(f"{file} is not UTF-8 text", EXIT_BAD_INPUT)
+    except UnicodeDecodeError as error:
+        fail(f"{file} is not UTF-8 text (byte {error.start} is invalid)", EXIT_BAD_INPUT)
     try:
         return decode_events(text)
     except EventDecodeError as error:
         fail(f"{file}: {error}", EXIT_BAD_INPUT)
+
+
+def _read_regular_file(file: Path) -> bytes:
+    """The bytes of ``file``, a regular file: a FIFO would block, a device (``/dev/zero``)
+    never end. Checked on the opened file, so a swap after the check changes nothing."""
+    # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
+    descriptor = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            fail(
+                f"{file} is not a regular file (a device, FIFO or socket): name a log file, "
+                "or '-' to read standard input",
+                EXIT_BAD_INPUT,
+            )
+        return handle.read()
 
 
 def _resolve_head(tree: EventTree, head: str | None, log: Log) -> str | None:
@@ -110,6 +128,14 @@ def _active_path(file: Path, head: str | None, limit: int | None = None) -> list
     if log.problems:
         fail(f"{file}: " + "; ".join(str(problem) for problem in log.problems), EXIT_BAD_INPUT)
     tree = EventTree(log.events)
+    if tree.duplicate_positions:  # the tree would quietly take the first: refuse, as audit does
+        repeated = log.events[tree.duplicate_positions[0]].id
+        count = sum(1 for event in log.events if event.id == repeated)
+        fail(
+            f"APPEND-DUP-ID: event id {repeated!r} is used by {count} events; a store refuses "
+            f"the repeat (see treadle audit {file})",
+            EXIT_VIOLATIONS,
+        )
     head_id = _resolve_head(tree, head, log)
     if head_id is None:
         return []
@@ -196,13 +222,14 @@ def _print_report(report: AuditReport, log: Log) -> None:
         table.add_column("explanation")
         for violation in report.violations:
             where = ", ".join([*violation.event_ids, *log.files_of(violation.event_ids)])
-            table.add_row(violation.contract, where, violation.message)
+            table.add_row(violation.contract, escape(where), escape(violation.message))
         console.print(table)
     else:
         console.print("[bold green]clean[/]: no contract violations")
     for notice in report.notices:
-        console.print(f"[yellow]{notice.contract}[/]: {notice.message}")
+        console.print(f"[yellow]{notice.contract}[/]: {escape(notice.message)}")
     counts = ", ".join(f"{kind} {count}" for kind, count in sorted(report.counts.items()))
     console.print(f"events: {sum(report.counts.values())} ({counts})")
-    console.print(f"heads: {', '.join(report.heads) or '-'}  focus head: {report.head or '-'}")
-    console.print(f"pending actions: {', '.join(report.pending) or 'none'}")
+    heads = escape(", ".join(report.heads) or "-")
+    console.print(f"heads: {heads}  focus head: {escape(report.head or '-')}")
+    console.print(f"pending actions: {escape(', '.join(report.pending) or 'none')}")

@@ -13,6 +13,7 @@ from typing import IO, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from treadle.cli.app import app
@@ -28,6 +29,7 @@ from treadle.store.base import (
     EventNotFound,
     EventStore,
     StoreError,
+    StoreUnavailable,
 )
 from treadle.store.urls import default_store_url, open_store
 
@@ -59,6 +61,36 @@ def all_conversations(store: EventStore) -> Iterator[ConversationInfo]:
         offset += len(page)
 
 
+def conversations_or_damage(store: EventStore) -> Iterator[ConversationInfo | StoreError]:
+    """Every conversation, as ``all_conversations``; a row that cannot be read (bad metadata
+    JSON, a bad time) comes as the StoreError naming it, and the rows after it still come."""
+    offset = 0
+    while True:
+        try:
+            page: list[ConversationInfo | StoreError] = list(
+                store.list_conversations(limit=500, offset=offset)
+            )
+        except StoreUnavailable:
+            raise
+        except StoreError:  # a damaged row in this page: read it one row at a time
+            page = []
+            for position in range(offset, offset + 500):
+                try:
+                    row = store.list_conversations(limit=1, offset=position)
+                except StoreUnavailable:
+                    raise
+                except StoreError as error:
+                    page.append(error)
+                    continue
+                if not row:
+                    break
+                page.extend(row)
+        yield from page
+        if len(page) < 500:
+            return
+        offset += len(page)
+
+
 def all_events(store: EventStore, conversation: str, count: int) -> Iterator[Event]:
     """Every stored event of ``conversation`` in seq order, read in chunks."""
     for start in range(0, count, _CHUNK):
@@ -77,17 +109,20 @@ def store_info(
     """Conversations, their event counts and heads, and the size of the store."""
     event_store = open_existing_store(store)
     try:
-        conversations = list(all_conversations(event_store))
+        rows = list(conversations_or_damage(event_store))
         facts = _store_facts(event_store)
     except StoreError as error:
         fail(str(error), EXIT_BAD_INPUT)
     finally:
         event_store.close()
+    conversations = [row for row in rows if isinstance(row, ConversationInfo)]
+    damaged = [str(row) for row in rows if isinstance(row, StoreError)]
     total = sum(info.event_count for info in conversations)
     if as_json:
         print_json(
             {
                 **facts,
+                "damaged": damaged,
                 "conversations": [
                     {
                         "id": info.id,
@@ -102,22 +137,28 @@ def store_info(
                 "events": total,
             }
         )
+        if damaged:
+            raise typer.Exit(EXIT_VIOLATIONS)
         return
     console = Console()
     for name, value in facts.items():
-        console.print(f"{name}: {value}")
+        console.print(f"{name}: {escape(str(value))}")
     table = Table(title=f"{len(conversations)} conversation(s), {total} event(s)")
     for column in ("id", "title", "events", "head", "updated"):
         table.add_column(column, justify="right" if column == "events" else "left")
     for info in conversations:
-        table.add_row(
-            info.id,
-            info.title or "",
+        table.add_row(  # ids and titles are anyone's text: never read as markup
+            escape(info.id),
+            escape(info.title or ""),
             str(info.event_count),
-            info.head_id or "-",
+            escape(info.head_id or "-"),
             info.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
         )
     console.print(table)
+    for message in damaged:
+        typer.echo(f"damaged: {message}", err=True)
+    if damaged:
+        raise typer.Exit(EXIT_VIOLATIONS)
 
 
 def _store_facts(store: EventStore) -> dict[str, Any]:
@@ -144,8 +185,18 @@ def store_check(
         integrity = getattr(event_store, "integrity_check", None)
         problems = integrity() if integrity is not None else []
         findings.extend({"contract": "STORE-INTEGRITY", "message": p} for p in problems)
-        for info in all_conversations(event_store):
-            findings.extend(_check_conversation(event_store, info))
+        for info in conversations_or_damage(event_store):
+            if isinstance(info, StoreError):  # a row that cannot be read: report, go on
+                findings.append({"contract": "STORE-INTEGRITY", "message": str(info)})
+                continue
+            try:
+                findings.extend(_check_conversation(event_store, info))
+            except StoreUnavailable:
+                raise
+            except StoreError as error:  # a damaged event: this conversation only
+                findings.append(
+                    {"contract": "STORE-INTEGRITY", "conversation": info.id, "message": str(error)}
+                )
             checked += 1
     except StoreError as error:
         findings.append({"contract": "STORE-INTEGRITY", "message": str(error)})
@@ -156,14 +207,14 @@ def store_check(
     else:
         console = Console()
         for finding in findings:
-            where = f" [{finding['conversation']}]" if "conversation" in finding else ""
-            ids = ", ".join(finding.get("event_ids", []))
+            where = escape(f" [{finding['conversation']}]") if "conversation" in finding else ""
+            ids = escape(", ".join(finding.get("event_ids", [])))
             console.print(
-                f"[bold red]{finding['contract']}[/]{where} {finding['message']}"
+                f"[bold red]{finding['contract']}[/]{where} {escape(finding['message'])}"
                 + (f" ({ids})" if ids else "")
             )
         verdict = "[bold green]clean[/]" if not findings else f"{len(findings)} violation(s)"
-        console.print(f"{verdict}: {checked} conversation(s) checked in {event_store.url}")
+        console.print(f"{verdict}: {checked} conversation(s) checked in {escape(event_store.url)}")
     if findings:
         raise typer.Exit(EXIT_VIOLATIONS)
 
@@ -224,11 +275,17 @@ def log(
     if as_json:
         print_json([event_to_dict(event) for event in path])
         return
-    table = Table(title=f"{conversation}: {len(path)} event(s) on the active path")
+    table = Table(title=f"{escape(conversation)}: {len(path)} event(s) on the active path")
     for column in ("id", "kind", "source", "time", "summary"):
         table.add_column(column, overflow="fold" if column == "summary" else "ellipsis")
     for event in path:
-        table.add_row(event.id, event.kind, event.source, event.timestamp[:19], _summary(event))
+        table.add_row(
+            escape(event.id),
+            event.kind,
+            event.source,
+            escape(event.timestamp[:19]),
+            escape(_summary(event)),
+        )
     Console().print(table)
 
 

@@ -1,7 +1,8 @@
 """Reading a log file's text (JSON Lines, or one JSON array) into events, with exact errors.
 
-Every problem names the line (or array item) and the field: not JSON, an unknown kind, a
-missing field, a wrong type. Nothing here touches the filesystem.
+Every problem names the line (or array item) and the field: not JSON, JSON no store could
+read back (``json_limits``), an unknown kind, a missing field (``id`` and ``timestamp``
+included: nothing is made up on read), a wrong type. Nothing here touches the filesystem.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from treadle.errors import EventDecodeError
+from treadle.events.json_limits import MAX_JSON_DEPTH, JsonLimitError, load_json
 from treadle.events.model import EVENT_KINDS, Event, event_from_dict
 
 
 def decode_events(text: str) -> list[Event]:
-    """Events of a JSON Lines text (blank lines skipped) or of a JSON array of objects."""
+    """Events of a JSON Lines text (blank lines skipped) or of a JSON array of objects. A
+    leading byte order mark is skipped."""
+    text = text.removeprefix("\ufeff")
     stripped = text.lstrip()
     if stripped.startswith("["):
         return _decode_array(text)
@@ -25,21 +29,33 @@ def decode_events(text: str) -> list[Event]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = load_json(line)
         except json.JSONDecodeError as error:
             raise EventDecodeError(
                 f"not JSON ({error.msg} at column {error.colno})", line=number
             ) from None
+        except JsonLimitError as error:
+            raise EventDecodeError(error.message, line=number, field=error.field) from None
         events.append(_decode_object(data, line=number))
     return events
 
 
 def _decode_array(text: str) -> list[Event]:
     try:
-        items = json.loads(text)
+        # Each event may nest MAX_JSON_DEPTH deep as a line of its own; the array adds one.
+        items = load_json(text, limit=MAX_JSON_DEPTH + 1)
     except json.JSONDecodeError as error:
         raise EventDecodeError(
             f"not JSON ({error.msg} at column {error.colno})", line=error.lineno
+        ) from None
+    except JsonLimitError as error:
+        # The field is the array item's number; name it as the "line", as below.
+        item = error.field.split(".")[0] if error.field else None
+        field = error.field.partition(".")[2] if error.field else ""
+        raise EventDecodeError(
+            error.message,
+            line=int(item) + 1 if item is not None and item.isdigit() else None,
+            field=field.split(".")[0] or None,
         ) from None
     if not isinstance(items, list):
         raise EventDecodeError("expected a JSON array of events or JSON Lines")
@@ -73,11 +89,14 @@ def _explain(error: ValidationError, line: int) -> EventDecodeError:
     field = ".".join(location) or None
     kind = first["type"]
     if kind == "missing":
-        message = "missing field"
+        message = "missing field (a reader makes up no value for it)"
     elif kind == "extra_forbidden":
         message = (
             "unknown field (events reject fields they do not model; imports keep them in 'extra')"
         )
+    elif isinstance(first.get("ctx", {}).get("error"), JsonLimitError):
+        message = first["ctx"]["error"].message
+        field = ".".join(filter(None, [field, first["ctx"]["error"].field])) or None
     else:
         message = f"{first['msg']} (got {_short(first.get('input'))})"
     extra_problems = len(error.errors()) - 1
@@ -87,5 +106,8 @@ def _explain(error: ValidationError, line: int) -> EventDecodeError:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, default=str)
+    try:
+        text = json.dumps(value, default=str)
+    except (ValueError, RecursionError):  # an integer too long to print, a value too deep
+        return f"a {type(value).__name__}"
     return text if len(text) <= 60 else text[:57] + "..."

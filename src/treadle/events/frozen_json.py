@@ -1,11 +1,21 @@
 """Read-only JSON values, so a reader can never change a stored event's nested data.
 
-``freeze`` turns dicts into ``FrozenDict`` and lists into tuples, recursively.
+``freeze`` turns dicts into ``FrozenDict`` and lists into tuples, recursively, and refuses what
+JSON cannot carry back (too deep, NaN/Infinity, integers too long: see ``json_limits``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, NoReturn
+
+from treadle.events.json_limits import (
+    INT_BOUND,
+    MAX_JSON_DEPTH,
+    JsonLimitError,
+    check_json_scalar,
+    too_deep,
+)
 
 
 class FrozenDict(dict):  # type: ignore[type-arg]
@@ -34,13 +44,31 @@ class FrozenDict(dict):  # type: ignore[type-arg]
 
 
 def freeze(value: Any) -> Any:
-    """The same JSON value with every dict and list made immutable."""
+    """The same JSON value with every dict and list made immutable. Raises JsonLimitError (a
+    ValueError: a validation error in a model) for a value nested deeper than MAX_JSON_DEPTH,
+    a NaN/Infinity or an integer too long for a reader; a FrozenDict was checked when made."""
+    return _freeze(value, MAX_JSON_DEPTH)
+
+
+def _freeze(value: Any, room: int) -> Any:
+    # On the hot path of every event read: plain recursion, the common cases first.
     if isinstance(value, FrozenDict):
         return value
     if isinstance(value, dict):
-        return FrozenDict({key: freeze(item) for key, item in value.items()})
+        if room <= 0:
+            raise JsonLimitError(too_deep())
+        room -= 1
+        return FrozenDict({key: _freeze(item, room) for key, item in value.items()})
     if isinstance(value, list | tuple):
-        return tuple(freeze(item) for item in value)
+        if room <= 0:
+            raise JsonLimitError(too_deep())
+        room -= 1
+        return tuple(_freeze(item, room) for item in value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            check_json_scalar(value)
+    elif isinstance(value, int) and not -INT_BOUND < value < INT_BOUND:
+        check_json_scalar(value)
     return value
 
 

@@ -2,6 +2,8 @@
 
 Every event is immutable (nested JSON values too) and rejects unknown fields; the union
 ``Event`` is discriminated on ``kind``. ``event_to_json``/``event_from_json`` are the one codec.
+A reader requires ``kind``, ``id`` and ``timestamp``; only events made in Python get a fresh id
+and the current time.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pydantic import (
 )
 
 from treadle.events.frozen_json import FrozenDict, freeze
+from treadle.events.json_limits import check_json_scalar
 
 ROOT = "__root__"
 """``parent_id`` marker of an explicit new root; distinct from an absent parent (legacy)."""
@@ -30,6 +33,15 @@ JSONValue = Annotated[Any, AfterValidator(freeze)]
 """Any JSON value, frozen on validation: dicts become read-only, lists become tuples."""
 
 JSONObject = Annotated[dict[str, Any], AfterValidator(freeze)]
+
+
+def _json_int(value: int) -> int:
+    check_json_scalar(value)
+    return value
+
+
+JSONInt = Annotated[int, AfterValidator(_json_int)]
+"""An integer a JSON reader can parse back (at most MAX_INT_DIGITS digits)."""
 
 
 def new_event_id() -> str:
@@ -49,12 +61,13 @@ def parse_timestamp(value: str) -> datetime:
 class EventBase(BaseModel):
     """Fields every event has. Subclasses add their own and fix ``kind``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    id: str = Field(default_factory=new_event_id, min_length=1, description="Unique event id")
+    # Required when read (a file, a store, the API): no default factory may invent an identity
+    # for an event that lacks one. ``__init__`` below gives events made in Python both.
+    id: str = Field(min_length=1, description="Unique event id")
     source: Source
     timestamp: str = Field(
-        default_factory=utc_now_iso,
         description="ISO 8601; Treadle writes UTC with an offset, imported values are kept as given",
     )
     parent_id: str | None = Field(
@@ -68,6 +81,17 @@ class EventBase(BaseModel):
         default_factory=FrozenDict,
         description="Fields met on import that Treadle does not model, kept verbatim",
     )
+
+    def __init__(self, /, **data: Any) -> None:
+        if "id" not in data:
+            data["id"] = new_event_id()
+        if "timestamp" not in data:
+            data["timestamp"] = utc_now_iso()
+        super().__init__(**data)
+
+    # pydantic calls an overridden __init__ from every validation (files, stores, the API)
+    # unless it is marked as the base one: so marked, only a call in Python comes here.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     @field_validator("id")
     @classmethod
@@ -103,11 +127,11 @@ class EventBase(BaseModel):
 class TokenUsage(BaseModel):
     """What one model call cost, recorded on the events it produced."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str | None = None
-    prompt_tokens: int = Field(default=0, ge=0)
-    completion_tokens: int = Field(default=0, ge=0)
+    prompt_tokens: JSONInt = Field(default=0, ge=0)
+    completion_tokens: JSONInt = Field(default=0, ge=0)
     cost_usd: float = Field(default=0.0, ge=0)
 
 
@@ -210,7 +234,7 @@ class CondensationEvent(EventBase):
     source: Source = "environment"
     forgotten_event_ids: tuple[str, ...] = ()
     summary: str | None = None
-    summary_offset: int | None = Field(default=None, ge=0)
+    summary_offset: JSONInt | None = Field(default=None, ge=0)
     llm_response_id: str | None = None
 
 
@@ -310,4 +334,10 @@ def events_json_schema() -> dict[str, Any]:
     schema["description"] = (
         "One event of a Treadle log (JSON Lines: one per line). See SPEC.md for the contracts."
     )
+    # The reader finds the kind by its tag, so an event without "kind" is refused even though
+    # each class has a default for it: required, as "id" and "timestamp" are.
+    for kind, cls in EVENT_CLASSES.items():
+        definition = schema["$defs"][cls.__name__]
+        assert definition["properties"]["kind"]["const"] == kind
+        definition["required"] = ["kind", *definition.get("required", [])]
     return schema

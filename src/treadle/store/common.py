@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
+
 from treadle.errors import AppendError
-from treadle.events.model import ROOT, Event, event_to_json, parse_timestamp
-from treadle.store.base import EventPage, EventQuery, StoredEvent, StoreError
+from treadle.events.json_limits import JsonLimitError, check_json_depth, check_json_value
+from treadle.events.model import ROOT, Event, event_from_json, event_to_json, parse_timestamp
+from treadle.store.base import ConversationInfo, EventPage, EventQuery, StoredEvent, StoreError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -79,7 +83,7 @@ class PlannedEvent:
     parent_seq: int | None
     """Seq of the parent after TREE-PARENT resolution; None for a root."""
     payload: str
-    """``event_to_json(event)``, stored verbatim."""
+    """``stored_payload(event)``, stored verbatim."""
     time_us: int
     """The event's timestamp as microseconds since the epoch, the key of time filters."""
 
@@ -129,9 +133,38 @@ def plan_append(
             parent_seq = found
         batch[event.id] = seq
         planned.append(
-            PlannedEvent(seq, event, parent_seq, event_to_json(event), time_us(event.time))
+            PlannedEvent(seq, event, parent_seq, stored_payload(event), time_us(event.time))
         )
     return planned
+
+
+def stored_payload(event: Event) -> str:
+    """``event_to_json(event)``, refused (JsonLimitError, nothing appended) when the store's
+    reader could not read it back: a lone surrogate in its text, or nesting deeper than
+    MAX_JSON_DEPTH. (Numbers were checked when the event was made.)"""
+    try:
+        payload = event_to_json(event)
+    except PydanticSerializationError:
+        raise _unstorable(event, None) from None
+    try:
+        check_json_depth(payload)
+    except JsonLimitError as error:
+        raise _unstorable(event, error) from None
+    return payload
+
+
+def _unstorable(event: Event, error: JsonLimitError | None) -> JsonLimitError:
+    """The error for an event the store cannot hold, naming its field when it can be found."""
+    if error is None:
+        try:
+            check_json_value(event.model_dump(mode="python"))
+        except JsonLimitError as found:
+            error = found
+    field = error.field if error is not None else None
+    problem = error.message if error is not None else "it cannot be written as JSON"
+    return JsonLimitError(
+        f"event {event.id!r} cannot be stored: {problem} (nothing was appended)", field=field
+    )
 
 
 def assign_branches(
@@ -211,8 +244,57 @@ def metadata_json(metadata: Mapping[str, Any] | None) -> str:
     if not isinstance(metadata, Mapping):
         raise TypeError(f"conversation metadata must be a JSON object, got {type(metadata)}")
     try:
-        text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
-        text.encode("utf-8")  # a lone surrogate dumps fine but no store can encode it
-        return text
+        # NaN, a lone surrogate (which dumps fine but no store can encode), too deep, ...
+        check_json_value(dict(metadata))
+        return json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"conversation metadata is not JSON-serialisable: {error}") from None
+        raise JsonLimitError(f"conversation metadata is not JSON-serialisable: {error}") from None
+
+
+def read_payload(payload: str, store: str, seq: int | None = None) -> Event:
+    """The event a stored payload holds; StoreError naming the store (and seq) when it cannot
+    be read back, which only a damaged or hand-edited store can cause."""
+    try:
+        return event_from_json(payload)
+    except ValidationError as error:
+        where = "an event" if seq is None else f"the event at seq {seq}"
+        raise StoreError(
+            f"store {store} is damaged: {where} cannot be read back ({error.errors()[0]['msg']}); "
+            "run 'treadle store check' and restore the file from a backup"
+        ) from None
+
+
+def conversation_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> ConversationInfo:
+    """A conversations row (id, title, created_at, updated_at, head_id, event_count, metadata)
+    as ConversationInfo; ``moment`` reads a time column. A damaged row is a StoreError naming
+    the conversation and the column, never a bare ValueError."""
+    column = "created_at"
+    try:
+        created_at = moment(row[2])
+        column = "updated_at"
+        updated_at = moment(row[3])
+        column = "event_count"
+        event_count = int(row[5])
+        column = "metadata"
+        metadata = row[6] if isinstance(row[6], dict) else json.loads(row[6])
+        if not isinstance(metadata, dict):
+            raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
+    except (TypeError, ValueError) as error:
+        raise StoreError(
+            f"the store is damaged: conversation {row[0]!r} has a bad {column} "
+            f"({_reason(error)}); run 'treadle store check' and restore it from a backup"
+        ) from None
+    return ConversationInfo(
+        id=row[0],
+        title=row[1],
+        created_at=created_at,
+        updated_at=updated_at,
+        head_id=row[4],
+        event_count=event_count,
+        metadata=metadata,
+    )
+
+
+def _reason(error: Exception) -> str:
+    text = str(error)
+    return text if len(text) <= 120 else text[:117] + "..."

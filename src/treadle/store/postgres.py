@@ -25,7 +25,7 @@ from psycopg import errors, sql
 from psycopg.pq import TransactionStatus
 
 from treadle.errors import AppendError
-from treadle.events.model import Event, event_from_json
+from treadle.events.model import Event
 from treadle.store.base import (
     ConversationExists,
     ConversationInfo,
@@ -44,11 +44,13 @@ from treadle.store.common import (
     check_conversation_id,
     check_query,
     check_text,
+    conversation_info,
     ids_to_look_up,
     metadata_json,
     moved_head,
     page_of,
     plan_append,
+    read_payload,
 )
 from treadle.store.postgres_schema import (
     APPLICATION,
@@ -464,7 +466,7 @@ class PostgresEventStore:
                 ).fetchall()
                 payloads.extend(payload for (payload,) in rows)
         payloads.reverse()
-        return [event_from_json(payload) for payload in payloads]
+        return [read_payload(payload, "PostgreSQL") for payload in payloads]
 
     def search(self, conversation_id: str, query: EventQuery) -> EventPage:
         check_query(query)
@@ -707,19 +709,12 @@ def _notice_seq(payload: str) -> int:
 
 
 def _stored(row: Sequence[Any]) -> StoredEvent:
-    return StoredEvent(seq=int(row[0]), event=event_from_json(row[1]))
+    seq = int(row[0])
+    return StoredEvent(seq=seq, event=read_payload(row[1], "PostgreSQL", seq))
 
 
 def _conversation_info(row: Sequence[Any]) -> ConversationInfo:
-    return ConversationInfo(
-        id=row[0],
-        title=row[1],
-        created_at=_utc(row[2]),
-        updated_at=_utc(row[3]),
-        head_id=row[4],
-        event_count=int(row[5]),
-        metadata=json.loads(row[6]),
-    )
+    return conversation_info(row, _utc)
 
 
 def _utc(moment: datetime) -> datetime:

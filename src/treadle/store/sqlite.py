@@ -25,7 +25,6 @@ so a path window, a full path and a branch-filtered search page are index range 
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -38,10 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from treadle.errors import AppendError
-from treadle.events.model import Event, event_from_json
+from treadle.events.model import Event
 from treadle.store.base import (
     ConversationExists,
     ConversationInfo,
@@ -59,11 +56,13 @@ from treadle.store.common import (
     check_conversation_id,
     check_query,
     check_text,
+    conversation_info,
     ids_to_look_up,
     metadata_json,
     moved_head,
     page_of,
     plan_append,
+    read_payload,
 )
 from treadle.store.sqlite_schema import (
     DEFAULT_BUSY_TIMEOUT,
@@ -735,14 +734,7 @@ class SqliteEventStore:
 
 
 def _decode(payload: str, path: Path, seq: int | None = None) -> Event:
-    try:
-        return event_from_json(payload)
-    except ValidationError as error:
-        where = "an event" if seq is None else f"the event at seq {seq}"
-        raise StoreError(
-            f"store {path} is damaged: {where} cannot be read back ({error.errors()[0]['msg']}); "
-            "run 'treadle store check' and restore the file from a backup"
-        ) from None
+    return read_payload(payload, str(path), seq)
 
 
 def _stored(row: Sequence[Any], path: Path) -> StoredEvent:
@@ -751,15 +743,7 @@ def _stored(row: Sequence[Any], path: Path) -> StoredEvent:
 
 
 def _conversation_info(row: Sequence[Any]) -> ConversationInfo:
-    return ConversationInfo(
-        id=row[0],
-        title=row[1],
-        created_at=datetime.fromisoformat(row[2]),
-        updated_at=datetime.fromisoformat(row[3]),
-        head_id=row[4],
-        event_count=int(row[5]),
-        metadata=json.loads(row[6]),
-    )
+    return conversation_info(row, datetime.fromisoformat)
 
 
 __all__ = [

@@ -5,12 +5,15 @@ takes it and every problem found, each naming its file. Reads only; never writes
 from __future__ import annotations
 
 import json
+import os
+import stat
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from treadle.events.json_limits import JsonLimitError, load_json
 from treadle.events.model import Event
 from treadle.store.openhands.codec import event_from_sdk
 from treadle.store.openhands.kinds import NOT_TREE_NODES, InvalidSdkEvent
@@ -25,6 +28,10 @@ from treadle.store.openhands.problems import (
     UNREADABLE,
     FolderProblem,
 )
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Largest JSON file read from a conversation folder (one event, or the base state): a file
+past it is reported, not read."""
 
 SIDE_TABLE_KEY = "treadle"
 """Key in ``base_state.json``'s ``agent_state`` (the SDK's free-form dict) under which an
@@ -130,7 +137,7 @@ def _read_base_state(
     folder: Path,
 ) -> tuple[dict[str, Any] | None, dict[str, Any], list[FolderProblem]]:
     path = folder / BASE_STATE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None, {}, []
     data, problem = _read_json(path, BASE_STATE)
     if problem is not None:
@@ -172,18 +179,23 @@ def _conversation_id(
 
 
 def _read_json(path: Path, name: str) -> tuple[Any, FolderProblem | None]:
+    """The JSON value of the file at ``path`` (``name`` in the folder), or the problem that
+    stops it being read: not a regular file, too big, empty, not UTF-8, not JSON, or JSON no
+    store could read back (too deep, NaN, a lone surrogate: ``json_limits``)."""
     try:
-        raw = path.read_bytes()
+        raw = _read_regular_file(path)
     except OSError as error:
         return None, FolderProblem(
             UNREADABLE, f"cannot be read: {error.strerror or error}", (name,)
         )
+    except ValueError as error:
+        return None, FolderProblem(UNREADABLE, str(error), (name,))
     if not raw.strip():
         return None, FolderProblem(
             UNREADABLE, "is empty (a write cut short?): restore it from a copy", (name,)
         )
     try:
-        return json.loads(raw.decode("utf-8")), None
+        return load_json(raw.decode("utf-8")), None
     except UnicodeDecodeError:
         return None, FolderProblem(UNREADABLE, "is not UTF-8 text", (name,))
     except json.JSONDecodeError as error:
@@ -193,6 +205,27 @@ def _read_json(path: Path, name: str) -> tuple[Any, FolderProblem | None]:
             "truncated?): restore it from a copy",
             (name,),
         )
+    except JsonLimitError as error:
+        where = f" (field '{error.field}')" if error.field else ""
+        return None, FolderProblem(
+            UNREADABLE, f"holds JSON that no store can read back{where}: {error.message}", (name,)
+        )
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``; ValueError for what is not a regular file (a FIFO would block, a
+    device never end) or is bigger than MAX_FILE_BYTES."""
+    # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError("is not a regular file (a folder, device, FIFO or socket)")
+        if status.st_size > MAX_FILE_BYTES:
+            raise ValueError(
+                f"is {status.st_size} bytes, more than the {MAX_FILE_BYTES} a file may have"
+            )
+        return handle.read(MAX_FILE_BYTES + 1)
 
 
 def _read_event(
