@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ def treadle(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
         text=True,
         input=stdin,
         check=False,
+        timeout=60,
     )
 
 
@@ -132,3 +134,57 @@ def test_the_examples_script_runs_every_worked_example_as_the_seed_says():
     )
     assert result.returncode == 0, result.stdout[-2000:]
     assert "All worked examples behaved as the seed says." in result.stdout
+
+
+# -- hostile files (issue 10, items 10 and 11) -----------------------------------------------
+
+EVENT = '{"kind":"state_change","key":"k",' + WHO
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (EVENT + ',"value":' + "[" * 600 + "]" * 600 + "}", "line 1, field 'value'"),
+        (EVENT + ',"value":' + "9" * 4400 + "}", "line 1, field 'value': an integer of more"),
+        ('{"kind":"pause","timestamp":"2026-01-01T00:00:00+00:00"}', "line 1, field 'id'"),
+        ('{"kind":"pause","id":"p"}', "line 1, field 'timestamp': missing field"),
+    ],
+)
+def test_hostile_lines_exit_2_naming_line_and_field(line, words):
+    for command in ("audit", "path", "project"):
+        result = treadle(command, "-", stdin=line + "\n")
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert words in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_path_and_project_refuse_a_duplicate_id_as_audit_does(tmp_path):
+    log = tmp_path / "dup.jsonl"
+    first = '{"kind":"message","source":"user","text":"one",' + WHO + "}"
+    log.write_text(first + "\n" + first.replace('"one"', '"two"') + "\n")
+    for command in ("audit", "path", "project"):
+        result = treadle(command, str(log))
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        assert "APPEND-DUP-ID" in result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_a_device_or_fifo_is_refused_without_reading_it(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    for name in ("/dev/zero", str(fifo), str(tmp_path / "zero")):
+        result = treadle("audit", name)  # a hang or an unbounded read fails by timeout
+        assert result.returncode == 2, (name, result.stderr)
+        assert "not a regular file" in result.stderr
+
+
+def test_markup_in_a_log_is_printed_as_text(tmp_path):
+    log = tmp_path / "markup.jsonl"
+    log.write_text(
+        '{"kind":"message","source":"user","id":"[/]x[bold]","parent_id":"[/]gone",'
+        '"timestamp":"2026-01-01T00:00:00+00:00"}\n'
+    )
+    result = treadle("audit", str(log))
+    assert result.returncode == 1, result.stderr
+    assert "[/]gone" in result.stdout

@@ -189,3 +189,46 @@ def test_reading_commands_on_a_postgres_store() -> None:
     finally:
         with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as c:
             c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("metadata", "{not json"), ("created_at", "not a time")]
+)
+def test_a_damaged_conversations_row_is_reported_and_the_rest_checked(
+    url: str, column: str, value: str
+) -> None:
+    path = Path(url.removeprefix("sqlite:///"))
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE conversations SET {column} = ? WHERE id = 'empty'", (value,))
+    conn.close()
+    check = treadle("store", "check", "--store", url, "--json")
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "Traceback" not in check.stderr
+    report = json.loads(check.stdout)
+    assert report["conversations"] == 1  # "seed" was still audited
+    [finding] = report["violations"]
+    assert f"conversation 'empty' has a bad {column}" in finding["message"]
+
+    info = treadle("store", "info", "--store", url, "--json")
+    assert info.returncode == 1, info.stdout + info.stderr
+    assert "Traceback" not in info.stderr
+    facts = json.loads(info.stdout)
+    assert [c["id"] for c in facts["conversations"]] == ["seed"]
+    assert f"conversation 'empty' has a bad {column}" in facts["damaged"][0]
+    table = treadle("store", "info", "--store", url)
+    assert table.returncode == 1
+    assert "damaged:" in table.stderr
+    assert "Traceback" not in table.stderr
+
+
+def test_markup_in_titles_and_texts_is_printed_as_text(url: str) -> None:
+    store = open_store(url)
+    store.create_conversation("odd", title="[bold]t[/]")
+    store.append("odd", MessageEvent(source="user", text="[/]"))
+    store.close()
+    info = treadle("store", "info", "--store", url)
+    assert info.returncode == 0, info.stderr
+    assert "[bold]t[/]" in info.stdout
+    log = treadle("log", "odd", "--store", url)
+    assert log.returncode == 0, log.stderr  # rich raised MarkupError on "[/]"
+    assert "│ [/]" in log.stdout

@@ -48,3 +48,38 @@ def test_bad_input_names_line_and_field(text, line, field, words):
     assert caught.value.line == line
     assert caught.value.field == field
     assert words in str(caught.value)
+
+
+# -- hostile lines (issue 10, items 10 and 11) ----------------------------------------------
+
+BASE = '{"kind":"state_change","key":"k",' + WHO
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [
+        (BASE + '"value":' + "[" * 600 + "]" * 600 + "}", "value", "at most 200 levels"),
+        (BASE + '"value":[' + "7" * 4400 + "]}", "value.0", "more than 4300 digits"),
+        (BASE + '"value":{"v":NaN}}', "value.v", "NaN"),
+        (BASE + '"value":-Infinity}', "value", "Infinity"),
+        (BASE + '"value":"\\ud800"}', "value", "lone surrogate"),
+        ('{"kind":"pause","timestamp":"2026-01-01T00:00:00+00:00"}', "id", "missing field"),
+        ('{"kind":"pause","id":"p"}', "timestamp", "missing field"),
+    ],
+)
+def test_hostile_lines_name_their_line_and_field(text, field, words):
+    with pytest.raises(EventDecodeError) as caught:
+        decode_events(GOOD + "\n" + text + "\n")
+    assert (caught.value.line, caught.value.field) == (2, field)
+    assert words in str(caught.value)
+
+
+def test_an_array_item_too_deep_is_named_by_its_number():
+    deep = BASE + '"value":' + "[" * 250 + "]" * 250 + "}"
+    with pytest.raises(EventDecodeError) as caught:
+        decode_events("[" + GOOD + "," + deep + "]")
+    assert (caught.value.line, caught.value.field) == (2, "value")
+
+
+def test_a_byte_order_mark_is_skipped():
+    assert [e.id for e in decode_events("\ufeff" + GOOD)] == ["a"]

@@ -6,12 +6,14 @@ import pytest
 from pydantic import ValidationError
 
 from treadle.events.model import (
+    EVENT_CLASSES,
     ROOT,
     ActionEvent,
     CondensationEvent,
     ForeignEvent,
     MessageEvent,
     ObservationEvent,
+    PauseEvent,
     StateChangeEvent,
     event_from_dict,
     event_from_json,
@@ -134,3 +136,43 @@ def test_schema_covers_every_kind():
         "foreign",
     ):
         assert f'"{kind}"' in schema
+
+
+# -- what a reader requires (issue 10, item 11) ---------------------------------------------
+
+SAMPLES = {"source": "user", "kind": None, "id": "e1", "timestamp": "2026-01-01T00:00:00+00:00"}
+"""A value for each field some kind requires; other required fields are strings."""
+
+
+def required_only(kind: str, required: list[str]) -> dict:
+    return {name: kind if name == "kind" else SAMPLES.get(name, "x") for name in required}
+
+
+@pytest.mark.parametrize("kind", sorted(EVENT_CLASSES))
+def test_schema_marks_required_exactly_what_the_reader_requires(kind):
+    definition = events_json_schema()["$defs"][EVENT_CLASSES[kind].__name__]
+    required = definition["required"]
+    assert {"kind", "id", "timestamp"} <= set(required)
+    data = required_only(kind, required)
+    event_from_json(json.dumps(data))  # the required fields are enough...
+    event_from_dict(data)
+    for name in required:  # ... and each one is needed, by both readers
+        partial = {key: value for key, value in data.items() if key != name}
+        with pytest.raises(ValidationError):
+            event_from_json(json.dumps(partial))
+        with pytest.raises(ValidationError):
+            event_from_dict(partial)
+
+
+def test_no_id_or_time_is_made_up_on_read_but_python_events_get_them():
+    with pytest.raises(ValidationError, match="id"):
+        event_from_dict({"kind": "pause", "timestamp": "2026-01-01"})
+    with pytest.raises(ValidationError, match="timestamp"):
+        event_from_json('{"kind": "pause", "id": "p"}')
+    with pytest.raises(ValidationError, match="timestamp"):
+        PauseEvent.model_validate({"id": "p"})
+    first, second = PauseEvent(), PauseEvent()
+    assert first.id != second.id
+    assert first.time.tzinfo is not None
+    kept = PauseEvent(id="p", timestamp="2026-01-01")
+    assert (kept.id, kept.timestamp) == ("p", "2026-01-01")

@@ -4,6 +4,7 @@ hold is not imported at all (the next one is)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 
@@ -291,3 +292,50 @@ def test_a_folder_without_base_state_is_named_by_its_folder(tmp_path, store):
     assert [n.code for n in result.notices] == ["OPENHANDS-BASE-STATE"]
     events = read_conversation_folder(folder).events
     assert store.head(conversation_id) == events[-1].id
+
+
+# -- JSON no store could read back (issue 10, items 8 and 9) ---------------------------------
+
+HOSTILE_VALUES = {
+    "NaN": "NaN",
+    "deep": "[" * 250 + "]" * 250,
+    "surrogate": '"\\ud800"',
+    "long int": "9" * 4400,
+}
+
+
+def _with_value(path, text):
+    """``path``'s JSON object with one more field holding ``text`` (raw JSON)."""
+    data = path.read_text(encoding="utf-8").rstrip()
+    assert data.endswith("}")
+    path.write_text(data[:-1] + ', "hostile": ' + text + "}", encoding="utf-8")
+
+
+@pytest.mark.parametrize("where", ["base_state.json", "event"])
+@pytest.mark.parametrize("value", sorted(HOSTILE_VALUES))
+def test_hostile_json_is_named_and_not_imported_by_the_cli(folder, tmp_path, where, value):
+    target = folder / "base_state.json" if where == "base_state.json" else event_files(folder)[2]
+    _with_value(target, HOSTILE_VALUES[value])
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    result = CliRunner().invoke(app, ["import", "openhands", str(folder), "--store", url])
+    assert result.exit_code == 1, result.output  # "1 if one was not imported" (README)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "NOT imported" in result.stderr
+    assert "OPENHANDS-UNREADABLE" in result.stderr
+    assert target.name in result.stderr
+    assert "field 'hostile'" in result.stderr
+    store = open_store(url)
+    try:
+        assert store.list_conversations() == []
+    finally:
+        store.close()
+
+
+def test_a_base_state_that_is_a_fifo_is_a_problem_not_a_hang(folder, store):
+    base = folder / "base_state.json"
+    base.unlink()
+    os.mkfifo(base)
+    result = import_conversation(store, folder)
+    assert not result.imported
+    problem = next(p for p in result.problems if p.files == ("base_state.json",))
+    assert "not a regular file" in problem.message

@@ -5,6 +5,7 @@ modified (byte for byte)."""
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sqlite3
 from pathlib import Path
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from treadle.errors import TreeError
-from treadle.events.model import MessageEvent
-from treadle.store.base import StoreError
+from treadle.events.json_limits import MAX_INT_DIGITS, MAX_JSON_DEPTH, JsonLimitError
+from treadle.events.model import MessageEvent, ObservationEvent
+from treadle.store.base import ConversationNotFound, StoreError
 from treadle.store.sqlite import SqliteEventStore, schema_version
 from treadle.store.urls import open_store
 
@@ -202,5 +204,87 @@ def test_a_parent_link_pointing_forward_is_a_cycle_not_a_hang(tmp_path: Path) ->
         with pytest.raises(TreeError) as caught:
             store.path_to_root("c", "b")
         assert caught.value.contract == "TREE-CYCLE"
+    finally:
+        store.close()
+
+
+# -- JSON a store could not read back (issue 10, items 9 and 10) -----------------------------
+
+
+def nested(levels: int) -> object:
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def observation(data: dict, **fields: object) -> ObservationEvent:
+    return ObservationEvent(action_id="a", tool_call_id="c", tool_name="t", data=data, **fields)
+
+
+@pytest.mark.parametrize(
+    ("make", "field", "words"),
+    [
+        # the event object, "data", then 199 lists: one level more than the reader takes
+        (lambda: observation({"x": nested(MAX_JSON_DEPTH - 1)}), None, "at most 200 levels"),
+        (lambda: observation({}, content="half a pair: \ud800"), "content", "lone surrogate"),
+        (lambda: observation({"k\udfff": 1}), "data", "lone surrogate"),
+        (lambda: MessageEvent(source="user", text="\udc80"), "text", "lone surrogate"),
+    ],
+)
+def test_append_refuses_an_event_it_could_not_read_back(store, make, field, words) -> None:
+    store.create_conversation("c")
+    good = MessageEvent(source="user", text="before")
+    store.append("c", good)
+    bad = make()
+    with pytest.raises(JsonLimitError) as caught:
+        store.append_batch("c", [MessageEvent(source="user", text="same batch"), bad])
+    assert caught.value.field == field
+    assert words in str(caught.value)
+    assert bad.id in str(caught.value)
+    assert store.get_conversation("c").event_count == 1  # nothing of the batch was written
+    assert [e.id for e in store.path_to_root("c")] == [good.id]  # and the log still reads
+
+
+def test_what_the_store_takes_at_the_limits_reads_back_identically(store) -> None:
+    store.create_conversation("c")
+    events = [
+        observation({"x": nested(MAX_JSON_DEPTH - 2)}),  # exactly MAX_JSON_DEPTH deep
+        observation({"big": 10**MAX_INT_DIGITS - 1, "neg": -(10**MAX_INT_DIGITS - 1)}),
+        observation({"tiny": 5e-324, "huge": 1.7e308, "text": "é 😀 \u2028 \x00"}),
+    ]
+    store.append_batch("c", events)
+    assert [s.event for s in store.get_range("c", 0, 3)] == events
+    assert store.path_to_root("c") == events
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [{"x": math.nan}, {"x": "\ud800"}, {"x": nested(MAX_JSON_DEPTH)}, {"x": 10**MAX_INT_DIGITS}],
+)
+def test_metadata_a_store_could_not_read_back_is_refused(store, metadata) -> None:
+    with pytest.raises(JsonLimitError, match="metadata"):
+        store.create_conversation("c", metadata=metadata)
+    with pytest.raises(ConversationNotFound):
+        store.get_conversation("c")
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("metadata", "{not json"), ("metadata", "[1]"), ("created_at", "yesterday")],
+)
+def test_a_damaged_conversations_row_is_a_store_error_naming_it(
+    tmp_path: Path, column: str, value: str
+) -> None:
+    path = tmp_path / "store.db"
+    make_store(path, events=3)
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE conversations SET {column} = ?", (value,))
+    conn.close()
+    store = open_store(f"sqlite:///{path}")
+    try:
+        for read in (lambda: store.get_conversation("c"), lambda: store.list_conversations()):
+            with pytest.raises(StoreError, match=f"conversation 'c' has a bad {column}"):
+                read()
     finally:
         store.close()

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from treadle.errors import EventDecodeError
-from treadle.events.json_limits import MAX_JSON_DEPTH, JsonLimitError, load_json
+from treadle.events.json_limits import MAX_JSON_DEPTH, JsonLimitError, load_json, too_deep
 from treadle.events.model import EVENT_KINDS, Event, event_from_dict
 
 
@@ -52,8 +52,10 @@ def _decode_array(text: str) -> list[Event]:
         # The field is the array item's number; name it as the "line", as below.
         item = error.field.split(".")[0] if error.field else None
         field = error.field.partition(".")[2] if error.field else ""
+        # The array's own level is not the event's: say the limit an event has.
+        message = too_deep() if "MAX_JSON_DEPTH" in error.message else error.message
         raise EventDecodeError(
-            error.message,
+            message,
             line=int(item) + 1 if item is not None and item.isdigit() else None,
             field=field.split(".")[0] or None,
         ) from None

@@ -186,15 +186,16 @@ def _dotted(path: tuple[str, ...]) -> str:
 
 
 def _deep_field(text: str | bytes, limit: int) -> str | None:
-    """The top-level field of ``text`` that nests deeper than ``limit``, if Python's parser
-    can still read it (it gives up near 1,000 levels)."""
+    """The top-level field of ``text`` (an array's: "item.field") that nests deeper than
+    ``limit``, if Python's parser can still read it (it gives up near 1,000 levels)."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
+    keep = 2 if isinstance(value, list) else 1  # an array's item number, then its field
     for path, _item, depth in _walk(value):
         if depth > limit:
-            return path[0] if path else None
+            return _dotted(path[:keep]) or None
     return None
 
 
