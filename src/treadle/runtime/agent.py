@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from treadle.events.json_limits import JsonLimitError, load_json
 from treadle.events.model import (
     ActionEvent,
     AgentErrorEvent,
@@ -194,10 +195,11 @@ def duplicate_call_error(action: ActionEvent, original: str) -> AgentErrorEvent:
 
 
 def _parse_arguments(raw: str) -> dict[str, Any] | None:
-    """The JSON object the model sent, or None when it is not one (kept raw on the action)."""
+    """The JSON object the model sent, or None when it is not one, or not one an event can
+    hold (NaN, too deep, ...: ``json_limits``); the raw text is kept on the action."""
     try:
-        value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
+        value = load_json(raw) if raw.strip() else {}
+    except (json.JSONDecodeError, JsonLimitError):
         return None
     return value if isinstance(value, dict) else None
 
