@@ -137,7 +137,7 @@ def test_load_json_keeps_good_json():
         ),
         lambda: StateChangeEvent(key="k", value=[math.inf]),
         lambda: StateChangeEvent(key="k", value=10**MAX_INT_DIGITS),
-        lambda: StateChangeEvent(key="k", value=nested(MAX_JSON_DEPTH + 1)),
+        lambda: StateChangeEvent(key="k", value=nested(100_000)),  # too deep to walk
         lambda: TokenUsage(cost_usd=math.inf),
         lambda: TokenUsage(prompt_tokens=10**MAX_INT_DIGITS),
     ],

@@ -1,17 +1,15 @@
 """Read-only JSON values, so a reader can never change a stored event's nested data.
 
 ``freeze`` turns dicts into ``FrozenDict`` and lists into tuples, recursively, and refuses what
-JSON cannot carry back (too deep, NaN/Infinity, integers too long: see ``json_limits``).
+JSON cannot carry back (NaN/Infinity, integers too long: see ``json_limits``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, NoReturn
 
 from treadle.events.json_limits import (
     INT_BOUND,
-    MAX_JSON_DEPTH,
     JsonLimitError,
     check_json_scalar,
     too_deep,
@@ -45,30 +43,35 @@ class FrozenDict(dict):  # type: ignore[type-arg]
 
 def freeze(value: Any) -> Any:
     """The same JSON value with every dict and list made immutable. Raises JsonLimitError (a
-    ValueError: a validation error in a model) for a value nested deeper than MAX_JSON_DEPTH,
-    a NaN/Infinity or an integer too long for a reader; a FrozenDict was checked when made."""
-    return _freeze(value, MAX_JSON_DEPTH)
+    ValueError: a validation error in a model) for a NaN/Infinity, an integer too long for a
+    reader, or a value too deep to walk; a FrozenDict was checked when made.
 
-
-def _freeze(value: Any, room: int) -> Any:
-    # On the hot path of every event read: plain recursion, the common cases first.
-    if isinstance(value, FrozenDict):
+    Depth is not counted here, to keep reads fast: every JSON reader checks MAX_JSON_DEPTH on
+    the text first, and the store's append on the payload (``json_limits``)."""
+    kind = type(value)
+    if kind is str or value is None or kind is FrozenDict:
         return value
-    if isinstance(value, dict):
-        if room <= 0:
-            raise JsonLimitError(too_deep())
-        room -= 1
-        return FrozenDict({key: _freeze(item, room) for key, item in value.items()})
-    if isinstance(value, list | tuple):
-        if room <= 0:
-            raise JsonLimitError(too_deep())
-        room -= 1
-        return tuple(_freeze(item, room) for item in value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
+    try:
+        return _freeze(value)
+    except RecursionError:  # only a value made in Python can get here: far past the limit
+        raise JsonLimitError(too_deep()) from None
+
+
+def _freeze(value: Any, _bound: int = INT_BOUND, _frozen: type = FrozenDict) -> Any:
+    # On the hot path of every event read: exact types first (strings are most values), then
+    # the numbers JSON cannot carry (``x - x`` is 0 only for a finite float).
+    kind = type(value)
+    if kind is str or kind is bool or value is None or kind is _frozen:
+        return value
+    if kind is dict or isinstance(value, dict):
+        return _frozen({key: _freeze(item) for key, item in value.items()})
+    if kind is list or kind is tuple or isinstance(value, list | tuple):
+        return tuple([_freeze(item) for item in value])
+    if kind is int:
+        if not -_bound < value < _bound:
             check_json_scalar(value)
-    elif isinstance(value, int) and not -INT_BOUND < value < INT_BOUND:
-        check_json_scalar(value)
+    elif kind is not float or value - value != 0:
+        check_json_scalar(value)  # NaN/Infinity, or a subclass of int or float
     return value
 
 
