@@ -5,9 +5,8 @@ is stored after that call's result, before the model is asked again."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
+from support.waiting import wait_until
 from treadle.events.model import ActionEvent, MessageEvent, ObservationEvent, PauseEvent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.status import ConversationStatus as Status
@@ -20,13 +19,6 @@ def slow_steps(count: int, seconds: float = 0.3) -> list[dict]:
         {"tool_calls": [call("terminal", {"command": f"sleep {seconds}; echo step {i}"})]}
         for i in range(count)
     ]
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 def run_in_background(conversation: Conversation) -> tuple[threading.Thread, list[Status]]:

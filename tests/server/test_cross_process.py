@@ -4,8 +4,7 @@ conversation act as they would on A alone, and B notices a conversation replaced
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 from support.postgres import fresh_schema_url
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
+from support.waiting import wait_until
 from treadle.client import RemoteError, TreadleClient
 from treadle.events.model import ActionEvent, MessageEvent, PauseEvent
 from treadle.runtime.status import ConversationStatus as Status
@@ -52,13 +52,6 @@ def two_servers(shared_store_url, tmp_path) -> Iterator[tuple[TreadleClient, Tre
         server_a.stop()
         server_b.stop()
     assert_store_audits_clean(shared_store_url)
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 def test_a_pause_sent_to_b_stops_the_run_a_holds(two_servers, settings_for):

@@ -5,12 +5,11 @@ pauses only what runs."""
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
+from support.waiting import wait_until
 from treadle.client import TreadleClient
 from treadle.events.model import PauseEvent
 from treadle.runtime.conversation import Conversation
@@ -22,13 +21,6 @@ from treadle.store.leases import open_leases
 from treadle.store.urls import open_store
 
 FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
 
 
 def descendants(pid: int) -> list[int]:
