@@ -20,6 +20,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from support.postgres import POSTGRES_BASE_URL, fresh_schema_url
 from support.server_process import ServerProcess
+from support.waiting import wait_until
 from treadle.client import TreadleClient
 from treadle.events.model import MessageEvent
 from treadle.server.stream import Hubs, Listener
@@ -146,7 +147,12 @@ def test_200_streams_opened_and_closed_return_threads_fds_and_connections_to_bas
             for start in range(0, len(streamed), AT_ONCE):
                 sockets = _round(server, streamed[start : start + AT_ONCE], pool)
                 if postgres and start == 0:  # the count sees them while they are open
-                    assert _backends(any_store_url, "subscribe") == AT_ONCE
+                    # (a hub connects in its own thread, a moment after its stream's replay)
+                    wait_until(
+                        lambda: _backends(any_store_url, "subscribe") == AT_ONCE,
+                        15,
+                        "one subscription per open stream",
+                    )
                 for socket in sockets:
                     socket.close()
         bound = {
