@@ -50,8 +50,12 @@ def test_a_removed_store_refuses_writes_and_creates_no_empty_file(tmp_path: Path
     with SqliteEventStore(path) as store:
         store.create_conversation("c")
         store.append("c", msg("a", ROOT))
+        stream = store.subscribe("c", poll_interval=0.01)
+        assert next(stream).seq == 0
         for file in _files(path):
             file.unlink(missing_ok=True)
+        with pytest.raises(StoreUnavailable, match="was removed"):
+            next(stream)  # a waiting subscriber hears of it instead of idling forever
         with pytest.raises(StoreUnavailable, match="was removed"):
             store.append("c", msg("b"))
         with pytest.raises(StoreUnavailable, match="was removed"):

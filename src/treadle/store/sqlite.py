@@ -774,6 +774,8 @@ class SqliteEventStore:
                 while not self._closed:
                     if stop.wait(poll_interval):
                         return
+                    # a removed or replaced file gets no more events: say so, don't idle
+                    self._check_file()
                     if conn.execute("PRAGMA data_version").fetchone()[0] != version:
                         break
                 exists = conn.execute(
