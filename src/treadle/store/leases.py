@@ -4,18 +4,30 @@ another process may take the conversation over (its ``run`` then closes interrup
 An owner string starts with its kind (``server-…``, ``cli-…``): a server takes over only what a
 server started; a CLI run that died is resumed only by someone running it again.
 
-The lease lives beside the events, in the same database, in a table of its own.
+The lease lives beside the events, in the same database, in a table of its own. A lost
+connection is replaced and the statement run again (each of them may be repeated safely);
+a store that stays out of reach raises StoreUnavailable, except from ``release``.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
 import uuid
-from typing import Protocol
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import quote
 
+from treadle.store.base import StoreError, StoreUnavailable
+from treadle.store.sqlite import sqlite_errors
 from treadle.store.urls import sqlite_path_and_options
+
+logger = logging.getLogger(__name__)
 
 SERVER = "server"
 CLI = "cli"
@@ -35,7 +47,10 @@ class RunLeases(Protocol):
         """Extend our lease; False when it is no longer ours (we stalled and lost it)."""
         ...
 
-    def release(self, conversation_id: str, owner: str) -> None: ...
+    def release(self, conversation_id: str, owner: str) -> None:
+        """Give the lease up. Never raises for an outage: a lease that cannot be removed now
+        (after retrying) is logged and expires by itself after its TTL."""
+        ...
 
     def expired(self, kind: str | None = None) -> list[str]:
         """Conversations whose holder stopped renewing (crashed): candidates for take-over;
@@ -61,24 +76,41 @@ class SqliteRunLeases:
     """Leases in the SQLite file: serialised by SQLite's write lock (one machine)."""
 
     def __init__(self, path: str) -> None:
-        self._conn = sqlite3.connect(
-            path, timeout=30, isolation_level=None, check_same_thread=False
-        )
+        self._path = Path(path)
+        try:
+            # mode=rw: the store's file must exist; a lease table alone would make the path a
+            # SQLite file that is not a Treadle store
+            self._conn = sqlite3.connect(
+                f"file:{quote(path)}?mode=rw",
+                uri=True,
+                timeout=30,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as error:
+            raise StoreError(
+                f"cannot open the run leases of store {path} ({error}); open the store first"
+            ) from None
         self._lock = threading.Lock()  # one connection, used by the run threads in turn
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS run_leases ("
-            " conversation_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)"
-        )
+        with self._lock, self._errors():
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS run_leases ("
+                " conversation_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)"
+            )
+
+    def _errors(self) -> AbstractContextManager[None]:
+        return sqlite_errors(self._path, busy_timeout=30)
 
     def _write(self, sql: str, params: tuple) -> int:
-        with self._lock:
+        with self._lock, self._errors():
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
                 changed = conn.execute(sql, params).rowcount
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             return changed
 
@@ -100,13 +132,14 @@ class SqliteRunLeases:
         return changed == 1
 
     def release(self, conversation_id: str, owner: str) -> None:
-        self._write(
-            "DELETE FROM run_leases WHERE conversation_id = ? AND owner = ?",
-            (conversation_id, owner),
-        )
+        with _best_effort(conversation_id):
+            self._write(
+                "DELETE FROM run_leases WHERE conversation_id = ? AND owner = ?",
+                (conversation_id, owner),
+            )
 
     def expired(self, kind: str | None = None) -> list[str]:
-        with self._lock:
+        with self._lock, self._errors():
             rows = self._conn.execute(
                 "SELECT conversation_id FROM run_leases WHERE expires_at < ?"
                 " AND (? IS NULL OR substr(owner, 1, length(?) + 1) = ? || '-')",
@@ -115,7 +148,7 @@ class SqliteRunLeases:
         return [row[0] for row in rows]
 
     def is_held(self, conversation_id: str) -> bool:
-        with self._lock:
+        with self._lock, self._errors():
             row = self._conn.execute(
                 "SELECT 1 FROM run_leases WHERE conversation_id = ? AND expires_at >= ?",
                 (conversation_id, time.time()),
@@ -129,25 +162,41 @@ class SqliteRunLeases:
 class PostgresRunLeases:
     """Leases in the store's schema; the upsert's row lock decides between racing servers."""
 
-    def __init__(self, url: str) -> None:
-        import psycopg
-
-        from treadle.store.postgres import parse_postgres_url
+    def __init__(self, url: str, *, reconnect_s: float | None = None) -> None:
+        # lazily: psycopg is only needed by those who use PostgreSQL
+        from treadle.store.postgres_schema import (
+            DEFAULT_RECONNECT_S,
+            Pool,
+            connect,
+            parse_postgres_url,
+        )
 
         conninfo, schema, _durability = parse_postgres_url(url)
-        self._conn = psycopg.connect(
-            conninfo,
-            autocommit=True,
-            options=f"-c search_path={schema}",
-            application_name="treadle-leases",
+        # A pool of its own (application_name treadle-leases:<schema>): a broken connection
+        # is replaced, and run threads renewing at once do not queue behind one connection.
+        self._pool = Pool(
+            lambda: connect(conninfo, schema, "durable", "leases"),
+            reconnect_s=DEFAULT_RECONNECT_S if reconnect_s is None else reconnect_s,
         )
-        self._conn.execute(
+        self._execute(
             "CREATE TABLE IF NOT EXISTS run_leases ("
             " conversation_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
         )
 
+    def _execute(self, query: str, params: tuple = ()) -> _Result:
+        """``query`` on a sound connection, run again on a fresh one if the connection breaks:
+        each lease statement leaves the same row however often it runs (the upsert and the
+        renewal of an owner are idempotent, so is a delete)."""
+
+        def run() -> _Result:
+            with self._pool.connection() as conn:
+                cursor = conn.execute(query, params)  # type: ignore[arg-type]  # literals
+                return _Result(cursor.rowcount, cursor.fetchall() if cursor.description else [])
+
+        return self._pool.retry(run)
+
     def acquire(self, conversation_id: str, owner: str, ttl_s: float) -> bool:
-        row = self._conn.execute(
+        row = self._execute(
             "INSERT INTO run_leases VALUES (%s, %s, now() + make_interval(secs => %s))"
             " ON CONFLICT (conversation_id) DO UPDATE SET"
             " owner = excluded.owner, expires_at = excluded.expires_at"
@@ -158,7 +207,7 @@ class PostgresRunLeases:
         return row is not None
 
     def renew(self, conversation_id: str, owner: str, ttl_s: float) -> bool:
-        cursor = self._conn.execute(
+        cursor = self._execute(
             "UPDATE run_leases SET expires_at = now() + make_interval(secs => %s)"
             " WHERE conversation_id = %s AND owner = %s",
             (ttl_s, conversation_id, owner),
@@ -166,13 +215,14 @@ class PostgresRunLeases:
         return cursor.rowcount == 1
 
     def release(self, conversation_id: str, owner: str) -> None:
-        self._conn.execute(
-            "DELETE FROM run_leases WHERE conversation_id = %s AND owner = %s",
-            (conversation_id, owner),
-        )
+        with _best_effort(conversation_id):
+            self._execute(
+                "DELETE FROM run_leases WHERE conversation_id = %s AND owner = %s",
+                (conversation_id, owner),
+            )
 
     def expired(self, kind: str | None = None) -> list[str]:
-        rows = self._conn.execute(
+        rows = self._execute(
             "SELECT conversation_id FROM run_leases WHERE expires_at < now()"
             " AND (%s::text IS NULL OR starts_with(owner, %s::text || '-'))",
             (kind, kind),
@@ -180,11 +230,39 @@ class PostgresRunLeases:
         return [row[0] for row in rows]
 
     def is_held(self, conversation_id: str) -> bool:
-        row = self._conn.execute(
+        row = self._execute(
             "SELECT 1 FROM run_leases WHERE conversation_id = %s AND expires_at >= now()",
             (conversation_id,),
         ).fetchone()
         return row is not None
 
     def close(self) -> None:
-        self._conn.close()
+        self._pool.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    """What a lease statement returned, read before its connection went back to the pool."""
+
+    rowcount: int
+    rows: list[tuple[Any, ...]]
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self.rows
+
+
+@contextmanager
+def _best_effort(conversation_id: str) -> Iterator[None]:
+    """Swallow (and log) an outage: a lease left behind expires after its TTL anyway, and the
+    caller (often a ``finally`` of a run thread) must not die of it."""
+    try:
+        yield
+    except StoreUnavailable as error:
+        logger.warning(
+            "could not release the run lease of %s (%s); it expires after its TTL",
+            conversation_id,
+            error,
+        )

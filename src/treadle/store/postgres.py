@@ -11,21 +11,23 @@ ascending branch page and a branch count walked the whole path, ~0.3 s each).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 from psycopg import errors, sql
 from psycopg.pq import TransactionStatus
 
 from treadle.errors import AppendError
-from treadle.events.model import Event
+from treadle.events.model import Event, event_to_json
 from treadle.store.base import (
     ConversationExists,
     ConversationInfo,
@@ -54,14 +56,17 @@ from treadle.store.common import (
 )
 from treadle.store.postgres_schema import (
     APPLICATION,
+    DEFAULT_RECONNECT_S,
     DEFAULT_SCHEMA,
     DURABILITY_MODES,
     MIGRATIONS,
     SCHEMA_VERSION,
     Pool,
+    Unreachable,
     connect,
     parse_postgres_url,
     prepare_schema,
+    store_error,
 )
 from treadle.store.postgres_sql import (
     NO_LIMIT,
@@ -77,6 +82,25 @@ _MAX_TAILS = 10_000
 _IN_TRANSACTION = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 _CONVERSATION_COLUMNS = "id, title, created_at, updated_at, head_id, event_count, metadata::text"
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _retried(
+    method: Callable[Concatenate[PostgresEventStore, P], T],
+) -> Callable[Concatenate[PostgresEventStore, P], T]:
+    """Run ``method`` again on a fresh connection when its connection was lost: for reads and
+    for writes that may be repeated (their second run leaves what one run leaves)."""
+
+    @functools.wraps(method)
+    def retried(self: PostgresEventStore, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except Unreachable as error:
+            return self._pool.retry(lambda: method(self, *args, **kwargs), first=error)
+
+    return retried
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,16 +156,25 @@ class _Listener:
 class PostgresEventStore:
     """``EventStore`` over one schema of a PostgreSQL database (see ``parse_postgres_url``)."""
 
-    def __init__(self, url: str, *, durability: str | None = None, create: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        durability: str | None = None,
+        create: bool = True,
+        reconnect_s: float = DEFAULT_RECONNECT_S,
+    ) -> None:
         """``durability`` overrides the URL's (``open_store(url, durability=...)``); with
-        ``create`` False a missing store is an error instead of being made (reading commands)."""
+        ``create`` False a missing store is an error instead of being made (reading commands);
+        ``reconnect_s``: how long an operation whose connection broke tries to reach
+        PostgreSQL again before it raises StoreUnavailable."""
         self.url = url
         self._conninfo, self.schema, self.durability = parse_postgres_url(url)
         if durability is not None:
             if durability not in DURABILITY_MODES:
                 raise StoreError(f"durability {durability!r} is unknown; use {DURABILITY_MODES}")
             self.durability = durability
-        self._pool = Pool(self._connect)
+        self._pool = Pool(self._connect, reconnect_s=reconnect_s)
         self._listeners: set[_Listener] = set()
         # Read and written whole under the GIL; a stale tail only costs the checked path.
         self._tails: dict[str, _Tail] = {}
@@ -195,17 +228,35 @@ class PostgresEventStore:
         conversation_id = str(uuid.uuid4()) if conversation_id is None else conversation_id
         check_conversation_id(conversation_id)
         check_text("title", title)
-        with self._pool.connection() as conn:
-            row = conn.execute(
-                "INSERT INTO conversations (id, title, created_at, updated_at, metadata) "
-                "VALUES (%s, %s, now(), now(), %s) ON CONFLICT (id) DO NOTHING "
-                f"RETURNING {_CONVERSATION_COLUMNS}",
-                (conversation_id, title, metadata_json(metadata)),
-            ).fetchone()
-        if row is None:
-            raise ConversationExists(conversation_id)
-        return _conversation_info(row)
+        metadata_text = metadata_json(metadata)
 
+        def insert(again: bool) -> ConversationInfo:
+            with self._pool.connection() as conn:
+                row = conn.execute(
+                    "INSERT INTO conversations (id, title, created_at, updated_at, metadata) "
+                    "VALUES (%s, %s, now(), now(), %s) ON CONFLICT (id) DO NOTHING "
+                    f"RETURNING {_CONVERSATION_COLUMNS}",
+                    (conversation_id, title, metadata_text),
+                ).fetchone()
+                if row is None and again:
+                    # the attempt whose connection broke may have committed: the row is
+                    # ours when it holds exactly what was asked
+                    row = conn.execute(
+                        f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = %s "
+                        "AND title IS NOT DISTINCT FROM %s AND metadata::text = %s "
+                        "AND event_count = 0",
+                        (conversation_id, title, metadata_text),
+                    ).fetchone()
+            if row is None:
+                raise ConversationExists(conversation_id)
+            return _conversation_info(row)
+
+        try:
+            return insert(False)
+        except Unreachable as error:
+            return self._pool.retry(lambda: insert(True), first=error)
+
+    @_retried
     def get_conversation(self, conversation_id: str) -> ConversationInfo:
         with self._pool.connection() as conn:
             row = conn.execute(
@@ -216,6 +267,7 @@ class PostgresEventStore:
             raise ConversationNotFound(conversation_id)
         return _conversation_info(row)
 
+    @_retried
     def list_conversations(self, *, limit: int = 100, offset: int = 0) -> list[ConversationInfo]:
         with self._pool.connection() as conn:
             rows = conn.execute(
@@ -225,6 +277,7 @@ class PostgresEventStore:
             ).fetchall()
         return [_conversation_info(row) for row in rows]
 
+    @_retried
     def update_conversation(
         self,
         conversation_id: str,
@@ -245,6 +298,14 @@ class PostgresEventStore:
         return _conversation_info(row)
 
     def delete_conversation(self, conversation_id: str) -> None:
+        try:
+            self._delete(conversation_id)
+        except Unreachable as error:
+            # ConversationNotFound then: the attempt whose connection broke deleted it
+            with contextlib.suppress(ConversationNotFound):
+                self._pool.retry(lambda: self._delete(conversation_id), first=error)
+
+    def _delete(self, conversation_id: str) -> None:
         with self._pool.connection() as conn, conn.transaction():
             deleted = conn.execute(
                 "DELETE FROM conversations WHERE id = %s", (conversation_id,)
@@ -267,6 +328,59 @@ class PostgresEventStore:
         self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
     ) -> list[int]:
         events = list(events)
+        try:
+            return self._append(conversation_id, events, move_head)
+        except Unreachable as error:
+            # The connection broke, maybe while the commit was on its way: the events may be
+            # stored. They are looked up by id before being appended again, so that nothing
+            # is stored twice or lost.
+            self._tails.pop(conversation_id, None)
+            return self._pool.retry(
+                lambda: self._append_again(conversation_id, events, move_head), first=error
+            )
+
+    def _append_again(
+        self, conversation_id: str, events: list[Event], move_head: bool
+    ) -> list[int]:
+        """An append whose earlier attempt may have been stored: its seqs if it was."""
+        stored = self._appended(conversation_id, events)
+        if stored is not None:
+            return stored
+        try:
+            return self._append(conversation_id, events, move_head)
+        except AppendError as error:
+            # the earlier attempt may have committed after the look-up (its backend finished
+            # the message it had): then its ids are taken by these very events
+            stored = (
+                self._appended(conversation_id, events)
+                if error.contract == "APPEND-DUP-ID"
+                else None
+            )
+            if stored is None:
+                raise
+            return stored
+
+    def _appended(self, conversation_id: str, events: list[Event]) -> list[int] | None:
+        """The seqs of ``events`` when all are stored as given (same ids and payloads), else
+        None. A batch is one transaction: stored whole or not at all."""
+        if not events:
+            return None
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT e.id, e.seq, e.payload FROM conversations c JOIN events e "
+                "ON e.conversation = c.key AND e.id = ANY(%s) WHERE c.id = %s",
+                ([event.id for event in events], conversation_id),
+            ).fetchall()
+        found = {event_id: (seq, payload) for event_id, seq, payload in rows}
+        seqs = []
+        for event in events:
+            seq, payload = found.get(event.id, (None, None))
+            if seq is None or payload != event_to_json(event):
+                return None
+            seqs.append(int(seq))
+        return seqs
+
+    def _append(self, conversation_id: str, events: list[Event], move_head: bool) -> list[int]:
         # Client-side binding lets several statements travel in one message, each still with
         # its own snapshot, and plans every statement for this call's values (a plan cached
         # while the table was tiny scanned all of a conversation's events per append).
@@ -387,6 +501,7 @@ class PostgresEventStore:
         self._tails[conversation_id] = _Tail(key, last.seq + 1, last.event.id, branches[-1])
         return [p.seq for p in planned]
 
+    @_retried
     def set_head(self, conversation_id: str, event_id: str | None) -> None:
         with self._pool.connection() as conn, conn.transaction():
             key = self._key(conn, conversation_id, lock=True)
@@ -403,6 +518,7 @@ class PostgresEventStore:
 
     # -- reading --------------------------------------------------------------------------
 
+    @_retried
     def head(self, conversation_id: str) -> str | None:
         with self._pool.connection() as conn:
             row = conn.execute(
@@ -412,6 +528,7 @@ class PostgresEventStore:
             raise ConversationNotFound(conversation_id)
         return row[0]
 
+    @_retried
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)
@@ -423,6 +540,7 @@ class PostgresEventStore:
             raise EventNotFound(conversation_id, event_id)
         return _stored(row)
 
+    @_retried
     def shapes(self, conversation_id: str) -> list[EventShape]:
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)
@@ -432,6 +550,7 @@ class PostgresEventStore:
             ).fetchall()
         return shapes_from_rows(rows)
 
+    @_retried
     def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)
@@ -442,6 +561,7 @@ class PostgresEventStore:
             ).fetchall()
         return [_stored(row) for row in rows]
 
+    @_retried
     def path_to_root(
         self, conversation_id: str, head_id: str | None = None, limit: int | None = None
     ) -> list[Event]:
@@ -468,6 +588,7 @@ class PostgresEventStore:
         payloads.reverse()
         return [read_payload(payload, "PostgreSQL") for payload in payloads]
 
+    @_retried
     def search(self, conversation_id: str, query: EventQuery) -> EventPage:
         check_query(query)
         filters, params = filters_of(query)
@@ -498,6 +619,7 @@ class PostgresEventStore:
                         break
         return page_of([_stored(row) for row in rows[:fetch]], query.limit)
 
+    @_retried
     def count(self, conversation_id: str, query: EventQuery) -> int:
         check_query(query)
         filters, params = filters_of(query)
@@ -536,6 +658,7 @@ class PostgresEventStore:
                 ).fetchone()
         return int(row[0]) if row else 0
 
+    @_retried
     def subscribe(
         self,
         conversation_id: str,
@@ -563,48 +686,72 @@ class PostgresEventStore:
         poll_interval: float,
         stop: threading.Event | None,
     ) -> Iterator[StoredEvent]:
-        listener = _Listener(self._connect("subscribe"))
+        listener = _Listener(self._listen(conversation_id))
         with self._listeners_lock:
             self._listeners.add(listener)
         last = after_seq
         waited = False
         try:
-            with listener.busy:
-                channel = sql.Identifier(self._channel(conversation_id))
-                listener.conn.execute(sql.SQL("LISTEN {}").format(channel))
             while not self._pool.closed and not (stop is not None and stop.is_set()):
-                with listener.busy:
-                    rows = listener.conn.execute(
-                        "SELECT seq, payload FROM events WHERE conversation = %s AND seq > %s "
-                        "ORDER BY seq LIMIT %s",
-                        (key, last, _SUBSCRIBE_BATCH),
-                    ).fetchall()
-                for row in rows:
-                    stored = _stored(row)
-                    last = stored.seq
-                    yield stored
-                if len(rows) == _SUBSCRIBE_BATCH:
-                    continue  # more rows are stored already: read on before waiting
-                with listener.busy:
-                    if not rows and waited and not self._exists(listener.conn, key):
-                        return  # the conversation was deleted: nothing more will come
-                    for notice in listener.conn.notifies(timeout=poll_interval):
-                        if _notice_seq(notice.payload) > last:
-                            break  # stale notices (rows already read) keep us waiting
-                waited = True
-        except psycopg.OperationalError as error:
-            if not self._pool.closed:  # the store closing under us ends the stream quietly
-                raise StoreError(
-                    f"the subscription lost its PostgreSQL connection ({error}); subscribe "
-                    f"again after seq {last} to go on without a gap"
-                ) from error
+                try:
+                    with listener.busy:
+                        rows = listener.conn.execute(
+                            "SELECT seq, payload FROM events WHERE conversation = %s "
+                            "AND seq > %s ORDER BY seq LIMIT %s",
+                            (key, last, _SUBSCRIBE_BATCH),
+                        ).fetchall()
+                    for row in rows:
+                        stored = _stored(row)
+                        last = stored.seq
+                        yield stored
+                    if len(rows) == _SUBSCRIBE_BATCH:
+                        continue  # more rows are stored already: read on before waiting
+                    with listener.busy:
+                        if not rows and waited and not self._exists(listener.conn, key):
+                            return  # the conversation was deleted: nothing more will come
+                        for notice in listener.conn.notifies(timeout=poll_interval):
+                            if _notice_seq(notice.payload) > last:
+                                break  # stale notices (rows already read) keep us waiting
+                    waited = True
+                except psycopg.Error as error:
+                    if self._pool.closed:
+                        return  # the store closing under us ends the stream quietly
+                    if not (listener.conn.broken or listener.conn.closed):
+                        raise store_error(error) from error
+                    # Listen again on a fresh connection, then read on after `last`: LISTEN
+                    # comes before that read, so nothing is missed and nothing repeated.
+                    lost = Unreachable(f"the subscription lost its PostgreSQL connection ({error})")
+                    try:
+                        conn = self._pool.retry(lambda: self._listen(conversation_id), first=lost)
+                    except Unreachable as failure:
+                        if self._pool.closed:
+                            return
+                        raise Unreachable(
+                            f"{failure}; subscribe again after seq {last} to go on without a gap"
+                        ) from failure
+                    with listener.busy:
+                        listener.conn.close()
+                        listener.conn = conn
         finally:
             with self._listeners_lock:
                 self._listeners.discard(listener)
             listener.conn.close()
 
+    def _listen(self, conversation_id: str) -> psycopg.Connection[Any]:
+        """A subscription's own connection (LISTEN is per session), listening to the
+        conversation's channel; Unreachable when PostgreSQL cannot be reached."""
+        conn = self._connect("subscribe")
+        try:
+            channel = sql.Identifier(self._channel(conversation_id))
+            conn.execute(sql.SQL("LISTEN {}").format(channel))
+        except psycopg.Error as error:
+            conn.close()
+            raise Unreachable(f"cannot listen for new events ({error})") from error
+        return conn
+
     # -- maintenance (not in the EventStore protocol; used by `treadle store check`) ----------
 
+    @_retried
     def integrity_check(self) -> list[str]:
         """The store's own invariants, checked in the database: [] when they hold.
 

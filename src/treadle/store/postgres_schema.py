@@ -6,23 +6,36 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import sql
+from psycopg import errors, sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
-from treadle.store.base import StoreError
+from treadle.store.base import StoreError, StoreUnavailable
+
+T = TypeVar("T")
 
 APPLICATION = "treadle"
 """The ``application`` of a Treadle schema's meta table."""
 DEFAULT_SCHEMA = "treadle"
 DURABILITY_MODES = ("durable", "fast")
 _MAX_IDLE_CONNECTIONS = 8
+DEFAULT_RECONNECT_S = 5.0
+"""How long an operation keeps trying to reach PostgreSQL again after its connection was lost
+before it gives up with StoreUnavailable."""
+_RETRY_PAUSES = (0.0, 0.05, 0.2, 0.5, 1.0)
+"""Waits before successive reconnection attempts (the last repeats): a killed backend is
+replaced at once, a restarting server is given time."""
+# libpq's words for a refusal that retrying cannot fix (the URL or the role is wrong)
+_CONFIG_FAILURES = ("does not exist", "authentication failed", "no pg_hba.conf entry", "invalid")
 _SCHEMA_NAME = re.compile(r"(?!pg_)[A-Za-z0-9_$-]{1,63}")
 """Names that need no escaping beyond double quotes (always used), anywhere they go."""
 
@@ -116,10 +129,53 @@ def connect(conninfo: str, schema: str, durability: str, role: str) -> psycopg.C
         conn.prepare_threshold = None
         return conn
     except psycopg.OperationalError as error:
-        raise StoreError(
-            f"cannot connect to PostgreSQL at {conninfo}: {error}".strip()
-            + "; check that the server runs and the URL's user, host, port and database"
+        text = str(error).strip()
+        # A wrong URL or role is the caller's to fix; anything else (refused, timed out, too
+        # many clients, shutting down) is an outage: worth retrying later.
+        kind = StoreError if any(word in text for word in _CONFIG_FAILURES) else Unreachable
+        raise kind(
+            f"cannot connect to PostgreSQL at {describe(conninfo)}: {text}; check that the "
+            "server runs and the URL's user, host, port and database"
         ) from None
+
+
+def describe(conninfo: str) -> str:
+    """user@host:port/dbname of a conninfo: enough to say where, never the password."""
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "the given URL"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"{user}{parts.get('host', 'localhost')}{port}/{parts.get('dbname', '')}"
+
+
+class Unreachable(StoreUnavailable):
+    """PostgreSQL could not be reached, or the connection broke: a fresh connection may do."""
+
+
+def store_error(error: psycopg.Error) -> StoreError:
+    """A PostgreSQL error as the StoreError that says whose it is: StoreUnavailable for what
+    retrying later may fix (connection, disk full, too many clients, read-only server),
+    plain StoreError for a refused value or a damaged or foreign schema."""
+    if isinstance(error, psycopg.DataError):
+        return StoreError(f"PostgreSQL refused a value given: {error}")
+    state = error.sqlstate or ""
+    if state.startswith("53"):  # insufficient resources: disk full, out of memory, clients
+        return StoreUnavailable(
+            f"PostgreSQL is out of resources ({str(error).strip()}); nothing of this operation "
+            "was stored; free disk space or connections on the database server and retry"
+        )
+    if isinstance(error, errors.ReadOnlySqlTransaction):
+        return StoreUnavailable(
+            f"PostgreSQL accepts no writes now ({error}); point the store at a writable "
+            "primary, or retry when it is one again"
+        )
+    if isinstance(error, psycopg.OperationalError):
+        return StoreUnavailable(
+            f"PostgreSQL could not do this now ({str(error).strip()}); retry later"
+        )
+    return StoreError(f"PostgreSQL refused this operation ({type(error).__name__}: {error})")
 
 
 def prepare_schema(conn: psycopg.Connection[Any], schema: str, *, create: bool) -> None:
@@ -187,37 +243,76 @@ class Pool:
     A pool rather than a connection per thread: server threads come and go (executors), and a
     per-thread connection would stay open after its thread ended; sharing one connection would
     serialise every thread behind it. Connections open lazily; at most a few stay idle.
+
+    A connection that broke (server restart, ``pg_terminate_backend``, network) is never lent
+    again: an idle one is checked before reuse, and one that failed is closed. ``retry`` runs
+    an operation again on a fresh connection for up to ``reconnect_s`` seconds.
     """
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        *,
+        reconnect_s: float = DEFAULT_RECONNECT_S,
+    ) -> None:
         self._connect = connect
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
+        self.reconnect_s = reconnect_s
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        with self._lock:
-            if self._closed:
-                raise StoreError("this store is closed; open it again with open_store(url)")
-            if self._pid != os.getpid():
-                # a forked child must not talk on its parent's sockets: forget, don't close
-                self._idle, self._pid = [], os.getpid()
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self._connect()
+        """A connection for this thread; Unreachable when it breaks (or none can be made),
+        StoreError/StoreUnavailable (``store_error``) for PostgreSQL's other refusals."""
+        conn = self._take()
         try:
             yield conn
-        except psycopg.DataError as error:
-            raise StoreError(f"PostgreSQL refused a value given: {error}") from error
-        except psycopg.OperationalError as error:
-            raise StoreError(
-                f"the PostgreSQL connection failed ({error}); check the server and retry. An "
-                "append cut off this way may have been stored: look its event id up first"
-            ) from error
+        except psycopg.Error as error:
+            if conn.broken or conn.closed:
+                raise Unreachable(
+                    f"the PostgreSQL connection was lost ({str(error).strip()}); check the "
+                    "server and retry"
+                ) from error
+            raise store_error(error) from error
         finally:
             self._give_back(conn)
+
+    def _take(self) -> psycopg.Connection[Any]:
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise StoreError("this store is closed; open it again with open_store(url)")
+                if self._pid != os.getpid():
+                    # a forked child must not talk on its parent's sockets: forget, don't close
+                    self._idle, self._pid = [], os.getpid()
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return self._connect()
+            if _idle_and_sound(conn):
+                return conn
+            conn.close()
+
+    def retry(self, operation: Callable[[], T], *, first: Unreachable | None = None) -> T:
+        """``operation()``, run again while it fails with Unreachable (each run takes a fresh
+        connection), for up to ``reconnect_s``; then the last Unreachable, saying so.
+        ``first``: the failure that already happened (the next run is then a retry)."""
+        deadline = time.monotonic() + self.reconnect_s
+        pauses = iter(_RETRY_PAUSES)
+        failure = first
+        while True:
+            if failure is not None:
+                pause = next(pauses, _RETRY_PAUSES[-1])
+                if self._closed or time.monotonic() + pause > deadline:
+                    raise Unreachable(
+                        f"{failure} (gave up after {self.reconnect_s:g} s of reconnecting)"
+                    ) from failure
+                time.sleep(pause)
+            try:
+                return operation()
+            except Unreachable as error:
+                failure = error
 
     def _give_back(self, conn: psycopg.Connection[Any]) -> None:
         reusable = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
@@ -237,3 +332,14 @@ class Pool:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+def _idle_and_sound(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection can be lent: open, and with nothing unread on its socket.
+    An idle session gets no unasked messages (these connections LISTEN to nothing); a
+    terminated backend leaves its last error and EOF there. A poll costs no round trip."""
+    if conn.closed:
+        return False
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return not poller.poll(0)

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from treadle.errors import AppendError
 from treadle.events.model import Event
@@ -49,6 +50,7 @@ from treadle.store.base import (
     EventShape,
     StoredEvent,
     StoreError,
+    StoreUnavailable,
     shapes_from_rows,
 )
 from treadle.store.common import (
@@ -134,6 +136,51 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+# SQLite's primary result codes (error.sqlite_errorcode & 0xFF) that mean "not now": the file
+# is locked, read-only, full, gone or failing, none of them the caller's input at fault.
+_BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+_UNAVAILABLE_CODES = {
+    3: "permission to it was denied",  # SQLITE_PERM
+    8: "it is read-only (file or folder permissions, or a read-only file system)",  # READONLY
+    10: "a disk I/O error occurred (the file may have been removed, or the disk failed)",  # IOERR
+    13: "the disk is full",  # SQLITE_FULL
+    14: "the file cannot be opened (removed, or its folder is not writable)",  # CANTOPEN
+}
+_DAMAGED_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+@contextmanager
+def sqlite_errors(path: Path, *, busy_timeout: float) -> Iterator[None]:
+    """SQLite's errors raised inside as ``sqlite_error`` says."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise sqlite_error(error, path, busy_timeout=busy_timeout) from error
+
+
+def sqlite_error(error: sqlite3.Error, path: Path, *, busy_timeout: float) -> StoreError:
+    """A SQLite error as the StoreError that says what to do: StoreUnavailable for what
+    retrying later may fix (locked, read-only, disk full, file removed), plain StoreError for
+    a damaged file and anything else."""
+    code = getattr(error, "sqlite_errorcode", 1) & 0xFF
+    if code in _BUSY_CODES:
+        return StoreUnavailable(
+            f"store {path} stayed locked by another writer for more than {busy_timeout:g} s; "
+            "retry, or find the process holding it"
+        )
+    if code in _UNAVAILABLE_CODES:
+        return StoreUnavailable(
+            f"store {path} cannot be written now: {_UNAVAILABLE_CODES[code]} ({error}); "
+            "nothing of this operation was stored; fix that and retry"
+        )
+    if code in _DAMAGED_CODES:
+        return StoreError(
+            f"store {path} is damaged ({error}); run 'treadle store check --store "
+            f"sqlite:///{path}' and restore it from a backup"
+        )
+    return StoreError(f"store {path}: {error}")
+
+
 class SqliteEventStore:
     """``EventStore`` in one SQLite file (see the module docstring for durability and locking).
 
@@ -167,6 +214,9 @@ class SqliteEventStore:
         self._registry_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._closed = False
+        self._identity: tuple[int, int] | None = None
+        """(device, inode) of the file this store opened; None only while opening, the one
+        time a connection may create the file."""
         if not self.path.parent.is_dir():
             raise StoreError(
                 f"cannot open store {self.url}: directory {self.path.parent} does not exist; "
@@ -176,29 +226,74 @@ class SqliteEventStore:
             raise StoreError(f"there is no store at {self.path}; check the --store URL")
         if read_schema_version(self.path) < schema_version():
             self._migrate()
+        self._identity = self._file_identity()
 
     # -- connections and schema -------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        # Only the first open may create the file (mode=rwc): a connection opened later, to a
+        # path whose file was removed, must fail instead of making an empty store there.
+        mode = "rwc" if self._identity is None else "rw"
         try:
             # check_same_thread=False only so that `close` may close it from another thread.
             conn = sqlite3.connect(
-                str(self.path),
+                f"file:{quote(str(self.path))}?mode={mode}",
+                uri=True,
                 timeout=self._busy_timeout,
                 isolation_level=None,
                 check_same_thread=False,
                 cached_statements=64,
             )
+        except sqlite3.Error as error:
+            raise StoreUnavailable(
+                f"cannot open store file {self.path}: {error}"
+                + ("; it was removed while the store was open" if mode == "rw" else "")
+            ) from None
+        try:
+            self._check_file()  # the file opened is the one this store opened first
             for pragma in connection_pragmas(self.durability):
                 conn.execute(pragma)
             conn.create_function("treadle_icontains", 2, icontains, deterministic=True)
         except sqlite3.Error as error:
-            raise StoreError(f"cannot open store file {self.path}: {error}") from None
+            conn.close()
+            raise sqlite_error(error, self.path, busy_timeout=self._busy_timeout) from None
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise StoreUnavailable(
+                f"cannot reach store file {self.path}: {error.strerror or error}"
+            ) from None
+        return found.st_dev, found.st_ino
+
+    def _check_file(self, *, writing: bool = False) -> None:
+        """StoreUnavailable unless the path still names the file this store opened (an os.stat
+        of it): connections keep using a removed or replaced file, and what they wrote there
+        would be lost with it."""
+        if self._identity is None:
+            return
+        found = self._file_identity()
+        if found == self._identity:
+            return
+        what = "removed" if found is None else "replaced by another file"
+        lost = " This write went to the old file and is lost with it." if writing else ""
+        raise StoreUnavailable(
+            f"store file {self.path} was {what} while the store was open; nothing more is "
+            f"read or written here.{lost} Restore the file, or restart to open what is at "
+            "that path now"
+        )
 
     def _conn(self) -> sqlite3.Connection:
         holder: _Connection | None = getattr(self._local, "holder", None)
         if holder is not None and holder.generation == _fork_generation:
+            self._check_file()
             return holder.conn
         if self._closed:
             raise StoreError(f"store {self.url} is closed; open it again with open_store(url)")
@@ -236,23 +331,11 @@ class SqliteEventStore:
             raise self._store_error(error) from error
 
     def _store_error(self, error: sqlite3.Error) -> StoreError:
-        if isinstance(error, sqlite3.OperationalError):
-            if "locked" in str(error) or "busy" in str(error):
-                return StoreError(
-                    f"store {self.path} stayed locked by another writer for more than "
-                    f"{self._busy_timeout:g} s; retry, or find the process holding it"
-                )
-            return StoreError(f"store {self.path}: {error}")
         if isinstance(error, sqlite3.ProgrammingError):
             if self._closed:
                 return StoreError(f"store {self.url} is closed; open it again")
             raise error  # a bug of ours, not the user's to fix
-        if isinstance(error, sqlite3.DatabaseError):
-            return StoreError(
-                f"store {self.path} is damaged ({error}); run 'treadle store check --store "
-                f"{self.url}' and restore it from a backup"
-            )
-        return StoreError(f"store {self.path}: {error}")
+        return sqlite_error(error, self.path, busy_timeout=self._busy_timeout)
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -265,6 +348,7 @@ class SqliteEventStore:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                self._check_file(writing=True)
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -434,6 +518,7 @@ class SqliteEventStore:
                         conn, conversation_id, events, wanted, move_head
                     )
                     conn.execute("COMMIT")
+                    self._check_file(writing=True)
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -689,6 +774,8 @@ class SqliteEventStore:
                 while not self._closed:
                     if stop.wait(poll_interval):
                         return
+                    # a removed or replaced file gets no more events: say so, don't idle
+                    self._check_file()
                     if conn.execute("PRAGMA data_version").fetchone()[0] != version:
                         break
                 exists = conn.execute(
