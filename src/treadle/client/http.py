@@ -130,13 +130,13 @@ class HttpApi:
             try:
                 return self._request_once(method, path, **kwargs)
             except (RemoteError, ConnectionFailed) as error:
-                wait = self._retry_wait(error, attempt)
+                wait = self.retry_wait(error, attempt)
                 if attempt == retries or wait is None:
                     raise
                 time.sleep(wait)
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
-    def _retry_wait(self, error: Exception, attempt: int) -> float | None:
+    def retry_wait(self, error: Exception, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None when this error is final."""
         backoff = min(self.max_retry_wait_s, 0.5 * 2**attempt)
         if isinstance(error, ConnectionFailed):
@@ -175,7 +175,7 @@ class HttpApi:
             limit = MAX_ERROR_BYTES if failed else self.max_response_bytes
             declared = response.headers.get("content-length", "")
             if not failed and declared.isdigit() and int(declared) > limit:
-                raise BadResponse(f"{where}: the answer is {declared} bytes, over {limit}")
+                raise BadResponse(f"{where}: the answer is {declared} bytes, over {limit} bytes")
             body = bytearray()
             for chunk in response.iter_bytes():  # decoded: a compressed bomb counts in full
                 body += chunk
