@@ -94,7 +94,7 @@ def test_a_refused_key_stops_the_stream_with_4401(keyed_server, settings_for) ->
     assert "API key" in caught.value.reason
 
 
-def test_a_server_that_is_gone_is_retried_a_bounded_number_of_times(client) -> None:
+def test_a_server_that_is_gone_is_retried_a_bounded_number_of_times() -> None:
     nowhere = HttpApi(f"http://127.0.0.1:{free_port()}")  # nothing listens there
     subscription = EventSubscription(nowhere, "c", max_retries=3, max_backoff_s=0.01)
     with pytest.raises(StreamUnavailable) as caught:
