@@ -1,7 +1,44 @@
 """The typed Python client of the agent server (httpx + websockets)."""
 
 from treadle.client.conversation import RemoteConversation, TreadleClient
-from treadle.client.http import RemoteError
-from treadle.client.stream import EventSubscription, StreamGap
+from treadle.client.http import (
+    AuthError,
+    BadResponse,
+    Conflict,
+    ConnectionFailed,
+    InvalidRequest,
+    NotFound,
+    RemoteError,
+    ServerFailed,
+    TooLarge,
+    TooManyRequests,
+    Unavailable,
+)
+from treadle.client.stream import (
+    EventSubscription,
+    StreamClosed,
+    StreamGap,
+    StreamRefused,
+    StreamUnavailable,
+)
 
-__all__ = ["EventSubscription", "RemoteConversation", "RemoteError", "StreamGap", "TreadleClient"]
+__all__ = [
+    "AuthError",
+    "BadResponse",
+    "Conflict",
+    "ConnectionFailed",
+    "EventSubscription",
+    "InvalidRequest",
+    "NotFound",
+    "RemoteConversation",
+    "RemoteError",
+    "ServerFailed",
+    "StreamClosed",
+    "StreamGap",
+    "StreamRefused",
+    "StreamUnavailable",
+    "TooLarge",
+    "TooManyRequests",
+    "TreadleClient",
+    "Unavailable",
+]

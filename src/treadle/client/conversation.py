@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from treadle.client.http import HttpApi
+from treadle.client.http import BadResponse, HttpApi
 from treadle.client.stream import EventSubscription
 from treadle.events.links import pending_actions
 from treadle.events.model import ActionEvent, Event, event_from_dict
@@ -19,8 +19,17 @@ from treadle.store.base import StoredEvent
 class TreadleClient:
     """Entry point: ``TreadleClient("http://127.0.0.1:8000", api_key=...)``."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 30.0) -> None:
-        self.api = HttpApi(base_url, api_key, timeout)
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        *,
+        max_retries: int = 3,
+    ) -> None:
+        """``max_retries``: how often a GET answered 429/503 (or unreachable) is retried,
+        honouring ``Retry-After``; other requests raise their typed ``RemoteError`` at once."""
+        self.api = HttpApi(base_url, api_key, timeout, max_retries=max_retries)
 
     def create_conversation(
         self, settings: ConversationSettings, *, id: str | None = None, title: str | None = None
@@ -140,9 +149,11 @@ class RemoteConversation:
             page = self.search(**filters, after_seq=cursor, limit=page_size, order="asc")
             for item in page["items"]:
                 yield StoredEvent(item["seq"], event_from_dict(item["event"]))
-            cursor = page["next_cursor"]
+            previous, cursor = cursor, page["next_cursor"]
             if cursor is None:
                 return
+            if previous is not None and cursor <= previous:  # would page forever
+                raise BadResponse(f"the events cursor went from {previous} to {cursor}")
 
     def active_path(self, limit: int | None = None, head: str | None = None) -> list[Event]:
         params = {k: v for k, v in (("limit", limit), ("head", head)) if v is not None}
@@ -160,9 +171,10 @@ class RemoteConversation:
     def tree(self) -> dict[str, Any]:
         return self._call("GET", "/tree")
 
-    def subscribe(self, after_seq: int = -1) -> EventSubscription:
-        """A live, self-reconnecting subscription resuming from its last seq."""
-        return EventSubscription(self.client.api, self.id, after_seq)
+    def subscribe(self, after_seq: int = -1, **options: Any) -> EventSubscription:
+        """A live, self-reconnecting subscription resuming from its last seq (``options``:
+        ``EventSubscription``'s, e.g. ``max_retries`` and ``retry_deadline_s``)."""
+        return EventSubscription(self.client.api, self.id, after_seq, **options)
 
 
 def _params(filters: dict[str, Any]) -> dict[str, Any]:

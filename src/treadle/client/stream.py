@@ -1,5 +1,6 @@
-"""A live subscription that reconnects by itself, with backoff, and resumes from its last seq,
-keeping a local, gap-free copy of the conversation's events (it mirrors, never invents)."""
+"""A live subscription that reconnects by itself, with bounded backoff, and resumes from its
+last seq, keeping a local, gap-free copy of the conversation's events (it mirrors, never
+invents); a close code that says "do not retry" ends it with a typed error."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from treadle.client.http import HttpApi
@@ -24,9 +25,49 @@ class StreamGap(TreadleError):
     """The server sent a seq that is not the next one: the mirror would have a hole."""
 
 
+class StreamClosed(TreadleError):
+    """The stream ended for good: ``code`` is the server's close code (a refused handshake
+    counts as 4000 + its HTTP status, the server's own convention) and ``reason`` its reason."""
+
+    def __init__(self, message: str, code: int | None, reason: str) -> None:
+        self.code = code
+        self.reason = reason
+        super().__init__(message)
+
+
+class StreamRefused(StreamClosed):
+    """The server closed with a code that means "do not retry": 4400 bad parameter (e.g.
+    ``after_seq``), 4401/4403 key or Host/Origin refused, 4404 no such conversation."""
+
+
+class StreamUnavailable(StreamClosed):
+    """Reconnecting failed ``max_retries`` times in a row, or for ``retry_deadline_s``
+    (store unavailable 1013, server error 1011, network failures...): given up."""
+
+
+RETRY_LATER = frozenset({4408, 4429})
+"""4400-4499 mirror HTTP 4xx; these two say "reconnect" and "later", not "never"."""
+FINAL_PROTOCOL_CODES = frozenset({1002, 1003, 1007, 1008, 1009, 1010})
+"""Protocol, data, policy and size failures: trying again would fail the same way."""
+HEALTHY_CONNECTION_S = 30.0
+"""A connection open this long counts as working even if no event came (an idle stream)."""
+
+
+def is_final(code: int | None) -> bool:
+    """Whether a close code says that reconnecting cannot help."""
+    if code is None:
+        return False
+    return code in FINAL_PROTOCOL_CODES or (4400 <= code <= 4499 and code not in RETRY_LATER)
+
+
 class EventSubscription:
     """Iterate to get stream messages (``{"type": "event"|"status"|"head"|"run_finished"}``);
-    ``events`` is the local copy, by seq. Reconnects on any drop, resuming after ``last_seq``."""
+    ``events`` is the local copy, by seq. Reconnects after a drop, resuming after
+    ``last_seq``: at once after a connection that delivered events, then with exponential
+    backoff (up to ``max_backoff_s``). Raises ``StreamRefused`` on a final close code, and
+    ``StreamUnavailable`` after ``max_retries`` failed attempts in a row or
+    ``retry_deadline_s`` seconds of failing (None: no bound). ``last_close`` holds the code
+    and reason of the last connection's end."""
 
     def __init__(
         self,
@@ -37,6 +78,8 @@ class EventSubscription:
         max_backoff_s: float = 5.0,
         connect_timeout_s: float = 10.0,
         events_per_connection: int | None = None,
+        max_retries: int | None = 20,
+        retry_deadline_s: float | None = 120.0,
     ) -> None:
         self.api = api
         self.conversation_id = conversation_id
@@ -47,16 +90,23 @@ class EventSubscription:
         self.connect_timeout_s = connect_timeout_s
         self.events_per_connection = events_per_connection
         """Ask the server to close each connection after this many events (paced reading)."""
+        self.max_retries = max_retries
+        self.retry_deadline_s = retry_deadline_s
+        self.last_close: tuple[int | None, str] = (None, "")
         self._socket: ClientConnection | None = None
         self._closed = threading.Event()
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         failures = 0
+        failing_since = 0.0
         while not self._closed.is_set():
+            worked = False
+            opened_at = time.monotonic()
             try:
                 socket = self._connect()
-                failures = 0
+                opened_at = time.monotonic()
                 for raw in socket:
+                    worked = True
                     frame = json.loads(raw)  # one message, or (batch) a list of them
                     for message in frame if isinstance(frame, list) else (frame,):
                         # Follow-up messages (status, head, run_finished) are derived here
@@ -64,17 +114,52 @@ class EventSubscription:
                         if message["type"] == "event" and self._accept(message):
                             stored = StoredEvent(message["seq"], self.events[message["seq"]])
                             yield from stream_messages(stored)
-            except (ConnectionClosed, OSError, TimeoutError, InvalidStatus, WebSocketException):
-                pass
+                self.last_close = (socket.close_code, socket.close_reason or "")
+            except ConnectionClosed as error:
+                self.last_close = _close_of(error)
+            except InvalidStatus as error:  # the handshake was answered with an HTTP error
+                body = error.response.body or b""
+                self.last_close = (
+                    4000 + error.response.status_code,
+                    body[:300].decode("utf-8", errors="replace") or str(error),
+                )
+            except InvalidURI as error:
+                raise StreamRefused(f"bad stream URL: {error}", None, str(error)) from None
+            except (OSError, TimeoutError, WebSocketException) as error:
+                self.last_close = (None, f"{type(error).__name__}: {error}")
             finally:
                 self._drop()
             if self._closed.is_set():
                 return
+            code, reason = self.last_close
+            where = f"the stream of conversation {self.conversation_id}"
+            if is_final(code):
+                raise StreamRefused(f"{where} was closed with code {code}: {reason}", code, reason)
+            if worked or time.monotonic() - opened_at >= HEALTHY_CONNECTION_S:
+                failures = 0
+            if failures == 0:
+                failing_since = time.monotonic()
             failures += 1
             self.reconnects += 1
+            self._give_up_if_bounded(failures, failing_since, where)
             # Exponential backoff with jitter; the first retry is immediate.
             delay = 0.0 if failures == 1 else min(self.max_backoff_s, 0.05 * 2**failures)
-            time.sleep(delay * (0.5 + random.random() / 2))
+            self._closed.wait(delay * (0.5 + random.random() / 2))
+
+    def _give_up_if_bounded(self, failures: int, failing_since: float, where: str) -> None:
+        """``StreamUnavailable`` once the retries in a row or the time failing are over bound."""
+        elapsed = time.monotonic() - failing_since
+        over_count = self.max_retries is not None and failures > self.max_retries
+        over_time = self.retry_deadline_s is not None and elapsed > self.retry_deadline_s
+        if over_count or over_time:
+            code, reason = self.last_close
+            last = f"code {code}: {reason}" if code is not None else reason
+            raise StreamUnavailable(
+                f"{where} failed {failures} times in a row over {elapsed:.1f} s; "
+                f"gave up (last: {last})",
+                code,
+                reason,
+            )
 
     def messages_until(self, predicate, timeout_s: float = 60.0) -> list[dict[str, Any]]:
         """Consume messages until ``predicate(message)`` holds (or time out)."""
@@ -116,6 +201,10 @@ class EventSubscription:
             max_size=2**26,
             legacy=True,  # a long-lived socket iterated by this object, not a with-block
         )
+        if self.api.api_key:
+            # Also as the first message: a key the server refuses then gets 4401 at once
+            # (a server that took the header's key ignores it).
+            self._socket.send(json.dumps({"api_key": self.api.api_key}))
         return self._socket
 
     def _drop(self) -> None:
@@ -133,3 +222,12 @@ class EventSubscription:
         self.events[seq] = event_from_dict(message["event"])
         self.last_seq = seq
         return True
+
+
+def _close_of(error: ConnectionClosed) -> tuple[int | None, str]:
+    """The code and reason a closed connection ended with: the server's close frame, else
+    the one this side sent (e.g. 1009, a frame over ``max_size``), else 1006 (no frame)."""
+    frame = error.rcvd or error.sent
+    if frame is None:
+        return 1006, "the connection was lost without a close frame"
+    return frame.code, frame.reason

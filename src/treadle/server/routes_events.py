@@ -24,6 +24,7 @@ from treadle.server.api_models import (
     StoredEventView,
     TreeView,
 )
+from treadle.server.errors import OUTAGES
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state
 from treadle.server.stream import Delivery, Listener
@@ -33,7 +34,6 @@ from treadle.store.base import (
     EventQuery,
     StoredEvent,
     StoreError,
-    StoreUnavailable,
 )
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["events"])
@@ -227,7 +227,7 @@ async def stream_events(websocket: WebSocket, conversation_id: str) -> None:
         pass
     except ConversationNotFound:
         await _close(websocket, 4404, "no such conversation")
-    except StoreError as error:  # at the join or during the replay
+    except (StoreError, *OUTAGES) as error:  # at the join or during the replay
         await _close(websocket, *_store_failure(error))
     finally:
         # Also after a cancelled join: the join finishes in its thread first, then this runs.
@@ -272,7 +272,8 @@ async def _stream(
 
 def _store_failure(error: Exception) -> tuple[int, str]:
     """The close code and reason for a failure of the store (or the hub following it)."""
-    if isinstance(error, StoreUnavailable):
+    # The same outages as HTTP's 503 (a driver's own outage error a store let through, too).
+    if isinstance(error, OUTAGES):
         return STORE_UNAVAILABLE, f"store unavailable, retry later: {error}"
     if isinstance(error, StoreError):
         return SERVER_ERROR, f"store error: {error}"

@@ -58,8 +58,10 @@ class Canvas {
       .finally(() => this.refreshList());
   }
 
-  refreshList() {
-    return refreshList(this.activeId(), (id) => this.navigate(id));
+  async refreshList() {
+    const items = await refreshList(this.activeId(), (id) => this.navigate(id));
+    const active = items?.find((view) => view.id === this.screen?.id);
+    if (active) this.screen.viewRefreshed(active);
   }
 
   /** Live events changed a conversation: refresh the list soon, at most once a second. */
@@ -69,10 +71,11 @@ class Canvas {
     setTimeout(() => { this.listQueued = false; this.refreshList(); }, 1000);
   }
 
-  setConnection(state) {
+  setConnection(state, detail) {
     const badge = $("#connection");
     badge.textContent = state;
     badge.className = `connection connection-${state}`;
+    badge.title = detail?.reason ? `Live stream: ${detail.reason} (code ${detail.code})` : "Live stream";
   }
 }
 

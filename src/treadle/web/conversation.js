@@ -13,6 +13,12 @@ import { EventStream } from "./stream.js";
 import { TranscriptView } from "./transcript.js";
 
 const AUTO_AUDIT_MAX_EVENTS = 20000; // beyond this the audit (a read of the whole log) waits for a click
+// Statuses whose reason the user must see (why a run failed, got stuck or stopped); a run
+// whose process died shows as "running" with a reason starting "interrupted".
+const REASON_LABELS = { error: "Failed", stuck: "Stuck", paused: "Paused" };
+// Close codes worth telling the user about while retrying: server error, restart, store
+// unavailable ("try again later"), bad gateway. (A plain reconnect, 4408, is routine.)
+const SERVER_TROUBLE = new Set([1011, 1012, 1013, 1014]);
 
 export class ConversationScreen {
   constructor(app, id) {
@@ -33,6 +39,9 @@ export class ConversationScreen {
     this.title = el("h1", { class: "title" });
     this.badge = el("span", { class: "status" });
     this.counter = el("span", { class: "count" });
+    // Plain text only: a reason may quote a model's or a tool's (hostile) output.
+    this.reasonLine = el("p", { class: "status-reason", role: "status", hidden: true });
+    this.streamNote = el("p", { class: "stream-note", role: "alert", hidden: true });
     this.auditButton = el("button", { type: "button", class: "quiet", text: "Audit", onclick: () => this.showTab("audit") });
     this.scroller = el("div", { class: "transcript", tabindex: 0, "aria-label": "Transcript" });
     this.scroller.addEventListener("click", (event) => this.clicked(event));
@@ -46,6 +55,8 @@ export class ConversationScreen {
         el("button", { type: "button", class: "quiet", text: "Branches", onclick: () => this.showTab("branches") }),
         el("button", { type: "button", class: "quiet", text: "Search", onclick: () => this.showTab("search") }),
         this.auditButton),
+      this.reasonLine,
+      this.streamNote,
       this.scroller,
       this.steering.bar,
       this.steering.composer);
@@ -61,8 +72,9 @@ export class ConversationScreen {
     const streamLive = new Promise((resolve) => { live = resolve; });
     this.stream = new EventStream(this.id, view.event_count - 1, {
       onMessage: (message) => this.received(message),
-      onState: (state) => {
-        this.app.setConnection(state);
+      onState: (state, detail) => {
+        this.app.setConnection(state, detail);
+        this.showStreamNote(state, detail);
         if (state === "live") live();
       },
     });
@@ -105,10 +117,41 @@ export class ConversationScreen {
 
   setStatus(status, reason) {
     this.status = status;
+    this.statusReason = reason ?? null;
     this.badge.textContent = status.replaceAll("_", " ");
     this.badge.className = `status status-${status}`;
     this.badge.title = reason ?? "";
     this.root.dataset.status = status;
+    this.showReason(status, reason);
+  }
+
+  /** The status's reason as a visible line, for the statuses where it explains what happened. */
+  showReason(status, reason) {
+    const interrupted = status === "running" && /^interrupted\b/i.test(reason ?? "");
+    const label = interrupted ? "Interrupted" : REASON_LABELS[status];
+    const shown = Boolean(label && reason);
+    this.reasonLine.hidden = !shown;
+    this.reasonLine.className = `status-reason reason-${interrupted ? "interrupted" : status}`;
+    if (shown) this.reasonLine.replaceChildren(el("strong", { text: `${label}: ` }), reason);
+    else this.reasonLine.replaceChildren();
+  }
+
+  /** Why the live stream ended or is retrying, in the server's words; gone once live again. */
+  showStreamNote(state, detail) {
+    let text = "";
+    if (state === "gone") text = `Live updates stopped: this conversation no longer exists (${detail.reason || `code ${detail.code}`}).`;
+    else if (state === "stopped") text = `Live updates stopped (code ${detail.code}): ${detail.reason || "refused by the server"}. Reload the page to try again.`;
+    else if (state === "reconnecting" && detail && SERVER_TROUBLE.has(detail.code)) text = `Reconnecting: ${detail.reason} (code ${detail.code}).`;
+    else if (state === "connecting") return; // keep the note until the outcome is known
+    this.streamNote.textContent = text;
+    this.streamNote.hidden = !text;
+  }
+
+  /** A fresher view of this conversation (from the list): its reason may have changed while
+   * its status did not (a run whose process died is "running", then "interrupted"). */
+  viewRefreshed(view) {
+    if (!this.view || view.status !== this.status) return; // the stream tells status changes
+    if ((view.status_reason ?? null) !== this.statusReason) this.setStatus(view.status, view.status_reason);
   }
 
   context() {
@@ -158,7 +201,7 @@ export class ConversationScreen {
   }
 
   liveStatus({ status, reason }) {
-    if (status === this.status) return;
+    if (status === this.status && (reason ?? null) === this.statusReason) return;
     this.setStatus(status, reason);
     this.steering.update();
     this.transcript.refresh(); // calls show their state from the status (waiting, running)

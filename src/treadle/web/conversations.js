@@ -17,6 +17,7 @@ export async function refreshList(activeId, navigate) {
   const items = [...page.items].sort((a, b) => b.updated_at.localeCompare(a.updated_at));
   clear(list).append(...items.map((view) => listItem(view, view.id === activeId, navigate)));
   $("#list-note").textContent = items.length ? "" : "No conversation yet: create one.";
+  return items;
 }
 
 /** The title, else where it was imported from, else a short id (both ends: imported ids
@@ -34,7 +35,7 @@ function listItem(view, active, navigate) {
     el("button", { type: "button", class: "conversation-link", title: view.id, onclick: () => navigate(view.id) },
       el("span", { class: "conversation-title", text: title }),
       el("span", { class: "conversation-meta" },
-        el("span", { class: `status status-${view.status}`, text: view.status.replaceAll("_", " ") }),
+        el("span", { class: `status status-${view.status}`, text: view.status.replaceAll("_", " "), title: view.status_reason }),
         el("span", { class: "activity", text: relativeTime(view.updated_at), title: view.updated_at }),
         el("span", { class: "events", text: `${view.event_count.toLocaleString()} ev.` }))));
 }
