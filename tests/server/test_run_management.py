@@ -92,8 +92,11 @@ def test_a_takeover_this_server_refuses_is_recorded_once(store_url: str, tmp_pat
 def test_a_server_stop_pauses_runs_with_its_own_reason(
     server: ServerProcess, client: TreadleClient, store_url: str, settings_for
 ) -> None:
-    slow = {"tool_calls": [{"name": "terminal", "arguments": {"command": "sleep 0.2"}}]}
-    settings = settings_for([slow] * 50 + [FINISH])
+    slow = [
+        {"tool_calls": [{"name": "terminal", "arguments": {"command": f"sleep 0.2; echo {i}"}}]}
+        for i in range(50)
+    ]
+    settings = settings_for([*slow, FINISH])
     conversation = client.create_conversation(settings, id="stopped")
     conversation.send_message("work")
     conversation.run(wait=False)
