@@ -53,3 +53,16 @@ def test_masked_values_of_the_policy_are_masked_never_exported(store, workspace)
         outputs = [e.content for e in conv.active_path() if e.kind == "observation"]
     assert key not in outputs[0]
     assert "<secret:TREADLE_SERVER_API_KEY_1>" in outputs[0]
+
+
+def test_a_process_own_stop_of_a_run_that_ended_records_nothing(store, workspace):
+    # A stopping server met this run while it ran; it finished before the stop reached it.
+    settings = ConversationSettings.scripted_inline([FINISH, FINISH], workspace)
+    with Conversation.create(store, settings) as conv:
+        conv.send_message("finish")
+        assert conv.run() is Status.FINISHED
+        conv.pause(local_only=True, reason="paused because the server stopped")
+        assert read_status(store, conv.id) == (Status.FINISHED, "the agent called finish")
+        assert "pause" not in [e.kind for e in conv.active_path()]
+        conv.send_message("again")  # and nothing is left to stop the next run at once
+        assert conv.run() is Status.FINISHED

@@ -303,14 +303,19 @@ class Conversation:
         """Stop at the next safe point: between steps, or before the next call of a batch.
         While this object runs, the request is also recorded in the log (``request_pause``),
         unless ``local_only`` (the stop is this process's own: it lost the run, or it stops).
-        ``reason`` is the pause's recorded reason (default: the user asked for it)."""
-        self._pause_requested.set(reason)
+        ``reason`` is the pause's recorded reason (default: the user asked for it). A
+        ``local_only`` stop when nothing runs here records nothing: the run it meant has ended
+        (e.g. finished), and its status must stay what that run left."""
         if self._run_lock.acquire(blocking=False):  # not running: pause now
             try:
-                self._record_pause()
+                if not local_only:
+                    self._pause_requested.set(reason)
+                    self._record_pause()
             finally:
                 self._run_lock.release()
-        elif not local_only:
+            return
+        self._pause_requested.set(reason)
+        if not local_only:
             self.request_pause(kind)
 
     def request_pause(self, kind: PauseKind = "pause") -> None:

@@ -187,7 +187,7 @@ class RunManager:
                 entry.thread = thread
                 thread.start()
             except BaseException:
-                self.leases.release(conversation_id, self.owner)
+                _logged(self.leases.release, conversation_id, self.owner)  # keep the cause
                 raise
 
     @contextmanager
@@ -380,7 +380,7 @@ class RunManager:
             ]
             dropped = [self._entries.pop(key) for key in idle]
         for entry in dropped:
-            entry.conversation.close()
+            _logged(entry.conversation.close)  # one failing close leaves no other shell open
 
     def _watch(self) -> None:
         interval = self.lease_ttl_s / 2
