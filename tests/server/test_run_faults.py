@@ -6,13 +6,13 @@ watcher says so once."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
 from support.postgres import POSTGRES_BASE_URL, fresh_schema_url
+from support.waiting import wait_until
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import ConversationStatus as Status
@@ -54,9 +54,7 @@ def test_a_run_whose_lease_cannot_be_renewed_pauses_and_cleans_up(
         conversation.send_message("work")
         conversation.close()
         runs.start(conversation.id, lambda c: c.run(), "run")
-        deadline = time.monotonic() + 30
-        while not conversation.pending_actions() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: bool(conversation.pending_actions()), what="a call in flight")
         with caplog.at_level(logging.WARNING, logger="treadle.server.runs"):
             _rename_leases(postgres_store_url, "run_leases", "run_leases_away")
             try:

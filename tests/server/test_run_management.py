@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from pathlib import Path
 
 from support.server_process import ServerProcess
+from support.waiting import wait_until
 from treadle.client import TreadleClient
 from treadle.events.model import ROOT, MessageEvent
 from treadle.runtime.settings import ConversationSettings
@@ -39,13 +39,14 @@ def _left_running(store_url: str, conversation_id: str, settings: ConversationSe
 
 
 def _wait_for_status(client: TreadleClient, conversation_id: str, wanted: str) -> dict:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        view = client.conversation(conversation_id).info()
-        if view["status"] == wanted:
-            return view
-        time.sleep(0.1)
-    raise AssertionError(f"{conversation_id} never became {wanted}: {view}")
+    views: list[dict] = []
+
+    def reached() -> bool:
+        views.append(client.conversation(conversation_id).info())
+        return views[-1]["status"] == wanted
+
+    wait_until(reached, what=f"status {wanted} of {conversation_id}")
+    return views[-1]
 
 
 def test_a_takeover_this_server_refuses_is_recorded_once(store_url: str, tmp_path: Path) -> None:
