@@ -250,8 +250,19 @@ class StateChangeEvent(EventBase):
 
     kind: Literal["state_change"] = "state_change"
     source: Source = "environment"
-    key: str
-    value: JSONValue = None
+    key: str = Field(
+        description="What changed. The runtime writes: `status` (value `{status, reason?}`, "
+        "status one of idle, running, waiting_for_confirmation, paused, finished, error, "
+        "stuck); `head` (`{head}`: an explicit head move, e.g. a branch switch); "
+        "`model_error` (`{error, raw_response}`: a model answer the runtime could not use, "
+        "kept masked); `tool_call_ids` (`{llm_response_id, renamed: [{action_id, original, "
+        "id, contract}]}`: call ids it replaced under PROJECT-DUP-CALL / LINK-UNIQUE); "
+        "`pause_request` (`{kind: pause|interrupt}`: a user asked the run in progress to "
+        "stop at its next safe point); `queued_message` (`{event_id, text}`: a user message "
+        "sent while calls ran, stored with that id after their results). Other keys are "
+        "kept as they are"
+    )
+    value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
 
 
 class ForeignEvent(EventBase):

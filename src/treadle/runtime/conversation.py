@@ -79,6 +79,8 @@ MODEL_ERROR_KEY = "model_error"
 """State-change key keeping a model error and the raw response the runtime could not use."""
 CALL_IDS_KEY = "tool_call_ids"
 """State-change key recording the call ids the runtime replaced (and the model's originals)."""
+USER_PAUSE = "paused by the user"
+"""The reason recorded for a pause the user asked for (the default)."""
 STORE_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
 """How long a failed run keeps trying to record its ERROR while its store is unavailable."""
 
@@ -111,7 +113,8 @@ class Conversation:
         self.store = store
         self.confirmation = ConfirmationPolicy(confirmation)
         self.risk_analyzer = risk_analyzer or ToolHintRiskAnalyzer()
-        self.secrets = secrets or Secrets()
+        # Not ``secrets or ...``: an empty registry is falsy, and the caller's must be shared.
+        self.secrets = secrets if secrets is not None else Secrets()
         model_key = os.environ.get("TREADLE_API_KEY")
         if model_key and "TREADLE_API_KEY" not in self.secrets:
             # Masked wherever it shows up (a provider's error text), never given to a tool.
@@ -161,7 +164,7 @@ class Conversation:
             store,
             id,
             confirmation=settings.confirmation,
-            secrets=secrets,
+            secrets=policy.register_masked(secrets if secrets is not None else Secrets()),
             callbacks=callbacks,
             settings=settings,
             title=title,
@@ -294,17 +297,25 @@ class Conversation:
         self._set_status(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
         return self._status
 
-    def pause(self, kind: PauseKind = "pause", *, local_only: bool = False) -> None:
+    def pause(
+        self, kind: PauseKind = "pause", *, local_only: bool = False, reason: str = USER_PAUSE
+    ) -> None:
         """Stop at the next safe point: between steps, or before the next call of a batch.
         While this object runs, the request is also recorded in the log (``request_pause``),
-        unless ``local_only`` (this process lost the run and must only stop its own loop)."""
-        self._pause_requested.set()
+        unless ``local_only`` (the stop is this process's own: it lost the run, or it stops).
+        ``reason`` is the pause's recorded reason (default: the user asked for it). A
+        ``local_only`` stop when nothing runs here records nothing: the run it meant has ended
+        (e.g. finished), and its status must stay what that run left."""
         if self._run_lock.acquire(blocking=False):  # not running: pause now
             try:
-                self._record_pause()
+                if not local_only:
+                    self._pause_requested.set(reason)
+                    self._record_pause()
             finally:
                 self._run_lock.release()
-        elif not local_only:
+            return
+        self._pause_requested.set(reason)
+        if not local_only:
             self.request_pause(kind)
 
     def request_pause(self, kind: PauseKind = "pause") -> None:
@@ -536,9 +547,9 @@ class Conversation:
         self._close_open_calls(None)
 
     def _record_pause(self) -> ConversationStatus:
-        self._pause_requested.clear()
+        reason = self._pause_requested.clear()
         self._append([PauseEvent()])
-        return self._set_status(Status.PAUSED, "paused by the user")
+        return self._set_status(Status.PAUSED, reason)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -626,19 +637,25 @@ class _PauseRequest:
         self._store = store
         self._conversation_id = conversation_id
         self._local = threading.Event()
+        self._reason: str | None = None
+        """Why this process asked for the pause (None: a request in the log, the user's)."""
         self._since = since
 
     def watch_from(self, seq: int) -> None:
         """Honour the requests recorded after ``seq`` (older ones were meant for older runs)."""
         self._since = seq
 
-    def set(self) -> None:
+    def set(self, reason: str = USER_PAUSE) -> None:
+        self._reason = reason
         self._local.set()
 
-    def clear(self) -> None:
-        """Honoured: forget the flag and every request recorded so far."""
+    def clear(self) -> str:
+        """Honoured: forget the flag and every request recorded so far; returns the reason."""
+        reason = self._reason if self._local.is_set() and self._reason else USER_PAUSE
         self._local.clear()
+        self._reason = None
         self._since = last_seq(self._store, self._conversation_id)
+        return reason
 
     def is_set(self) -> bool:
         return self._local.is_set() or pause_requested_since(

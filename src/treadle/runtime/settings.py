@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.llm import LiteLLMModel, ModelSettings, ScriptedModel
 from treadle.runtime.llm.base import LanguageModel, ModelError
 from treadle.runtime.llm.scripted import ScriptedResponse
+from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
 from treadle.runtime.tools import BUILTIN_TOOLS, builtin_tools
 
 SETTINGS_KEY = "settings"
@@ -39,6 +40,18 @@ class SettingsPolicy:
     """Workspaces (and, untrusted, script files) only inside this folder, by real path."""
     key_base_urls: tuple[str, ...] = ()
     """Untrusted: base URLs besides the provider's own that may receive this process's key."""
+    masked: tuple[str, ...] = field(default=(), repr=False)
+    """Values masked in every conversation this process opens, never given to a tool (a
+    server's client API keys: the agent's bash could still read them from a file)."""
+
+    def register_masked(self, secrets: Secrets) -> Secrets:
+        """``secrets`` with the ``masked`` values registered (mask only, not exported)."""
+        for number, value in enumerate(self.masked, start=1):
+            name = f"TREADLE_SERVER_API_KEY_{number}"
+            # Shorter values cannot be masked without garbling ordinary output.
+            if name not in secrets and len(value) >= MIN_SECRET_LENGTH:
+                secrets.add(name, value, export=False)
+        return secrets
 
     def check_script(self, script: str) -> Path:
         """The script file settings name, if this process may open it (untrusted: its real

@@ -56,7 +56,11 @@ def create_app(
     # Settings come from clients: untrusted (script files only inside the root, the key only
     # to the provider or to the operator's base URLs).
     policy = SettingsPolicy(
-        trusted=False, workspace_root=root, key_base_urls=tuple(allow_base_urls)
+        trusted=False,
+        workspace_root=root,
+        key_base_urls=tuple(allow_base_urls),
+        # The keys clients authenticate with are masked in every conversation's tool output.
+        masked=security.api_keys,
     )
 
     @asynccontextmanager

@@ -3,7 +3,9 @@
 A run (or a confirmation, which runs tools) happens in a thread; the lease makes sure exactly
 one server process runs a conversation at a time. A watcher takes over conversations whose
 holder stopped renewing (crashed): it reopens them and runs on, which first closes the calls
-the crash interrupted.
+the crash interrupted. A conversation this server cannot run (its settings reach what it
+refuses, its workspace moved) is not retried every cycle: the refusal is recorded once, as
+status ERROR with the reason, and the dead holder's lease is cleared.
 
 Across processes: a short change (reject, switch branch, delete, replace, a message or a pause
 while nothing runs) holds the lease too, so it never lands inside another server's run; a pause
@@ -29,11 +31,12 @@ from datetime import datetime
 from typing import Any
 
 from treadle.events.model import ROOT, MessageEvent
-from treadle.runtime.conversation import Conversation
+from treadle.runtime.conversation import Conversation, ConversationError
+from treadle.runtime.llm.base import ModelError
 from treadle.runtime.requests import PauseKind
-from treadle.runtime.settings import SettingsPolicy
+from treadle.runtime.settings import SettingsError, SettingsPolicy
 from treadle.runtime.status import ConversationStatus, read_status, status_event
-from treadle.runtime.workspace.base import WorkspacePathError
+from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.server.errors import ApiError
 from treadle.server.limits import MAX_RUNNING
 from treadle.store.base import ConversationNotFound, EventStore
@@ -46,6 +49,20 @@ Check = Callable[[Conversation], None]
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 """Seconds a conversation's object and its shell stay open after its last use or run."""
+
+NOT_RUNNABLE = (ConversationError, ModelError, SettingsError, WorkspaceError, WorkspacePathError)
+"""Why a stored conversation cannot be opened here (its settings reach what this server
+refuses, or its workspace moved): 409 to a client, a recorded refusal to the watcher."""
+
+SERVER_STOPPED = "paused because the server stopped; run again to continue"
+LEASE_LOST = (
+    "paused here: this server lost the run lease (it stalled past it), so another process may "
+    "run the conversation now"
+)
+LEASE_UNRENEWED = (
+    "paused: this server could not renew its run lease (its store did not answer) for longer "
+    "than the lease lasts; run again to continue"
+)
 
 
 @dataclass
@@ -170,7 +187,7 @@ class RunManager:
                 entry.thread = thread
                 thread.start()
             except BaseException:
-                self.leases.release(conversation_id, self.owner)
+                _logged(self.leases.release, conversation_id, self.owner)  # keep the cause
                 raise
 
     @contextmanager
@@ -224,12 +241,15 @@ class RunManager:
             entry.thread.join(timeout)
 
     def shutdown(self) -> None:
-        """Pause what runs here (only that), wait for it, close every conversation."""
+        """Pause what runs here (only that), wait for it, close every conversation. One
+        conversation that fails to pause or close does not keep the others (or the leases)
+        open."""
         self._stopping.set()
         with self._lock:
             running = [entry for entry in self._entries.values() if entry.running]
         for entry in running:
-            entry.conversation.pause()
+            # The stop is this server's, not the user's: its own reason, no request in the log.
+            _logged(entry.conversation.pause, local_only=True, reason=SERVER_STOPPED)
         for entry in running:
             if entry.thread is not None:
                 entry.thread.join(timeout=10)
@@ -237,8 +257,9 @@ class RunManager:
             entries = list(self._entries.values())
             self._entries.clear()
         for entry in entries:
-            entry.conversation.close()
-        self.leases.close()
+            _logged(entry.conversation.close)
+        self._watcher.join(timeout=10)
+        _logged(self.leases.close)
 
     def _try_hold(self, conversation_id: str) -> str | None:
         """Take the lease for a short change under an owner of its own (so it conflicts with
@@ -275,7 +296,9 @@ class RunManager:
         finally:
             stop_renewing.set()
             renewer.join()
-            self.leases.release(conversation.id, self.owner)
+            # A release that fails (store out) must not skip the clean-up below: the lease
+            # then expires by itself, and the status says what happened.
+            _logged(self.leases.release, conversation.id, self.owner)
         try:
             # A message queued between our last delivery and the release is ours to deliver.
             self._deliver_if_free(conversation.id)
@@ -312,12 +335,36 @@ class RunManager:
             logger.exception("could not record the failure of %s", conversation.id)
 
     def _renew(self, conversation: Conversation, stop: threading.Event) -> None:
-        while not stop.wait(self.lease_ttl_s / 3):
-            if not self.leases.renew(conversation.id, self.owner, self.lease_ttl_s):
-                # Another server took over (we stalled past the lease): stop at the next safe point.
-                logger.warning("lost the run lease of %s; pausing here", conversation.id)
-                conversation.pause(local_only=True)  # the new holder's run must go on
+        """Renew the run's lease until ``stop``. When it is lost, or cannot be renewed for as
+        long as it lasts (another server may then take the run over), the run pauses here at
+        its next safe point. Never dies silently: a run must not outlive its lease unnoticed."""
+        renewed = time.monotonic()
+        failing = False
+        try:
+            while not stop.wait(self.lease_ttl_s / 3):
+                try:
+                    held = self.leases.renew(conversation.id, self.owner, self.lease_ttl_s)
+                except Exception as error:
+                    if not failing:
+                        logger.warning(
+                            "could not renew the run lease of %s (%s); retrying",
+                            conversation.id,
+                            error,
+                        )
+                    failing = True
+                    if time.monotonic() - renewed < self.lease_ttl_s:
+                        continue
+                    why = LEASE_UNRENEWED
+                else:
+                    if held:
+                        renewed, failing = time.monotonic(), False
+                        continue
+                    why = LEASE_LOST  # another server took over: we stalled past the lease
+                logger.warning("run lease of %s: %s", conversation.id, why)
+                conversation.pause(local_only=True, reason=why)  # the new holder's run goes on
                 return
+        except Exception:
+            logger.exception("the lease renewer of %s failed", conversation.id)
 
     def _drop_idle(self, conversation_id: str | None = None) -> None:
         """Close and drop the objects not running and unused for ``idle_timeout_s`` (with an
@@ -333,31 +380,88 @@ class RunManager:
             ]
             dropped = [self._entries.pop(key) for key in idle]
         for entry in dropped:
-            entry.conversation.close()
+            _logged(entry.conversation.close)  # one failing close leaves no other shell open
 
     def _watch(self) -> None:
         interval = self.lease_ttl_s / 2
         if self.idle_timeout_s > 0:
             interval = min(interval, self.idle_timeout_s / 2)
+        # What failed last, by conversation ("" for the watcher itself): a failure is logged
+        # when it starts or changes (e.g. the store went out), not every cycle.
+        failing: dict[str, str] = {}
+
+        def failed(key: str, error: Exception, what: str) -> None:
+            if failing.get(key) != repr(error):
+                logger.exception("%s; retrying", what)
+            failing[key] = repr(error)
+
         while not self._stopping.wait(interval):
             try:
                 self._drop_idle()
-                if self.takeover:
-                    # Only runs a server started: a dead CLI run waits for someone to run it again.
-                    for conversation_id in self.leases.expired(kind=SERVER):
-                        self._take_over(conversation_id)
-            except Exception:
-                logger.exception("lease watcher failed; retrying")
+                expired = self.leases.expired(kind=SERVER) if self.takeover else []
+                failing.pop("", None)
+            except Exception as error:
+                failed("", error, "lease watcher failed")
+                continue
+            for gone in set(failing) - {"", *expired}:
+                del failing[gone]
+            # Only runs a server started: a dead CLI run waits for someone to run it again.
+            for conversation_id in expired:
+                if self._stopping.is_set():
+                    break
+                try:  # one conversation's trouble never starves the others
+                    self._take_over(conversation_id)
+                    failing.pop(conversation_id, None)
+                except Exception as error:
+                    failed(conversation_id, error, f"taking over {conversation_id} failed")
 
     def _take_over(self, conversation_id: str) -> None:
+        """Run on a conversation whose server crashed, or record once why this server will not
+        (its lease cleared: the watcher does not meet it again until someone runs it again)."""
+        if self.is_running(conversation_id):
+            return  # our own run, late renewing: its renewer decides
+        hold = self._try_hold(conversation_id)  # the dead holder's lease, while we decide
+        if hold is None:
+            return  # renewed after all, or another server is deciding
         try:
-            conversation = self.conversation(conversation_id)
-        except ConversationNotFound:
-            return
-        if conversation.stored_status()[0] is not ConversationStatus.RUNNING:
-            return
+            try:
+                status, _reason = read_status(self.store, conversation_id)
+            except ConversationNotFound:
+                return  # deleted: its stale lease goes with our hold
+            if status is not ConversationStatus.RUNNING:
+                return  # it ended before its holder released the lease
+            try:
+                conversation = self.conversation(conversation_id)
+                conversation.workspace.resolve(".")  # moved out of the root since?
+            except NOT_RUNNABLE as error:
+                self._refuse_takeover(conversation_id, error)
+                return
+        finally:
+            self.leases.release(conversation_id, hold)
         try:
             self.start(conversation_id, lambda c: c.run(), "takeover")
             logger.info("took over conversation %s from a crashed server", conversation_id)
-        except ApiError:
-            pass  # another server was faster
+        except ApiError as error:
+            # Another server was faster, or this one runs all it may (next cycle, then).
+            logger.info("not taking over %s now: %s", conversation_id, error.message)
+
+    def _refuse_takeover(self, conversation_id: str, error: Exception) -> None:
+        """ERROR with why this server will not run it on, visible to clients (API, stream,
+        Canvas) and decided once, instead of an error in the log every cycle."""
+        reason = (
+            f"interrupted: the server that ran it stopped, and server {self.owner} will not "
+            f"take the run over: {error}; fix that and run it again"
+        )
+        logger.warning("not taking over conversation %s: %s", conversation_id, error)
+        event = status_event(
+            ConversationStatus.ERROR, self.store.head(conversation_id) or ROOT, reason
+        )
+        self.store.append(conversation_id, event, move_head=False)
+
+
+def _logged(action: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Run a clean-up step; a failure is logged, and the next steps still run."""
+    try:
+        action(*args, **kwargs)
+    except Exception:
+        logger.exception("%s failed", getattr(action, "__qualname__", action))

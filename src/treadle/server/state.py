@@ -9,21 +9,15 @@ from pathlib import Path
 
 from fastapi import Request
 
-from treadle.runtime.conversation import Conversation, ConversationError
-from treadle.runtime.llm.base import ModelError
+from treadle.runtime.conversation import Conversation
 from treadle.runtime.settings import ConversationSettings, SettingsError, SettingsPolicy
 from treadle.runtime.status import ConversationStatus, read_status
-from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.server.errors import ApiError
-from treadle.server.runs import RunManager
+from treadle.server.runs import NOT_RUNNABLE, RunManager
 from treadle.server.security import SecurityConfig
 from treadle.server.stream import Hubs
 from treadle.store.base import EventStore
 from treadle.store.openhands.transfer import ArchiveLimits
-
-NOT_RUNNABLE = (ConversationError, ModelError, SettingsError, WorkspaceError, WorkspacePathError)
-"""Why a stored conversation cannot be opened here (its settings reach what this server
-refuses, or its workspace moved): 409, never a 500."""
 
 WORKSPACE_PATH_MAX = 1024
 """Longest workspace path a client may give (PATH_MAX is 4096; names are 255 at most)."""
