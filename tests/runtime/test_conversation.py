@@ -191,7 +191,7 @@ def test_model_failure_is_error_with_its_cause(store, workspace):
     with scripted(store, workspace, [{"tool_calls": [call("think", {"thought": "x"})]}]) as conv:
         conv.send_message("go")
         assert conv.run() is Status.ERROR
-        assert "turn 2 was asked for" in conv.status_reason
+        assert "response 2 was asked for" in conv.status_reason
         reopened_status = Conversation.open(store, conv.id).status
         assert reopened_status is Status.ERROR
 

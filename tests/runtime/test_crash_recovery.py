@@ -89,5 +89,5 @@ def test_sigkill_mid_tool_then_resume_and_finish(store, store_file, workspace, t
     assert error.tool_call_id == "c-long"
     assert "interrupted" in error.error
     kinds = [e.kind for e in path]
-    # the interrupted call is answered before the next model turn
+    # the interrupted call is answered before the model is asked again
     assert kinds.index("agent_error") < max(i for i, k in enumerate(kinds) if k == "action")

@@ -43,7 +43,7 @@ def test_a_failed_runs_cause_is_shown_live_and_after_a_reload(
     expect(page.locator(".conversation")).to_have_attribute("data-status", "error")
     expect(reason).to_be_visible()
     expect(reason).to_contain_text("Failed: ")
-    expect(reason).to_contain_text("the script has 0 responses and turn 1 was asked for")
+    expect(reason).to_contain_text("the script has 0 responses and response 1 was asked for")
     screenshot(page, "failed-run-reason")
 
     page.reload()

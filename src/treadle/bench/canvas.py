@@ -41,7 +41,7 @@ def clean_chunks(total: int, *, seed: int = 7) -> Iterator[list[Event]]:
 
     Each chunk ends where every call is answered, and its response and call ids get the chunk's
     prefix: a long log made of short ones must not repeat call ids (LINK-UNIQUE) or leave a call
-    unanswered before the next turn (LINK-ORPHAN), or the page would show audit marks.
+    unanswered before the next model response (LINK-ORPHAN), or the page would show audit marks.
     """
     parent, made, chunk = ROOT, 0, 0
     while made < total:

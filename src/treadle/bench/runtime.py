@@ -21,20 +21,20 @@ from treadle.store.urls import open_store
 
 
 class InstantThinkModel:
-    """Answers every turn at once with one ``think`` call: no model time in the figures."""
+    """Answers every model call at once with one ``think`` call: no model time in the figures."""
 
     name = "instant-think"
 
     def __init__(self) -> None:
-        self._turns = itertools.count()
+        self._steps = itertools.count()
 
     def complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
     ) -> ModelResponse:
-        turn = next(self._turns)
+        step = next(self._steps)
         return ModelResponse(
-            id=f"bench-response-{turn}",
-            tool_calls=(ToolCall(f"bench-call-{turn}", "think", f'{{"thought": "step {turn}"}}'),),
+            id=f"bench-response-{step}",
+            tool_calls=(ToolCall(f"bench-call-{step}", "think", f'{{"thought": "step {step}"}}'),),
             usage=TokenUsage(),
         )
 

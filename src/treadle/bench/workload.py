@@ -73,20 +73,20 @@ def realistic_events(count: int, *, seed: int = 7) -> list[Event]:
 
 
 def _stream(rng: random.Random) -> Iterator[Event]:
-    turn = 0
+    step = 0
     while True:
-        turn += 1
-        if turn % 10 == 1:
+        step += 1
+        if step % 10 == 1:
             yield MessageEvent(source="user", text=_text(rng, 600))
         calls = rng.choice((1, 1, 2, 3))
-        response = f"resp-{turn}"
+        response = f"resp-{step}"
         actions = []
         for index in range(calls):
             command = _text(rng, 140)
             actions.append(
                 ActionEvent(
                     llm_response_id=response,
-                    tool_call_id=f"call-{turn}-{index}",
+                    tool_call_id=f"call-{step}-{index}",
                     tool_name="terminal",
                     arguments={"command": command},
                     raw_arguments=f'{{"command": "{command}"}}',
@@ -102,7 +102,7 @@ def _stream(rng: random.Random) -> Iterator[Event]:
                 content=_text(rng, 620),
                 data={"exit_code": 0},
             )
-        if turn % 10 == 0:
+        if step % 10 == 0:
             yield MessageEvent(source="agent", text=_text(rng, 500))
 
 

@@ -291,7 +291,7 @@ class _BranchWalk:
             elif kind in MODEL_VISIBLE_KINDS:
                 last_visible[position] = position
                 if kind == "message" and events[position].source == "agent":
-                    self._model_turn(position, None)
+                    self._asked_again(position, None)
             else:  # not model-visible: neither part of a batch nor a break in one
                 parent = forest[position]
                 last_visible[position] = last_visible[parent] if parent >= 0 else NO_EVENT
@@ -338,7 +338,7 @@ class _BranchWalk:
         self.shadowed_action[position] = action_at.get(action.id, NO_EVENT)
         action_at[action.id] = position
         if self.open_actions:
-            self._model_turn(position, response)
+            self._asked_again(position, response)
         self.open_actions[position] = None
 
     def _leave_action(self, position: int) -> None:
@@ -347,14 +347,14 @@ class _BranchWalk:
         _restore(self.action_at, action.id, self.shadowed_action[position])
         self.open_actions.pop(position, None)
 
-    def _model_turn(self, position: int, response: str | None) -> None:
+    def _asked_again(self, position: int, response: str | None) -> None:
         """The model was asked again (a new response's action, or an agent message): every
         action still open on the path, of another response, is a LINK-ORPHAN."""
         open_actions = self.open_actions
         if not open_actions:
             return
         if response is not None and self.response_of[next(iter(open_actions))] == response:
-            return  # all open actions share one response: this is the same model turn
+            return  # all open actions share one response: this is the same model response
         # Reported once: an orphan stays out of open_actions on every later branch too.
         for orphan in sorted(open_actions):
             self._orphan(orphan, position)
@@ -387,14 +387,14 @@ class _BranchWalk:
             f"actions {ids[0]!r} and {ids[1]!r} both have tool_call_id {call!r} {where}",
         )
 
-    def _orphan(self, action: int, turn: int) -> None:
+    def _orphan(self, action: int, response: int) -> None:
         events = self.events
         self.findings.add(
             action,
             "LINK-ORPHAN",
-            [events[action].id, events[turn].id],
+            [events[action].id, events[response].id],
             f"{self.findings.describe(action)} has no final result when the model is asked "
-            f"again ({self.findings.describe(turn)})",
+            f"again ({self.findings.describe(response)})",
         )
 
     # -- results: LINK-ID, LINK-ONCE --------------------------------------------------------

@@ -136,7 +136,7 @@ class TokenUsage(BaseModel):
 
 
 class MessageEvent(EventBase):
-    """User or agent text. An agent message is a model turn that ends with text."""
+    """User or agent text. An agent message is a model response without calls."""
 
     kind: Literal["message"] = "message"
     role: Literal["user", "assistant"] = Field(

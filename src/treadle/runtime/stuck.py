@@ -1,6 +1,6 @@
 """STUCK detection: the agent repeats the same calls and gets the same results.
 
-Reads only the tail of the active path; three identical rounds in a row means stuck.
+Reads only the tail of the active path; three identical model responses in a row means stuck.
 """
 
 from __future__ import annotations
@@ -20,21 +20,21 @@ def _result_text(event: EventBase) -> str:
     )
 
 
-def round_signatures(path: Sequence[EventBase]) -> list[tuple]:
+def response_signatures(path: Sequence[EventBase]) -> list[tuple]:
     """One signature per model response on ``path``: its calls and their results, in order."""
-    rounds: dict[str, list] = {}
-    call_round: dict[str, str] = {}
+    responses: dict[str, list] = {}
+    call_response: dict[str, str] = {}
     results: dict[str, str] = {}
     for event in path:
         if event.kind == "action":
-            rounds.setdefault(event.llm_response_id, []).append(event)  # type: ignore[attr-defined]
-            call_round[event.tool_call_id] = event.llm_response_id  # type: ignore[attr-defined]
+            responses.setdefault(event.llm_response_id, []).append(event)  # type: ignore[attr-defined]
+            call_response[event.tool_call_id] = event.llm_response_id  # type: ignore[attr-defined]
         elif event.kind in RESULT_KINDS:
             results[event.tool_call_id] = _result_text(event)  # type: ignore[attr-defined]
         elif event.kind == "message":
-            rounds.setdefault(f"message:{event.id}", []).append(event)
+            responses.setdefault(f"message:{event.id}", []).append(event)
     signatures = []
-    for events in rounds.values():
+    for events in responses.values():
         signatures.append(
             tuple(
                 (e.tool_name, e.raw_arguments, results.get(e.tool_call_id))  # type: ignore[attr-defined]
@@ -47,8 +47,8 @@ def round_signatures(path: Sequence[EventBase]) -> list[tuple]:
 
 
 def is_stuck(path_tail: Sequence[EventBase], repeats: int = REPEATS) -> bool:
-    """True when the last ``repeats`` rounds are tool calls identical in calls and results."""
-    signatures = round_signatures(path_tail)
+    """True when the last ``repeats`` model responses are tool calls identical in calls and results."""
+    signatures = response_signatures(path_tail)
     if len(signatures) < repeats:
         return False
     last = signatures[-repeats:]

@@ -1,7 +1,7 @@
 """A model that replays responses from a JSON script: the demo's and the tests' model.
 
-It finds its place from the conversation itself (the number of assistant turns already in the
-messages), so a conversation reopened in another process continues where it stopped.
+It finds its place from the conversation itself (the number of assistant messages, i.e. model
+responses, already in the messages), so a conversation reopened in another process continues where it stopped.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Script(BaseModel):
 
 
 class ScriptedModel:
-    """Answers the n-th model turn with the n-th scripted response."""
+    """Answers the n-th model call with the n-th scripted response."""
 
     def __init__(self, script: Script, *, source: str = "inline") -> None:
         self.script = script
@@ -81,15 +81,15 @@ class ScriptedModel:
     def complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
     ) -> ModelResponse:
-        turn = sum(1 for message in messages if message.get("role") == "assistant")
-        if turn >= len(self.script.responses):
+        answered = sum(1 for message in messages if message.get("role") == "assistant")
+        if answered >= len(self.script.responses):
             raise ModelError(
-                f"the script has {len(self.script.responses)} responses and turn {turn + 1} was asked for"
+                f"the script has {len(self.script.responses)} responses and response {answered + 1} was asked for"
             )
-        scripted = self.script.responses[turn]
+        scripted = self.script.responses[answered]
         calls = tuple(
             ToolCall(
-                id=call.id or f"call-{turn}-{index}",
+                id=call.id or f"call-{answered}-{index}",
                 name=call.name,
                 arguments=call.arguments
                 if isinstance(call.arguments, str)
@@ -99,7 +99,7 @@ class ScriptedModel:
         )
         prompt_chars = sum(len(json.dumps(message)) for message in messages)
         return ModelResponse(
-            id=scripted.id or f"scripted-response-{turn}",
+            id=scripted.id or f"scripted-response-{answered}",
             text=scripted.text,
             reasoning=scripted.reasoning,
             tool_calls=calls,
