@@ -197,3 +197,19 @@ def test_a_worked_example_prints_what_the_contracts_page_shows(argv, shown):
     else:
         lines = [line.rstrip() for line in output.strip("\n").splitlines()]
         assert lines == [line.rstrip() for line in shown.splitlines()]
+
+
+def test_no_file_sends_its_reader_to_a_document_outside_the_repository():
+    """SPEC.md and DESIGN.md lived beside the repository, not in it: a clone has docs/ only."""
+    outside = re.compile(r"\b(?:SPEC|DESIGN)\.md\b|\.\./shared/")
+    files = [ROOT / "README.md", ROOT / "Makefile", *DOCS.rglob("*.md")]
+    for folder in ("src", "tests", "examples", "bench"):
+        files += [p for p in (ROOT / folder).rglob("*") if p.is_file() and p.suffix != ".pyc"]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in files
+        if path != Path(__file__).resolve()
+        for number, line in enumerate(path.read_text("utf-8", "replace").splitlines(), 1)
+        if outside.search(line)
+    ]
+    assert found == []

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seed's worked examples (SPEC.md, end) run through the treadle CLI. Usage: demo.sh TREADLE
+# The seed's worked examples (docs/contracts.md) run through the treadle CLI. Usage: demo.sh TREADLE
 set -u
 treadle="${1:-treadle}"
 here="$(cd "$(dirname "$0")" && pwd)"

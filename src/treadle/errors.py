@@ -1,4 +1,5 @@
-"""Typed errors shared by every layer, each naming the SPEC.md contract it enforces.
+"""Typed errors shared by every layer, each naming the contract it enforces
+(docs/contracts.md).
 
 An error that a user can cause carries a message saying what is wrong and what to do.
 """
@@ -13,7 +14,7 @@ class TreadleError(Exception):
 
 
 class ContractError(TreadleError):
-    """A SPEC.md contract was broken; ``contract`` is its name (e.g. ``TREE-CYCLE``)."""
+    """A contract (docs/contracts.md) was broken; ``contract`` is its name (e.g. ``TREE-CYCLE``)."""
 
     def __init__(self, contract: str, message: str, event_ids: Iterable[str] = ()) -> None:
         self.contract = contract

@@ -64,7 +64,7 @@ def only(report: AuditReport, contract: str) -> tuple[str, ...]:
     return report.violations[0].event_ids
 
 
-# -- the seed's worked examples (SPEC.md, end) ----------------------------------------------
+# -- the seed's worked examples (docs/contracts.md) -----------------------------------------
 
 
 def test_seed_example_3_observation_of_y_first_leaves_exactly_x_pending():

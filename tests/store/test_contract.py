@@ -1,4 +1,4 @@
-"""The EventStore contract (SPEC.md APPEND and TREE), run against every backend.
+"""The EventStore contract (docs/contracts.md: APPEND and TREE), run against every backend.
 
 Backend-neutral: only the ``EventStore`` protocol is used, and results are compared with the
 pure core (``EventTree``) or with a plain-Python filter over the events.

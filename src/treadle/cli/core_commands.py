@@ -1,7 +1,7 @@
 """``treadle audit | path | project | schema``: the event core on a log file or an OpenHands
 conversation folder, no store needed.
 
-Exit codes (DESIGN.md): 0 clean, 1 contract violations, 2 bad input or usage.
+Exit codes (README.md, the command line): 0 clean, 1 contract violations, 2 bad input or usage.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def audit(
     head: HeadOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
 ) -> None:
-    """Check a log against the SPEC.md contracts on every branch; exit 1 on violations.
+    """Check a log against the contracts (docs/contracts.md) on every branch; exit 1 on violations.
 
     A conversation folder whose files cannot all be read as events exits 2, files named.
     """

@@ -1,7 +1,7 @@
 """``treadle import openhands`` and ``treadle export openhands``: OpenHands SDK conversation
 folders into a store and back.
 
-Exit codes (DESIGN.md): 0 all done, 1 some conversation not imported, 2 bad input or usage.
+Exit codes (README.md, the command line): 0 all done, 1 some conversation not imported, 2 bad input or usage.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How every command ends: exit codes of DESIGN.md, one-line errors on stderr, JSON on stdout."""
+"""How every command ends: the exit codes of the README, one-line errors on stderr, JSON on stdout."""
 
 from __future__ import annotations
 

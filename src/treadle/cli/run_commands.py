@@ -39,7 +39,7 @@ from treadle.store.lease_holder import HeldLease
 from treadle.store.leases import CLI, new_owner, open_leases
 
 EXIT_STOPPED = 3
-"""DESIGN.md: stopped before the end (interrupted, paused, max steps, a confirmation nobody gave)."""
+"""Exit 3: stopped before the end (interrupted, paused, max steps, a confirmation nobody gave)."""
 
 
 @contextmanager
@@ -203,7 +203,7 @@ def _run_to_the_end(
 
 
 def _exit_code(status: ConversationStatus, reason: str | None) -> int:
-    """DESIGN.md: 0 finished (or idle), 1 ERROR or STUCK, 3 stopped before the end."""
+    """Exit codes: 0 finished (or idle), 1 ERROR or STUCK, 3 stopped before the end."""
     if status in (ConversationStatus.ERROR, ConversationStatus.STUCK):
         return 1
     if status in (ConversationStatus.PAUSED, ConversationStatus.WAITING_FOR_CONFIRMATION):

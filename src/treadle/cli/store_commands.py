@@ -1,7 +1,7 @@
 """``treadle store info|check``, ``treadle log``, ``treadle export jsonl`` and ``treadle bench
 store``: reading and checking a store from the command line.
 
-Exit codes (DESIGN.md): 0 ok, 1 contract violations or a damaged file, 2 bad input or usage.
+Exit codes (README.md, the command line): 0 ok, 1 contract violations or a damaged file, 2 bad input or usage.
 """
 
 from __future__ import annotations

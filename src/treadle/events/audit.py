@@ -1,4 +1,4 @@
-"""`treadle audit`: checks a log against the audit-checkable SPEC.md contracts, every branch.
+"""`treadle audit`: checks a log against the audit-checkable contracts, every branch.
 
 One iterative walk of the event forest, linear in the log; a broken tree is reported, never raised.
 """
@@ -26,7 +26,7 @@ NO_EVENT = -1
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken contract: its SPEC.md name, the events at fault, a one-line explanation."""
+    """One broken contract: its contract name, the events at fault, a one-line explanation."""
 
     contract: str
     event_ids: tuple[str, ...]
@@ -61,7 +61,7 @@ class AuditReport:
         return [violation.contract for violation in self.violations]
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The ``treadle audit --json`` object (DESIGN.md), plus ``head`` and ``notices``."""
+        """The ``treadle audit --json`` object (README.md), plus ``head`` and ``notices``."""
         return {
             "violations": [violation.to_json_dict() for violation in self.violations],
             "pending": list(self.pending),

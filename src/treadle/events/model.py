@@ -1,4 +1,4 @@
-"""The event kinds of SPEC.md as frozen pydantic models, and their JSON codec.
+"""The event kinds of docs/contracts.md as frozen pydantic models, and their JSON codec.
 
 Every event is immutable (nested JSON values too) and rejects unknown fields; the union
 ``Event`` is discriminated on ``kind``. ``event_to_json``/``event_from_json`` are the one codec.
@@ -343,7 +343,7 @@ def events_json_schema() -> dict[str, Any]:
     schema = EVENT_ADAPTER.json_schema()
     schema["title"] = "Treadle event"
     schema["description"] = (
-        "One event of a Treadle log (JSON Lines: one per line). See SPEC.md for the contracts."
+        "One event of a Treadle log (JSON Lines: one per line). See docs/contracts.md for the contracts."
     )
     # The reader finds the kind by its tag, so an event without "kind" is refused even though
     # each class has a default for it: required, as "id" and "timestamp" are.

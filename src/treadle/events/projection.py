@@ -25,7 +25,7 @@ def project_messages(path: Sequence[EventBase], *, raw: bool = False) -> list[Me
     messages: condensations apply in path order; then, unless ``raw``, a response with a call
     that has no result is left out with its results (PROJECT-UNANSWERED), a result answering
     no call in the view is left out, and a call's first result wins. ``raw=True`` keeps them:
-    the plain batching of what condensation left, unanswered calls included (SPEC.md, worked
+    the plain batching of what condensation left, unanswered calls included (docs/contracts.md, worked
     example 2). One deliberate difference: a result that arrived after some other message is
     moved up to its call, where the SDK would send it late, in an order providers refuse.
 

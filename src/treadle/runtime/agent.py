@@ -92,7 +92,7 @@ class Agent:
         *,
         should_start: Callable[[], bool] = lambda: True,
     ) -> Iterator[CallOutcome]:
-        """Run ``actions`` and yield their outcomes in call order (SPEC.md RUN).
+        """Run ``actions`` and yield their outcomes in call order (docs/contracts.md, RUN).
 
         Calls run in parallel threads when every tool says it is safe; otherwise one by one,
         and ``should_start`` is asked before each (a pause stops before the next call).
@@ -139,7 +139,7 @@ class Agent:
 
 @dataclass(frozen=True, slots=True)
 class CallIdCheck:
-    """A response's actions with call ids that are unique (SPEC.md PROJECT-DUP-CALL,
+    """A response's actions with call ids that are unique (PROJECT-DUP-CALL,
     LINK-UNIQUE), and what had to change to make them so."""
 
     actions: list[ActionEvent]
@@ -205,7 +205,7 @@ def _parse_arguments(raw: str) -> dict[str, Any] | None:
 
 
 def interrupted_error(action: ActionEvent) -> Event:
-    """The agent error that closes a call a crash or kill left without a result (SPEC.md RUN)."""
+    """The agent error that closes a call a crash or kill left without a result (RUN)."""
     return AgentErrorEvent(
         tool_call_id=action.tool_call_id,
         tool_name=action.tool_name,

@@ -1,6 +1,6 @@
 """A conversation: the state machine that drives an agent over a stored event log.
 
-Owns where events go (the store, parented on the head), the statuses of SPEC.md, confirmation,
+Owns where events go (the store, parented on the head), the statuses of RUN, confirmation,
 pause, crash recovery (calls left open by a kill are closed before the model is asked again),
 fork and branch switching. Event callbacks see an event only after it is stored.
 """
@@ -359,7 +359,7 @@ class Conversation:
 
     def switch_branch(self, event_id: str) -> None:
         """Make ``event_id`` the head: the model's context becomes that branch. The workspace's
-        files are NOT rolled back (SPEC.md BRANCH): a branch of events is not a file snapshot."""
+        files are NOT rolled back (BRANCH): a branch of events is not a file snapshot."""
         with self._running(), self._write_lock:
             self.store.set_head(self.id, event_id)
             event = head_move_event(event_id)

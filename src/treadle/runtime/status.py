@@ -1,4 +1,4 @@
-"""Conversation statuses (SPEC.md, RUN) and how they are recorded in the log.
+"""Conversation statuses (docs/contracts.md, RUN) and how they are recorded in the log.
 
 A status change is a ``state_change`` event (key ``status``): a side leaf that never moves the
 head, so the log itself says what state a conversation was left in, also after a crash.

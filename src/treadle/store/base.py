@@ -122,7 +122,7 @@ class EventPage:
 
 @runtime_checkable
 class EventStore(Protocol):
-    """Durable append-only conversation logs (SPEC.md, APPEND and TREE)."""
+    """Durable append-only conversation logs (docs/contracts.md, APPEND and TREE)."""
 
     url: str
 

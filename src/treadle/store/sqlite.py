@@ -9,7 +9,7 @@ Durability modes (``?durability=`` in the URL, or ``durability=`` to ``open_stor
   acknowledged append survives a killed process (kill -9), but a power loss or OS crash may lose
   the last moments of appends. The file is never corrupted in either mode.
 
-The APPEND contract (SPEC.md) holds across threads and processes: an append runs in one
+The APPEND contract (docs/contracts.md) holds across threads and processes: an append runs in one
 ``BEGIN IMMEDIATE`` transaction (SQLite's one write lock for the file), after a per-store thread
 lock so that threads of one process queue in order instead of busy-waiting on the file lock.
 

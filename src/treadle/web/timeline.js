@@ -3,7 +3,7 @@
 // whatever order results came in), and runs of events a condensation made forgotten.
 
 const RESULT_KINDS = new Set(["observation", "agent_error", "user_rejection"]);
-// Events that are not model-visible never end a batch of calls (SPEC PROJECT-BATCH).
+// Events that are not model-visible never end a batch of calls (PROJECT-BATCH).
 const INVISIBLE_KINDS = new Set(["pause", "state_change", "foreign"]);
 
 export class Timeline {
