@@ -18,7 +18,6 @@ from treadle.events.model import (
     ActionEvent,
     MessageEvent,
     ObservationEvent,
-    StateChangeEvent,
     TokenUsage,
 )
 from treadle.runtime.status import ConversationStatus, head_move_event, status_event
@@ -154,7 +153,8 @@ def test_conversations_lists_status_events_tokens_cost_and_last_activity(url: st
     assert table.returncode == 0, table.stderr
     assert "3 conversation(s)" in table.stdout
     assert "[bold]a title[/]" in table.stdout  # printed as text, not markup
-    assert "770" in table.stdout and "$0.0700" in table.stdout
+    assert "770" in table.stdout
+    assert "$0.0700" in table.stdout
     assert "finished (the agent answered)" in table.stdout
 
 
@@ -207,7 +207,8 @@ def test_export_then_import_then_export_gives_the_same_events(url: str, tmp_path
     imported = treadle("import", "jsonl", str(first), "--store", url, "--title", "copy")
     assert imported.returncode == 0, imported.stderr
     new_id = imported.stdout.strip()
-    assert new_id and new_id != "spent"
+    assert new_id
+    assert new_id != "spent"
     again = treadle("export", "jsonl", new_id, "--store", url)
     assert again.stdout == first.read_text()
     assert stored_events(url, new_id) == stored_events(url, "spent")
@@ -235,7 +236,8 @@ def test_import_from_stdin_with_an_id_then_the_id_is_taken(url: str) -> None:
     assert_clean_error(second, 2, "'mine' is already in store")
     bad_id = treadle("import", "jsonl", "-", "--store", url, "--id", "a b/c", stdin=lines)
     assert_clean_error(bad_id, 2, "is not allowed")
-    assert stored_events(url, "mine") and len(stored_events(url, "mine")) == 3
+    assert stored_events(url, "mine")
+    assert len(stored_events(url, "mine")) == 3
 
 
 def _line(**fields: object) -> str:
