@@ -2,7 +2,9 @@
 
 from treadle.cli import (  # noqa: F401  (importing registers their commands)
     bench_commands,
+    conversations_commands,
     core_commands,
+    jsonl_commands,
     openhands_commands,
     run_commands,
     serve_commands,

@@ -13,18 +13,21 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.panel import Panel
 
 from treadle.cli.app import app
 from treadle.cli.live_view import LiveView, describe
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
+from treadle.cli.store_commands import open_existing_store
 from treadle.cli.store_options import StoreOption, open_store_or_exit
 from treadle.errors import TreadleError
 from treadle.events.audit import audit_events
@@ -33,10 +36,14 @@ from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm import ModelError
 from treadle.runtime.llm.base import LanguageModel
-from treadle.runtime.settings import ConversationSettings
+from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
 from treadle.runtime.status import ConversationStatus
-from treadle.store.lease_holder import HeldLease
+from treadle.store.base import ConversationNotFound, EventStore, StoreError
+from treadle.store.lease_holder import HeldLease, LeaseTaken
 from treadle.store.leases import CLI, new_owner, open_leases
+
+if TYPE_CHECKING:
+    from treadle.runtime.llm import LiteLLMModel
 
 EXIT_STOPPED = 3
 """Exit 3: stopped before the end (interrupted, paused, max steps, a confirmation nobody gave)."""
@@ -102,10 +109,21 @@ def _ask_user(console: Console, conversation: Conversation) -> bool:
 
 @app.command()
 def run(
-    task: Annotated[str, typer.Argument(help="What the agent should do")],
+    task: Annotated[
+        str | None,
+        typer.Argument(
+            help="What the agent should do; with --conversation, the next message (optional)",
+            show_default=False,
+        ),
+    ] = None,
     workspace: Annotated[
-        Path, typer.Option("--workspace", help="Folder the tools act in (no isolation!)")
-    ],
+        Path | None,
+        typer.Option(
+            "--workspace",
+            help="Folder the tools act in (no isolation!); with --conversation only when it "
+            "has no stored settings",
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="LiteLLM model name (or TREADLE_MODEL)")
     ] = None,
@@ -117,8 +135,9 @@ def run(
         Path | None, typer.Option("--script", help="Use a scripted model from this JSON file")
     ] = None,
     confirm: Annotated[
-        ConfirmationPolicy, typer.Option("--confirm", help="Which calls wait for you")
-    ] = ConfirmationPolicy.NEVER,
+        ConfirmationPolicy | None,
+        typer.Option("--confirm", help="Which calls wait for you [default: never]"),
+    ] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1)] = 50,
     model_deadline: Annotated[
         float | None,
@@ -129,48 +148,87 @@ def run(
             "(or TREADLE_MODEL_DEADLINE; default 600)",
         ),
     ] = None,
+    conversation_id: Annotated[
+        str | None,
+        typer.Option(
+            "--conversation",
+            help="Continue this stored conversation (its stored settings; --workspace and "
+            "--model/--script only for one without, e.g. imported: then stored with it)",
+        ),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
-    """Run an agent on TASK in a workspace, showing every event as it is stored.
+    """Run an agent on TASK in a workspace, or continue a stored conversation, showing every
+    event as it is stored.
 
     Ctrl-C or SIGTERM stops the run cleanly: open calls are closed, the stop is recorded and
     the summary printed (exit 3)."""
     console = Console(highlight=False)
     _quiet_logs()
-    chosen_model: LanguageModel | None = None
+    choice = _ModelOptions(model, base_url, script, confirm, model_deadline)
+    if conversation_id is None:
+        if task is None or workspace is None:
+            fail(
+                "give a TASK and --workspace DIR for a new run, or --conversation ID to "
+                "continue a stored one",
+                EXIT_BAD_INPUT,
+            )
+        settings, chosen_model = _new_settings(console, workspace, choice)
+        opened = open_store_or_exit(store)
+        try:
+            conversation = Conversation.create(
+                opened, settings, title=task[:80], model=chosen_model, callbacks=[LiveView(console)]
+            )
+        except TreadleError as error:
+            opened.close()
+            fail(str(error), EXIT_BAD_INPUT)
+        to_store: ConversationSettings | None = None
+    else:
+        opened = open_existing_store(store)
+        conversation, to_store = _continue(console, opened, conversation_id, workspace, choice)
+        if task is None and conversation.status is ConversationStatus.FINISHED:
+            conversation.close()
+            opened.close()
+            fail(
+                f"conversation {conversation_id} is finished: give a MESSAGE to continue it",
+                EXIT_BAD_INPUT,
+            )
     try:
-        if script is not None:
-            settings = ConversationSettings.scripted(script, workspace, confirmation=confirm)
-        else:
-            from treadle.runtime.llm import LiteLLMModel, ModelSettings
+        status = _run_under_lease(console, opened, conversation, task, max_steps, to_store)
+    finally:
+        opened.close()
+    raise typer.Exit(_exit_code(status, conversation.status_reason))
 
-            chosen = ModelSettings.from_env(
-                model=model, base_url=base_url, deadline_s=model_deadline
-            )
-            settings = ConversationSettings.litellm(
-                chosen.model, workspace, chosen.base_url, confirmation=confirm
-            )
-            chosen_model = LiteLLMModel(
-                chosen, on_retry=lambda notice: console.print(f"[yellow]retry[/] {notice}")
-            )
-    except ModelError as error:
-        fail(str(error), EXIT_BAD_INPUT)
-    opened = open_store_or_exit(store)
-    try:
-        conversation = Conversation.create(
-            opened, settings, title=task[:80], model=chosen_model, callbacks=[LiveView(console)]
-        )
-        # Like a server, a CLI run holds the run lease: if this process dies, the lease
-        # expires and every reader sees the run as interrupted (no server takes it over).
-        lease = HeldLease(
-            open_leases(opened.url), conversation.id, new_owner(CLI), on_lost=conversation.pause
-        )
-    except TreadleError as error:
-        fail(str(error), EXIT_BAD_INPUT)
+
+def _run_under_lease(
+    console: Console,
+    opened: EventStore,
+    conversation: Conversation,
+    task: str | None,
+    max_steps: int,
+    to_store: ConversationSettings | None,
+) -> ConversationStatus:
+    """The run, holding the conversation's run lease; ``to_store``: settings stored first,
+    under the lease. Refused (exit 2, naming the holder) while another process runs it."""
     with conversation:
         try:
+            # Like a server, a CLI run holds the run lease: if this process dies, the lease
+            # expires and every reader sees the run as interrupted (no server takes it over).
+            lease = HeldLease(
+                open_leases(opened.url),
+                conversation.id,
+                new_owner(CLI),
+                on_lost=conversation.pause,
+            )
+        except TreadleError as error:
+            fail(str(error), EXIT_BAD_INPUT)
+        try:
             with lease, _signals_stop_the_run():
+                if to_store is not None:
+                    _store_settings(opened, conversation.id, to_store)
                 status = _run_to_the_end(console, conversation, task, max_steps)
+        except LeaseTaken as error:
+            fail(f"{error}: wait for that run to end, or stop it there", EXIT_BAD_INPUT)
         except KeyboardInterrupt as stop:
             console.print(f"[yellow]stopped by {stop or 'an interrupt'}[/]")
             status = ConversationStatus.PAUSED  # what was recorded, or would have been
@@ -179,8 +237,154 @@ def run(
         finally:
             lease.leases.close()
         _summary(console, conversation)
-    opened.close()
-    raise typer.Exit(_exit_code(status, conversation.status_reason))
+    return status
+
+
+@dataclass(frozen=True)
+class _ModelOptions:
+    """The options that choose a conversation's settings."""
+
+    model: str | None
+    base_url: str | None
+    script: Path | None
+    confirm: ConfirmationPolicy | None
+    deadline_s: float | None
+
+
+def _new_settings(
+    console: Console, workspace: Path, choice: _ModelOptions
+) -> tuple[ConversationSettings, LanguageModel | None]:
+    """Settings from the options, and the model to run them with (None: built from them)."""
+    confirmation = choice.confirm or ConfirmationPolicy.NEVER
+    try:
+        if choice.script is not None:
+            settings = ConversationSettings.scripted(
+                choice.script, workspace, confirmation=confirmation
+            )
+            return settings, None
+        chosen = _litellm_model(console, choice.model, choice.base_url, choice.deadline_s)
+        settings = ConversationSettings.litellm(
+            chosen.settings.model, workspace, chosen.settings.base_url, confirmation=confirmation
+        )
+        return settings, chosen
+    except ModelError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+
+
+def _litellm_model(
+    console: Console, model: str | None, base_url: str | None, deadline_s: float | None
+) -> LiteLLMModel:
+    from treadle.runtime.llm import LiteLLMModel, ModelSettings
+
+    chosen = ModelSettings.from_env(model=model, base_url=base_url, deadline_s=deadline_s)
+    return LiteLLMModel(chosen, on_retry=lambda notice: console.print(f"[yellow]retry[/] {notice}"))
+
+
+def _continue(
+    console: Console,
+    store: EventStore,
+    conversation_id: str,
+    workspace: Path | None,
+    choice: _ModelOptions,
+) -> tuple[Conversation, ConversationSettings | None]:
+    """The stored conversation to continue, and the settings to store with it (None when it
+    has its own). Exits 2 when it is unknown, or the options do not fit it."""
+    try:
+        info = store.get_conversation(conversation_id)
+        stored = ConversationSettings.from_metadata(info.metadata)
+    except ConversationNotFound:
+        store.close()
+        fail(f"no conversation {conversation_id!r} in store {store.url}", EXIT_BAD_INPUT)
+    except ValidationError as error:
+        store.close()
+        fail(
+            f"the stored settings of conversation {conversation_id} cannot be read: "
+            f"{error.errors()[0]['msg']}",
+            EXIT_BAD_INPUT,
+        )
+    except StoreError as error:
+        store.close()
+        fail(str(error), EXIT_BAD_INPUT)
+    to_store: ConversationSettings | None = None
+    chosen_model: LanguageModel | None = None
+    try:
+        if stored is None:
+            if workspace is None or (choice.script is None and choice.model is None):
+                store.close()
+                fail(
+                    f"conversation {conversation_id} has no stored settings (was it imported?):"
+                    " give --workspace DIR and --model NAME or --script FILE to run it; they "
+                    "are stored with it",
+                    EXIT_BAD_INPUT,
+                )
+            to_store, chosen_model = _new_settings(console, workspace, choice)
+            conversation = Conversation.create(
+                store,
+                to_store,
+                id=conversation_id,
+                model=chosen_model,
+                callbacks=[LiveView(console)],
+            )
+        else:
+            _check_fits(conversation_id, stored, workspace, choice)
+            if stored.model.kind == "litellm":  # with the retry notices and the deadline
+                chosen_model = _litellm_model(
+                    console, stored.model.model, stored.model.base_url, choice.deadline_s
+                )
+            conversation = Conversation.open(
+                store, conversation_id, model=chosen_model, callbacks=[LiveView(console)]
+            )
+    except TreadleError as error:
+        store.close()
+        fail(str(error), EXIT_BAD_INPUT)
+    return conversation, to_store
+
+
+def _check_fits(
+    conversation_id: str,
+    stored: ConversationSettings,
+    workspace: Path | None,
+    choice: _ModelOptions,
+) -> None:
+    """Exit 2 when an option asks for other settings than the stored ones: a conversation
+    keeps its settings (its log was made with them)."""
+    differs: list[str] = []
+    if workspace is not None and str(workspace.resolve()) != stored.workspace:
+        differs.append(f"--workspace (stored: {stored.workspace})")
+    if choice.script is not None and (
+        stored.model.kind != "scripted" or stored.model.script != str(choice.script.resolve())
+    ):
+        differs.append(f"--script (stored model: {_model_name(stored)})")
+    if choice.model is not None and (
+        stored.model.kind != "litellm" or stored.model.model != choice.model
+    ):
+        differs.append(f"--model (stored model: {_model_name(stored)})")
+    if choice.base_url is not None and choice.base_url != stored.model.base_url:
+        differs.append(f"--base-url (stored: {stored.model.base_url or 'none'})")
+    if choice.confirm is not None and choice.confirm != stored.confirmation:
+        differs.append(f"--confirm (stored: {stored.confirmation.value})")
+    if differs:
+        fail(
+            f"conversation {conversation_id} has stored settings and keeps them: "
+            f"{'; '.join(differs)}; leave these options out to continue it",
+            EXIT_BAD_INPUT,
+        )
+
+
+def _model_name(settings: ConversationSettings) -> str:
+    choice = settings.model
+    if choice.kind == "litellm":
+        return choice.model or "litellm"
+    return f"scripted {choice.script}" if choice.script else "scripted (inline)"
+
+
+def _store_settings(
+    store: EventStore, conversation_id: str, settings: ConversationSettings
+) -> None:
+    """Keep ``settings`` with a conversation that had none, beside its other metadata."""
+    metadata = dict(store.get_conversation(conversation_id).metadata)
+    metadata[SETTINGS_KEY] = settings.to_metadata()
+    store.update_conversation(conversation_id, metadata=metadata)
 
 
 def _quiet_logs() -> None:
@@ -191,9 +395,10 @@ def _quiet_logs() -> None:
 
 
 def _run_to_the_end(
-    console: Console, conversation: Conversation, task: str, max_steps: int
+    console: Console, conversation: Conversation, task: str | None, max_steps: int
 ) -> ConversationStatus:
-    conversation.send_message(task)
+    if task is not None:
+        conversation.send_message(task)
     status = conversation.run(max_steps)
     while status is ConversationStatus.WAITING_FOR_CONFIRMATION and _ask_user(
         console, conversation

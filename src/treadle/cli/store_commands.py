@@ -20,6 +20,7 @@ from treadle.cli.app import app
 from treadle.cli.bench_commands import JsonOption, bench_app, print_figures
 from treadle.cli.openhands_commands import export_app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.overview import LeaseLook, overview, status_text
 from treadle.cli.store_options import StoreOption
 from treadle.events.audit import audit_events
 from treadle.events.model import Event, event_to_dict, event_to_json
@@ -264,6 +265,8 @@ def log(
     event_store = open_existing_store(store)
     try:
         path = event_store.path_to_root(conversation, head, limit)
+        # The human view only: the JSON stays an array of events.
+        totals = None if as_json else _totals_lines(event_store, conversation)
     except ConversationNotFound:
         fail(f"no conversation {conversation!r} in store {event_store.url}", EXIT_BAD_INPUT)
     except EventNotFound:
@@ -286,7 +289,47 @@ def log(
             escape(event.timestamp[:19]),
             escape(_summary(event)),
         )
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for line in totals or ():
+        console.print(escape(line))
+
+
+def _totals_lines(event_store: EventStore, conversation: str) -> list[str]:
+    """What ``treadle log`` prints under the path: the conversation's status, totals (events,
+    tokens and cost of the whole log, every branch) and settings."""
+    info = event_store.get_conversation(conversation)
+    leases = LeaseLook(event_store.url)
+    try:
+        item = overview(event_store, info, leases)
+    finally:
+        leases.close()
+    settings = info.metadata.get("settings")
+    shown = "none stored" if settings is None else _settings_text(settings)
+    return [
+        f"status: {status_text(item)}",
+        f"whole log: {info.event_count} event(s); tokens {item.prompt_tokens} in / "
+        f"{item.completion_tokens} out; cost ${item.cost_usd:.4f}",
+        f"settings: {shown}",
+    ]
+
+
+def _settings_text(settings: Any) -> str:
+    """Stored settings in one line (the system prompt left out: it is long and the same)."""
+    if not isinstance(settings, dict):
+        return repr(settings)[:200]
+    model = settings.get("model") or {}
+    name = (
+        model.get("model") or "?"
+        if model.get("kind") == "litellm"
+        else f"scripted {model.get('script') or '(inline)'}"
+    )
+    base = f" at {model['base_url']}" if model.get("base_url") else ""
+    tools = ", ".join(settings.get("tools") or ())
+    return (
+        f"model {name}{base}; workspace {settings.get('workspace')}; "
+        f"confirmation {settings.get('confirmation')}; tools {tools}"
+    )
 
 
 def _summary(event: Event) -> str:

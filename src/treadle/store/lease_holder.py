@@ -42,7 +42,12 @@ class HeldLease:
 
     def __enter__(self) -> HeldLease:
         if not self.leases.acquire(self.conversation_id, self.owner, self.ttl_s):
-            raise LeaseTaken(f"conversation {self.conversation_id} is running in another process")
+            # Named, so the user knows which process to wait for or stop (it may end meanwhile).
+            holder = self.leases.holder(self.conversation_id) or "a process that just ended"
+            raise LeaseTaken(
+                f"conversation {self.conversation_id} is running in another process "
+                f"(run lease held by {holder})"
+            )
         self._renewer.start()
         return self
 

@@ -61,6 +61,11 @@ class RunLeases(Protocol):
         """True while a live (renewed, unexpired) lease runs the conversation somewhere."""
         ...
 
+    def holder(self, conversation_id: str) -> str | None:
+        """The owner of the live lease on the conversation (``cli-…``, ``server-…``), if any:
+        what a refusal names."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -155,6 +160,14 @@ class SqliteRunLeases:
             ).fetchone()
         return row is not None
 
+    def holder(self, conversation_id: str) -> str | None:
+        with self._lock, self._errors():
+            row = self._conn.execute(
+                "SELECT owner FROM run_leases WHERE conversation_id = ? AND expires_at >= ?",
+                (conversation_id, time.time()),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
     def close(self) -> None:
         self._conn.close()
 
@@ -235,6 +248,13 @@ class PostgresRunLeases:
             (conversation_id,),
         ).fetchone()
         return row is not None
+
+    def holder(self, conversation_id: str) -> str | None:
+        row = self._execute(
+            "SELECT owner FROM run_leases WHERE conversation_id = %s AND expires_at >= now()",
+            (conversation_id,),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def close(self) -> None:
         self._pool.close()
