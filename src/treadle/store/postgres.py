@@ -27,6 +27,7 @@ from psycopg import errors, sql
 from psycopg.pq import TransactionStatus
 
 from treadle.errors import AppendError
+from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event, event_to_json
 from treadle.store.base import (
     ConversationExists,
@@ -43,6 +44,7 @@ from treadle.store.base import (
 from treadle.store.common import (
     PlannedEvent,
     assign_branches,
+    summary_from_index,
     check_conversation_id,
     check_query,
     check_text,
@@ -549,6 +551,41 @@ class PostgresEventStore:
                 (key,),
             ).fetchall()
         return shapes_from_rows(rows)
+
+    @_retried
+    def branch_summary(self, conversation_id: str) -> BranchSummary:
+        """Heads, lines and branch points from the line index: O(branches), no log scan."""
+        with self._pool.connection() as conn, conn.transaction():
+            key, head = self._key_and_head(conn, conversation_id)
+            lines = [
+                Line(*row)
+                for row in conn.execute(
+                    "SELECT line, base, head FROM tree_lines WHERE conversation = %s", (key,)
+                )
+            ]
+
+            def nodes(seqs: list[int]) -> list[Node]:
+                return [
+                    Node(*row)
+                    for row in conn.execute(
+                        "SELECT seq, id, kind, depth, line, time_us FROM events "
+                        "WHERE conversation = %s AND seq = ANY(%s)",
+                        (key, seqs),
+                    )
+                ]
+
+            def children(bases: list[int]) -> list[tuple[int, Node]]:
+                return [
+                    (row[0], Node(*row[1:]))
+                    for row in conn.execute(
+                        "SELECT parent_seq, seq, id, kind, depth, line, time_us FROM events "
+                        "WHERE conversation = %s AND parent_seq = ANY(%s) "
+                        "AND kind <> 'state_change' ORDER BY seq",
+                        (key, bases),
+                    )
+                ]
+
+            return summary_from_index(lines, nodes, children, head)
 
     @_retried
     def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:
