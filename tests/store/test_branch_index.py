@@ -140,10 +140,11 @@ def _old_rows(tmp_path: Path) -> list[tuple]:
 
 def _after_migration(store: EventStore) -> None:
     summary = check_index(store, "old")
-    assert summary.heads == ["c", "d"] and summary.branch_points == ["a"]
-    store.append(store_conv := "old", MessageEvent(id="e", source="agent", text="e", parent_id="d"))
-    store.append(store_conv, MessageEvent(id="f", source="agent", text="f", parent_id="a"))
-    assert check_index(store, store_conv).heads == ["c", "e", "f"]
+    assert summary.heads == ["c", "d"]
+    assert summary.branch_points == ["a"]
+    store.append("old", MessageEvent(id="e", source="agent", text="e", parent_id="d"))
+    store.append("old", MessageEvent(id="f", source="agent", text="f", parent_id="a"))
+    assert check_index(store, "old").heads == ["c", "e", "f"]
 
 
 def test_sqlite_store_of_the_old_schema_is_indexed_when_opened(tmp_path: Path) -> None:

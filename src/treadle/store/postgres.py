@@ -44,7 +44,6 @@ from treadle.store.base import (
 from treadle.store.common import (
     PlannedEvent,
     assign_branches,
-    summary_from_index,
     check_conversation_id,
     check_query,
     check_text,
@@ -55,6 +54,7 @@ from treadle.store.common import (
     page_of,
     plan_append,
     read_payload,
+    summary_from_index,
 )
 from treadle.store.postgres_schema import (
     APPLICATION,
