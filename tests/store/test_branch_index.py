@@ -39,6 +39,10 @@ def check_index(store: EventStore, conv: str) -> BranchSummary:
     assert untimed(summary) == summary_of_shapes(shapes, store.head(conv))
     for point in summary.points:
         assert point.children == [c.id for c in tree.children(point.id) if c.kind != "state_change"]
+    for shape in shapes:
+        assert [c.event.id for c in store.children(conv, shape.id)] == [
+            c.id for c in tree.children(shape.id)
+        ]
     for branch in summary.branches:
         assert branch.length == len(tree.path_to_root(branch.head))
     return summary

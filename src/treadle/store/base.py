@@ -168,6 +168,10 @@ class EventStore(Protocol):
         """Every event's (seq, id, parent id, kind) in seq order, without payloads."""
         ...
 
+    def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
+        """The events whose resolved parent is ``event_id``, in seq order (an index lookup)."""
+        ...
+
     def branch_summary(self, conversation_id: str) -> BranchSummary:
         """Heads, lines and branch points (``treadle.events.branches``) from the store's line
         index, kept at append time: O(branches), no scan of the log."""

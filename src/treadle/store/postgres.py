@@ -553,6 +553,26 @@ class PostgresEventStore:
         return shapes_from_rows(rows)
 
     @_retried
+    def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT c.seq, c.payload FROM events p JOIN events c ON c.conversation = "
+                "p.conversation AND c.parent_seq = p.seq WHERE p.conversation = %s AND p.id = %s "
+                "ORDER BY c.seq",
+                (key, event_id),
+            ).fetchall()
+            if (
+                not rows
+                and conn.execute(
+                    "SELECT 1 FROM events WHERE conversation = %s AND id = %s", (key, event_id)
+                ).fetchone()
+                is None
+            ):
+                raise EventNotFound(conversation_id, event_id)
+        return [_stored(row) for row in rows]
+
+    @_retried
     def branch_summary(self, conversation_id: str) -> BranchSummary:
         """Heads, lines and branch points from the line index: O(branches), no log scan."""
         with self._pool.connection() as conn, conn.transaction():

@@ -671,6 +671,17 @@ class SqliteEventStore:
             ).fetchall()
         return shapes_from_rows(rows)
 
+    def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            seq, _ = self._event_position(conn, conversation_id, key, event_id)
+            rows = conn.execute(
+                "SELECT seq, payload FROM events WHERE conversation = ? AND parent_seq = ? "
+                "ORDER BY seq",
+                (key, seq),
+            ).fetchall()
+        return [_stored(row, self.path) for row in rows]
+
     def branch_summary(self, conversation_id: str) -> BranchSummary:
         """Heads, lines and branch points from the line index: O(branches), no log scan."""
         with self._reading() as conn:
