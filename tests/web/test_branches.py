@@ -38,10 +38,19 @@ def test_switch_branch_tree_and_fork(
     expect(page.locator(".item-message.from-user")).to_have_count(2)
     assert user_texts(page) == ["first", "another second"]
 
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
     page.get_by_role("button", name="Branches", exact=True).click()
     tree = page.locator("#panel-body")
     expect(tree.locator("h3")).to_have_text("2 heads, 1 branch point")
     expect(tree.locator(".head")).to_have_count(2)
+    # one request for the whole tree (it was N+M+NxM), drawn as a tree: the newer branch
+    # is a box inside the first one's, joined at the fork
+    assert [url for url in requests if "/api/" in url] == [
+        f"{web_server.base_url}/api/conversations/{conversation.id}/tree"
+    ]
+    expect(tree.locator(".branch-tree > .branch-box")).to_have_count(1)
+    expect(tree.locator(".branch-box .forks .fork .branch-box")).to_have_count(1)
     expect(tree.locator(".head.active")).to_contain_text("another second")
     screenshot(page, "branches-tree")
     tree.locator(".head:not(.active) button.switch").click()

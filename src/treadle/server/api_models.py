@@ -127,10 +127,39 @@ class CountView(BaseModel):
     count: int
 
 
+class BranchView(BaseModel):
+    """A line of descent ending at one head (treadle.events.branches.Branch)."""
+
+    id: str = Field(description="the branch's first event")
+    head: str = Field(description="its last event, a head (TREE-HEAD)")
+    head_seq: int
+    length: int = Field(description="events on the path root..head")
+    own: int = Field(description="events on this branch itself, from its first to its head")
+    base: str | None = Field(description="the event it hangs from; null for a root")
+    parent: str | None = Field(description="id of the branch holding ``base``")
+    time_us: int = Field(description="the head's timestamp, microseconds since the epoch")
+    active: bool = Field(description="its head is the conversation's head")
+
+
+class BranchPointView(BaseModel):
+    id: str
+    seq: int
+    depth: int = Field(description="events above it on its path")
+    line: str = Field(description="id of the branch it is on")
+    children: list[str] = Field(description="its children that are not state changes")
+
+
 class TreeView(BaseModel):
+    """The whole branch summary, read from the store's branch index in O(branches)."""
+
     head: str | None
     heads: list[str]
     branch_points: list[str]
+    branches: list[BranchView] = []
+    points: list[BranchPointView] = []
+    events: dict[str, dict[str, Any]] = Field(
+        default={}, description="each branch's first event and head, and the stored head, by id"
+    )
 
 
 class Accepted(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -15,7 +16,6 @@ from starlette.concurrency import run_in_threadpool
 from treadle.events.audit import audit_events
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
-from treadle.events.tree import EventTree
 from treadle.server.api_models import (
     SEQ_MAX,
     SEQ_MIN,
@@ -129,24 +129,34 @@ def get_audit(conversation_id: str, state: State, head: str | None = None) -> di
     return audit_events(events, head=head or state.store.head(conversation_id)).to_json_dict()
 
 
+MAX_TREE_EVENTS = 500
+"""Events the tree carries in full (two per branch): beyond, the Canvas fetches what it shows."""
+
+
 @router.get("/tree", response_model=TreeView)
 def get_tree(conversation_id: str, state: State) -> TreeView:
-    # Shapes (seq, id, parent, kind) carry no payload: no event is decoded.
-    tree = EventTree(state.store.shapes(conversation_id))  # type: ignore[arg-type]
-    return TreeView(
-        head=state.store.head(conversation_id),
-        heads=tree.heads(),
-        branch_points=tree.branch_points(),
+    """Heads, branches (each with its length, base and parent branch) and branch points, in
+    one request from the store's branch index (no scan of the log), with the events a view
+    of the tree names: each branch's first event and head, and the stored head."""
+    summary = state.store.branch_summary(conversation_id)
+    wanted = [summary.head] if summary.head is not None else []
+    wanted += [i for branch in summary.branches for i in (branch.head, branch.id)]
+    events = {}
+    for event_id in dict.fromkeys(wanted):
+        if len(events) >= MAX_TREE_EVENTS:
+            break
+        events[event_id] = event_to_dict(state.store.get_event(conversation_id, event_id).event)
+    return TreeView.model_validate(
+        {**dataclasses.asdict(summary), "events": events}, from_attributes=False
     )
 
 
 @router.get("/events/{event_id}/children")
 def get_children(conversation_id: str, event_id: str, state: State) -> list[dict[str, Any]]:
+    """The children of one event, in seq order (read by their parent, from the index)."""
     state.store.get_event(conversation_id, event_id)  # 404 for an unknown event
-    tree = EventTree(state.store.shapes(conversation_id))  # type: ignore[arg-type]
     return [
-        event_to_dict(state.store.get_event(conversation_id, child.id).event)
-        for child in tree.children(event_id)
+        event_to_dict(stored.event) for stored in state.store.children(conversation_id, event_id)
     ]
 
 

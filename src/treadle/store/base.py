@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from treadle.errors import TreadleError
+from treadle.events.branches import BranchSummary
 from treadle.events.model import Event
 
 
@@ -165,6 +166,15 @@ class EventStore(Protocol):
     ) -> list[Event]: ...
     def shapes(self, conversation_id: str) -> list[EventShape]:
         """Every event's (seq, id, parent id, kind) in seq order, without payloads."""
+        ...
+
+    def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
+        """The events whose resolved parent is ``event_id``, in seq order (an index lookup)."""
+        ...
+
+    def branch_summary(self, conversation_id: str) -> BranchSummary:
+        """Heads, lines and branch points (``treadle.events.branches``) from the store's line
+        index, kept at append time: O(branches), no scan of the log."""
         ...
 
     def search(self, conversation_id: str, query: EventQuery) -> EventPage: ...

@@ -27,6 +27,7 @@ from psycopg import errors, sql
 from psycopg.pq import TransactionStatus
 
 from treadle.errors import AppendError
+from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event, event_to_json
 from treadle.store.base import (
     ConversationExists,
@@ -53,6 +54,7 @@ from treadle.store.common import (
     page_of,
     plan_append,
     read_payload,
+    summary_from_index,
 )
 from treadle.store.postgres_schema import (
     APPLICATION,
@@ -549,6 +551,61 @@ class PostgresEventStore:
                 (key,),
             ).fetchall()
         return shapes_from_rows(rows)
+
+    @_retried
+    def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT c.seq, c.payload FROM events p JOIN events c ON c.conversation = "
+                "p.conversation AND c.parent_seq = p.seq WHERE p.conversation = %s AND p.id = %s "
+                "ORDER BY c.seq",
+                (key, event_id),
+            ).fetchall()
+            if (
+                not rows
+                and conn.execute(
+                    "SELECT 1 FROM events WHERE conversation = %s AND id = %s", (key, event_id)
+                ).fetchone()
+                is None
+            ):
+                raise EventNotFound(conversation_id, event_id)
+        return [_stored(row) for row in rows]
+
+    @_retried
+    def branch_summary(self, conversation_id: str) -> BranchSummary:
+        """Heads, lines and branch points from the line index: O(branches), no log scan."""
+        with self._pool.connection() as conn, conn.transaction():
+            key, head = self._key_and_head(conn, conversation_id)
+            lines = [
+                Line(*row)
+                for row in conn.execute(
+                    "SELECT line, base, head FROM tree_lines WHERE conversation = %s", (key,)
+                )
+            ]
+
+            def nodes(seqs: list[int]) -> list[Node]:
+                return [
+                    Node(*row)
+                    for row in conn.execute(
+                        "SELECT seq, id, kind, depth, line, time_us FROM events "
+                        "WHERE conversation = %s AND seq = ANY(%s)",
+                        (key, seqs),
+                    )
+                ]
+
+            def children(bases: list[int]) -> list[tuple[int, Node]]:
+                return [
+                    (row[0], Node(*row[1:]))
+                    for row in conn.execute(
+                        "SELECT parent_seq, seq, id, kind, depth, line, time_us FROM events "
+                        "WHERE conversation = %s AND parent_seq = ANY(%s) "
+                        "AND kind <> 'state_change' ORDER BY seq",
+                        (key, bases),
+                    )
+                ]
+
+            return summary_from_index(lines, nodes, children, head)
 
     @_retried
     def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:

@@ -19,7 +19,8 @@ from psycopg import errors, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
-from treadle.store.base import StoreError, StoreUnavailable
+from treadle.events.branches import index_shapes
+from treadle.store.base import StoreError, StoreUnavailable, shapes_from_rows
 
 T = TypeVar("T")
 
@@ -39,9 +40,30 @@ _CONFIG_FAILURES = ("does not exist", "authentication failed", "no pg_hba.conf e
 _SCHEMA_NAME = re.compile(r"(?!pg_)[A-Za-z0-9_$-]{1,63}")
 """Names that need no escaping beyond double quotes (always used), anywhere they go."""
 
+
+def _index_lines(conn: psycopg.Connection[Any]) -> None:
+    """Index the logs already stored (migration 2): depth and line of each event, and its lines."""
+    keys = [row[0] for row in conn.execute("SELECT key FROM conversations").fetchall()]
+    for key in keys:
+        rows = conn.execute(
+            "SELECT seq, id, parent_seq, kind FROM events WHERE conversation = %s ORDER BY seq",
+            (key,),
+        ).fetchall()
+        lines, line_of, depth = index_shapes(shapes_from_rows(rows))
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE events SET depth = %s, line = %s WHERE conversation = %s AND seq = %s",
+                [(depth[seq], line_of[seq], key, seq) for seq in range(len(rows))],
+            )
+            cursor.executemany(
+                "INSERT INTO tree_lines (conversation, line, base, head) VALUES (%s, %s, %s, %s)",
+                [(key, line.line, line.base, line.head) for line in lines],
+            )
+
+
 # Each entry upgrades the schema by one version; a new store runs them all from version 0, so
 # creating and migrating are one code path. Append, never edit: stores in the field ran these.
-MIGRATIONS: list[tuple[str, ...]] = [
+MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = [
     (
         """CREATE TABLE conversations (
             key bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
@@ -73,6 +95,59 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE INDEX events_by_kind ON events (conversation, kind, seq)",
         "CREATE INDEX events_by_source ON events (conversation, source, seq)",
         "CREATE INDEX events_by_time ON events (conversation, time_us)",
+    ),
+    (
+        # The branch index (treadle.events.branches): depth and line of each event, one row
+        # per line (= per head), children found by their parent; kept by the trigger below
+        # in the append's own statement and transaction.
+        "ALTER TABLE events ADD COLUMN depth bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE events ADD COLUMN line bigint NOT NULL DEFAULT 0",
+        "CREATE INDEX events_by_parent ON events (conversation, parent_seq)",
+        """CREATE TABLE tree_lines (
+            conversation bigint NOT NULL REFERENCES conversations (key) ON DELETE CASCADE,
+            line bigint NOT NULL,
+            base bigint NOT NULL,
+            head bigint NOT NULL,
+            PRIMARY KEY (conversation, line)
+        )""",
+        "CREATE UNIQUE INDEX tree_lines_by_head ON tree_lines (conversation, head)",
+        _index_lines,
+        # A row trigger BEFORE the insert: it sees the rows a multi-row INSERT wrote before
+        # this one (a batch), and sets the new row's own depth and line (next_line).
+        """CREATE FUNCTION treadle_tree_line() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            parent_depth bigint;
+            parent_line bigint;
+            heading bigint;
+        BEGIN
+            IF NEW.parent_seq IS NULL THEN
+                NEW.depth := 0;
+                NEW.line := NEW.seq;
+            ELSE
+                SELECT depth, line INTO parent_depth, parent_line FROM events
+                    WHERE conversation = NEW.conversation AND seq = NEW.parent_seq;
+                NEW.depth := parent_depth + 1;
+                IF NEW.kind = 'state_change' THEN
+                    NEW.line := parent_line;
+                ELSE
+                    SELECT line INTO heading FROM tree_lines
+                        WHERE conversation = NEW.conversation AND head = NEW.parent_seq;
+                    NEW.line := coalesce(heading, NEW.seq);
+                END IF;
+            END IF;
+            IF NEW.kind <> 'state_change' THEN
+                IF NEW.line = NEW.seq THEN
+                    INSERT INTO tree_lines (conversation, line, base, head)
+                        VALUES (NEW.conversation, NEW.seq, coalesce(NEW.parent_seq, -1), NEW.seq);
+                ELSE
+                    UPDATE tree_lines SET head = NEW.seq
+                        WHERE conversation = NEW.conversation AND line = NEW.line;
+                END IF;
+            END IF;
+            RETURN NEW;
+        END $$""",
+        "CREATE TRIGGER events_tree_line BEFORE INSERT ON events "
+        "FOR EACH ROW EXECUTE FUNCTION treadle_tree_line()",
     ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -220,7 +295,10 @@ def prepare_schema(conn: psycopg.Connection[Any], schema: str, *, create: bool) 
             )
         for statements in MIGRATIONS[version:]:
             for statement in statements:
-                conn.execute(statement)  # type: ignore[arg-type]  # literals above
+                if callable(statement):
+                    statement(conn)
+                else:
+                    conn.execute(statement)  # type: ignore[arg-type]  # literals above
         if version < SCHEMA_VERSION:
             conn.execute(
                 "UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)

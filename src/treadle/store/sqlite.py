@@ -25,6 +25,7 @@ so a path window, a full path and a branch-filtered search page are index range 
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -39,6 +40,7 @@ from typing import Any
 from urllib.parse import quote
 
 from treadle.errors import AppendError
+from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event
 from treadle.store.base import (
     ConversationExists,
@@ -65,6 +67,7 @@ from treadle.store.common import (
     page_of,
     plan_append,
     read_payload,
+    summary_from_index,
 )
 from treadle.store.sqlite_schema import (
     DEFAULT_BUSY_TIMEOUT,
@@ -450,6 +453,7 @@ class SqliteEventStore:
         with self._writing() as conn:
             key = self._key(conn, conversation_id)
             conn.execute("DELETE FROM events WHERE conversation = ?", (key,))
+            conn.execute("DELETE FROM tree_lines WHERE conversation = ?", (key,))
             conn.execute("DELETE FROM conversations WHERE key = ?", (key,))
 
     def _conversation_info(
@@ -493,9 +497,17 @@ class SqliteEventStore:
         "(SELECT branch FROM events WHERE conversation = c.key AND id = ?2) "
         "FROM conversations c WHERE c.id = ?3"
     )
+    # depth and line (treadle.events.branches.next_line) from the parent's row and the line
+    # index; the trigger events_tree_lines then keeps the line rows.
     _INSERT = (
         "INSERT INTO events (conversation, seq, id, parent_seq, branch, kind, source, "
-        "time_us, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "time_us, payload, depth, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+        "coalesce((SELECT depth + 1 FROM events WHERE conversation = ?1 AND seq = ?4), 0), "
+        "CASE WHEN ?4 < 0 THEN ?2 "
+        "WHEN ?6 = 'state_change' THEN "
+        "(SELECT line FROM events WHERE conversation = ?1 AND seq = ?4) "
+        "ELSE coalesce((SELECT line FROM tree_lines WHERE conversation = ?1 AND head = ?4), ?2) "
+        "END)"
     )
 
     def append(self, conversation_id: str, event: Event, *, move_head: bool = True) -> int:
@@ -658,6 +670,52 @@ class SqliteEventStore:
                 (key,),
             ).fetchall()
         return shapes_from_rows(rows)
+
+    def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            seq, _ = self._event_position(conn, conversation_id, key, event_id)
+            rows = conn.execute(
+                "SELECT seq, payload FROM events WHERE conversation = ? AND parent_seq = ? "
+                "ORDER BY seq",
+                (key, seq),
+            ).fetchall()
+        return [_stored(row, self.path) for row in rows]
+
+    def branch_summary(self, conversation_id: str) -> BranchSummary:
+        """Heads, lines and branch points from the line index: O(branches), no log scan."""
+        with self._reading() as conn:
+            key, _, head = self._conversation_row(conn, conversation_id)
+            lines = [
+                Line(*row)
+                for row in conn.execute(
+                    "SELECT line, base, head FROM tree_lines WHERE conversation = ?", (key,)
+                )
+            ]
+
+            def nodes(seqs: list[int]) -> list[Node]:
+                return [
+                    Node(*row)
+                    for row in conn.execute(
+                        "SELECT seq, id, kind, depth, line, time_us FROM events "
+                        "WHERE conversation = ? AND seq IN (SELECT value FROM json_each(?))",
+                        (key, json.dumps(seqs)),
+                    )
+                ]
+
+            def children(bases: list[int]) -> list[tuple[int, Node]]:
+                return [
+                    (row[0], Node(*row[1:]))
+                    for row in conn.execute(
+                        "SELECT parent_seq, seq, id, kind, depth, line, time_us FROM events "
+                        "WHERE conversation = ? AND parent_seq IN "
+                        "(SELECT value FROM json_each(?)) AND kind <> 'state_change' "
+                        "ORDER BY seq",
+                        (key, json.dumps(bases)),
+                    )
+                ]
+
+            return summary_from_index(lines, nodes, children, head)
 
     def get_range(self, conversation_id: str, start_seq: int, end_seq: int) -> list[StoredEvent]:
         """Events with ``start_seq <= seq < end_seq``, in seq order."""

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from treadle.store.base import StoreError
+from treadle.events.branches import index_shapes
+from treadle.store.base import StoreError, shapes_from_rows
 
 APPLICATION = "treadle"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -74,7 +75,52 @@ def _migration_2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_by_kind_source ON events (conversation, kind, source, seq)")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migration_1, _migration_2]
+def _migration_3(conn: sqlite3.Connection) -> None:
+    """The branch index (treadle.events.branches): each event's depth and line, one row per
+    line (= per head) kept by a trigger at append time, and children found by their parent.
+    Existing logs are indexed here, one conversation at a time."""
+    conn.execute("ALTER TABLE events ADD COLUMN depth INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE events ADD COLUMN line INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE INDEX events_by_parent ON events (conversation, parent_seq)")
+    conn.execute(
+        """CREATE TABLE tree_lines (
+            conversation INTEGER NOT NULL,
+            line INTEGER NOT NULL,
+            base INTEGER NOT NULL,
+            head INTEGER NOT NULL,
+            PRIMARY KEY (conversation, line)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE UNIQUE INDEX tree_lines_by_head ON tree_lines (conversation, head)")
+    for (key,) in conn.execute("SELECT key FROM conversations").fetchall():
+        rows = conn.execute(
+            "SELECT seq, id, parent_seq, kind FROM events WHERE conversation = ? ORDER BY seq",
+            (key,),
+        ).fetchall()
+        lines, line_of, depth = index_shapes(shapes_from_rows(rows))
+        conn.executemany(
+            "UPDATE events SET depth = ?, line = ? WHERE conversation = ? AND seq = ?",
+            [(depth[seq], line_of[seq], key, seq) for seq in range(len(rows))],
+        )
+        conn.executemany(
+            "INSERT INTO tree_lines (conversation, line, base, head) VALUES (?, ?, ?, ?)",
+            [(key, line.line, line.base, line.head) for line in lines],
+        )
+    # The append computes depth and line in its INSERT (sqlite.SqliteEventStore._INSERT);
+    # this keeps the line rows, in the same transaction.
+    conn.execute(
+        """CREATE TRIGGER events_tree_lines AFTER INSERT ON events
+        WHEN NEW.kind <> 'state_change' BEGIN
+            UPDATE tree_lines SET head = NEW.seq
+                WHERE conversation = NEW.conversation AND line = NEW.line AND NEW.line <> NEW.seq;
+            INSERT INTO tree_lines (conversation, line, base, head)
+                SELECT NEW.conversation, NEW.seq, NEW.parent_seq, NEW.seq
+                WHERE NEW.line = NEW.seq;
+        END"""
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migration_1, _migration_2, _migration_3]
 """``MIGRATIONS[v]`` upgrades a store from schema version v to v + 1, inside the transaction
 that then records v + 1. A new store runs them all. Append new ones; never edit one that has
 been released (stores in the field ran it)."""

@@ -1,15 +1,16 @@
-// The branch tree: branch points and heads of the conversation as nested lists, the active
-// head marked; switch to any head, or inspect where a branch starts.
-import { api, conversationPath, query } from "./api.js";
+// The branch tree, drawn from the server's one /tree answer: each branch a box holding its
+// head, the branches forking from it nested inside with a connector; switch to any head.
+import { api, conversationPath } from "./api.js";
 import { describeEvent } from "./cards.js";
 import { el } from "./dom.js";
 
-const MAX_NODES = 60; // beyond this the panel lists what it left out
+const MAX_NODES = 200; // beyond this the panel says what it left out
 
 export async function renderBranches(body, screen) {
   body.append(el("p", { class: "note", text: "Reading the tree…" }));
   try {
-    const tree = await buildTree(screen.id);
+    // One request: the server's branch summary (heads, branches, points and their events).
+    const tree = await api.get(conversationPath(screen.id, "/tree"));
     if (!screen.app.panel.isOpen("branches")) return; // the user moved on meanwhile
     body.replaceChildren(...treeView(tree, screen));
   } catch (error) {
@@ -17,88 +18,54 @@ export async function renderBranches(body, screen) {
   }
 }
 
-/** {head, heads: [{seq, event}], root: node}; a node is {start, point, nodes, heads}. */
-async function buildTree(conversationId) {
-  const path = (rest) => conversationPath(conversationId, rest);
-  const get = (id) => api.get(path(`/events/${encodeURIComponent(id)}`));
-  const shape = await api.get(path("/tree"));
-  const heads = await Promise.all(shape.heads.slice(0, MAX_NODES).map(get));
-  const points = await Promise.all(shape.branch_points.slice(0, MAX_NODES).map(async (id) => {
-    const children = await api.get(path(`/events/${encodeURIComponent(id)}/children`));
-    const starts = await Promise.all(children.filter((c) => c.kind !== "state_change").map((c) => get(c.id)));
-    return { point: await get(id), starts };
-  }));
-  points.sort((a, b) => a.point.seq - b.point.seq);
-  const root = { start: null, point: null, nodes: new Map(), heads: [] };
-  for (const head of heads) {
-    let node = root;
-    for (const { point, start } of await choices(path, head, points)) {
-      if (!node.nodes.has(start.event.id)) node.nodes.set(start.event.id, { start, point, nodes: new Map(), heads: [] });
-      node = node.nodes.get(start.event.id);
-    }
-    node.heads.push(head);
-  }
-  const current = shape.head ? await get(shape.head) : null;
-  return { shape, heads, root, current };
-}
-
-/** The branch taken at each branch point on the path of `head`, oldest first. */
-async function choices(path, head, points) {
-  const taken = [];
-  for (const { point, starts } of points) {
-    if (point.seq >= head.seq) break; // a parent is always appended before its children
-    for (const start of starts) {
-      if (start.seq > head.seq) continue;
-      // Is the branch's first event on the head's path? A count of that one seq says so.
-      const params = { branch_head: head.event.id, after_seq: start.seq - 1, before_seq: start.seq + 1 };
-      const { count } = await api.get(path(`/events/count${query(params)}`));
-      if (count) {
-        taken.push({ point, start });
-        break;
-      }
-    }
-  }
-  return taken;
-}
-
 function treeView(tree, screen) {
-  const { shape, root, current } = tree;
   const parts = [
-    el("h3", { text: `${plural(shape.heads.length, "head")}, ${plural(shape.branch_points.length, "branch point")}` }),
+    el("h3", { text: `${plural(tree.heads.length, "head")}, ${plural(tree.branch_points.length, "branch point")}` }),
   ];
-  if (current && !shape.heads.includes(current.event.id)) {
-    parts.push(el("p", { class: "note", text: `The head is #${current.seq} ${describeEvent(current.event)}: not a leaf, so the next event starts a new branch there.` }));
+  const current = tree.head ? tree.events[tree.head] : null;
+  if (current && !tree.heads.includes(tree.head)) {
+    parts.push(el("p", { class: "note", text: `The head is ${describeEvent(current)}: not a leaf, so the next event starts a new branch there.` }));
   }
-  if (shape.heads.length > MAX_NODES || shape.branch_points.length > MAX_NODES) {
-    parts.push(el("p", { class: "note", text: `Showing the first ${MAX_NODES} heads and branch points.` }));
+  if (tree.branches.length > MAX_NODES) {
+    parts.push(el("p", { class: "note", text: `Showing ${MAX_NODES} of ${tree.branches.length} branches.` }));
   }
-  parts.push(el("ul", { class: "tree" }, nodeItems(root, screen, shape.head)));
+  const shown = tree.branches.slice(0, MAX_NODES);
+  const below = new Map(); // branch id -> the branches hanging from it, oldest fork first
+  for (const branch of shown) {
+    const key = branch.parent ?? "";
+    if (!below.has(key)) below.set(key, []);
+    below.get(key).push(branch);
+  }
+  const depth = new Map(tree.points.map((point) => [point.id, point.depth]));
+  for (const list of below.values()) list.sort((a, b) => (depth.get(a.base) ?? -1) - (depth.get(b.base) ?? -1));
+  parts.push(el("div", { class: "branch-tree" }, (below.get("") ?? []).map((b) => branchBox(b, tree, below, depth, screen))));
   return parts;
 }
 
-function nodeItems(node, screen, activeHead) {
-  const items = node.heads.map((head) => headItem(head, screen, activeHead));
-  for (const child of node.nodes.values()) {
-    items.push(el("li", { class: "branch" },
-      el("div", { class: "branch-start" },
+/** A branch as a box: its head (switch or inspect), and inside it the branches forking from it,
+ *  each joined to it by a connector labelled with the event it forks at. */
+function branchBox(branch, tree, below, depth, screen) {
+  const head = tree.events[branch.head];
+  const forks = (below.get(branch.id) ?? []).map((child) =>
+    el("div", { class: "fork" },
+      el("div", { class: "fork-link", title: `forks at event ${child.base}` },
         el("span", { class: "fork-mark", text: "↳" }),
         el("button", {
-          type: "button", class: "link", title: `a branch from #${child.point.seq}: its first event`,
-          text: `at #${child.point.seq} → #${child.start.seq} ${describeEvent(child.start.event)}`,
-          onclick: () => screen.inspect(child.start.event.id),
+          type: "button", class: "link", text: `at depth ${(depth.get(child.base) ?? 0) + 1}`,
+          onclick: () => screen.inspect(child.base),
         })),
-      el("ul", {}, nodeItems(child, screen, activeHead))));
-  }
-  return items;
-}
-
-function headItem(head, screen, activeHead) {
-  const active = head.event.id === activeHead;
-  return el("li", { class: `head${active ? " active" : ""}`, dataset: { headId: head.event.id } },
-    el("button", { type: "button", class: "link", text: `#${head.seq} ${describeEvent(head.event)}`, onclick: () => screen.inspect(head.event.id) }),
-    active ? el("span", { class: "chip chip-active", text: "active" })
-      : el("button", { type: "button", class: "switch", text: "Switch here", onclick: () => screen.switchBranch(head.event.id) }),
-  );
+      branchBox(child, tree, below, depth, screen)));
+  return el("div", { class: `branch-box${branch.active ? " active" : ""}`, dataset: { branchId: branch.id } },
+    el("div", { class: `head${branch.active ? " active" : ""}`, dataset: { headId: branch.head } },
+      el("button", {
+        type: "button", class: "link", title: `${branch.length} events from the root, ${branch.own} on this branch`,
+        text: `#${branch.head_seq} ${head ? describeEvent(head) : branch.head}`,
+        onclick: () => screen.inspect(branch.head),
+      }),
+      el("span", { class: "chip", text: plural(branch.length, "event") }),
+      branch.active ? el("span", { class: "chip chip-active", text: "active" })
+        : el("button", { type: "button", class: "switch", text: "Switch here", onclick: () => screen.switchBranch(branch.head) })),
+    forks.length ? el("div", { class: "forks" }, forks) : null);
 }
 
 function plural(count, noun) {
