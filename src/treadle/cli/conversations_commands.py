@@ -1,7 +1,7 @@
 """``treadle conversations``: the stored conversations with their status, size, tokens, cost
 and last activity.
 
-Exit codes (DESIGN.md): 0 ok, 1 a conversation row that cannot be read, 2 bad input or usage.
+Exit codes (README, "The command line"): 0 ok, 1 a conversation row that cannot be read, 2 bad input or usage.
 """
 
 from __future__ import annotations

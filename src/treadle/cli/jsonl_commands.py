@@ -1,7 +1,7 @@
 """``treadle import jsonl``: a log file (what ``treadle export jsonl`` writes) into a store as a
 new conversation, all or nothing.
 
-Exit codes (DESIGN.md): 0 imported, 1 the log breaks a contract the store enforces (nothing
+Exit codes (README, "The command line"): 0 imported, 1 the log breaks a contract the store enforces (nothing
 stored), 2 bad input or usage (unreadable file, bad id, a conversation with that id exists).
 """
 
