@@ -104,4 +104,5 @@ def test_the_readme_local_example_runs_offline(tmp_path: Path) -> None:
         assert len(block.strip().splitlines()) <= 7  # the six-line example stays short
         output = run_python(block, cwd=tmp_path)
         assert output.strip() == "finished Hello!"
-    assert (tmp_path / "treadle.db").is_file() and (tmp_path / "work").is_dir()
+    assert (tmp_path / "treadle.db").is_file()
+    assert (tmp_path / "work").is_dir()

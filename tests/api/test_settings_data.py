@@ -32,12 +32,12 @@ def test_old_homes_reexport_the_same_objects() -> None:
 
 
 def test_unknown_or_repeated_tools_are_refused_naming_the_builtins(tmp_path: Path) -> None:
-    with pytest.raises(ValidationError, match="unknown tool.*'nope'.*terminal, file_editor"):
+    with pytest.raises(ValidationError, match=r"unknown tool.*'nope'.*terminal, file_editor"):
         ConversationSettings.scripted_inline([], tmp_path, tools=("terminal", "nope"))
     with pytest.raises(ValidationError, match="think named more than once"):
         ConversationSettings.scripted_inline([], tmp_path, tools=("think", "think"))
     body = {"id": "a/b", "settings": {"model": {"kind": "litellm"}, "workspace": "/w"}}
-    with pytest.raises(ValidationError, match="conversation id 'a/b'.*is not allowed"):
+    with pytest.raises(ValidationError, match=r"conversation id 'a/b'.*is not allowed"):
         CreateConversation.model_validate(body)
 
 

@@ -37,7 +37,8 @@ def test_every_route_needs_a_key(keyed_server):
     with TreadleClient(keyed_server.base_url) as anonymous, pytest.raises(Unauthorized) as caught:
         anonymous.list_conversations()
     assert caught.value.status == 401
-    assert isinstance(caught.value, RemoteError) and isinstance(caught.value, TreadleError)
+    assert isinstance(caught.value, RemoteError)
+    assert isinstance(caught.value, TreadleError)
     assert AuthError is Unauthorized  # the name before issue 11 still catches it
 
 

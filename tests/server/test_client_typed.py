@@ -33,7 +33,8 @@ def test_answers_are_typed_models(client, settings_for) -> None:
     assert isinstance(info, ConversationView)
     assert (info.id, info.title, info.status) == (conversation.id, "t", ConversationStatus.IDLE)
     question = conversation.send_message("say hi")
-    assert isinstance(question, MessageEvent) and question.text == "say hi"
+    assert isinstance(question, MessageEvent)
+    assert question.text == "say hi"
     assert conversation.run() is ConversationStatus.FINISHED
 
     listed = client.list_conversations()
@@ -42,7 +43,8 @@ def test_answers_are_typed_models(client, settings_for) -> None:
         (conversation.id, ConversationStatus.FINISHED)
     ]
     page = conversation.search(kinds="action,observation")
-    assert isinstance(page, EventPage) and page.next_cursor is None
+    assert isinstance(page, EventPage)
+    assert page.next_cursor is None
     assert [type(item.event) for item in page.items] == [ActionEvent, ObservationEvent]
     everything = list(conversation.iter_events(page_size=2))
     assert all(isinstance(item, EventItem) for item in everything)
@@ -52,10 +54,13 @@ def test_answers_are_typed_models(client, settings_for) -> None:
     assert all(isinstance(event, EventBase) for event in path)
     assert path[-1].id == conversation.head == conversation.info().head_id
     audit = conversation.audit()
-    assert isinstance(audit, AuditView) and audit.clean and audit.pending == []
+    assert isinstance(audit, AuditView)
+    assert audit.clean
+    assert audit.pending == []
     assert audit.counts["action"] == 1
     tree = conversation.tree()
-    assert isinstance(tree, TreeView) and tree.head == path[-1].id
+    assert isinstance(tree, TreeView)
+    assert tree.head == path[-1].id
 
 
 def test_a_missing_conversation_is_a_typed_treadle_error(client) -> None:
@@ -68,7 +73,7 @@ def test_a_missing_conversation_is_a_typed_treadle_error(client) -> None:
 class _OtherShape(BaseHTTPRequestHandler):
     """A server of another kind: every GET answers 200 with JSON that is not Treadle's."""
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         body = json.dumps({"items": [{"id": 5}], "next_offset": "soon"}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
