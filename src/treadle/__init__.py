@@ -8,9 +8,7 @@ in :mod:`treadle.events`; storage, runtime and server build on it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (checkers know the idiom)
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -69,6 +67,8 @@ __all__ = [
 """The same names as ``_EXPORTS`` (a test checks), spelled out for linters."""
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
+    from typing import Any
+
     from treadle.api.settings import ConfirmationPolicy, ConversationSettings, ModelChoice
     from treadle.api.status import ConversationStatus
     from treadle.client.conversation import RemoteConversation, TreadleClient
@@ -94,7 +94,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'treadle' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(__import__(module, fromlist=[name]), name)
     globals()[name] = value  # once loaded, a plain attribute
     return value
 
