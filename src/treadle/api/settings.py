@@ -119,11 +119,15 @@ class ConversationSettings(BaseModel):
 
     @classmethod
     def scripted_inline(
-        cls, responses: Sequence[dict[str, Any]], workspace: str | Path, **fields: Any
+        cls,
+        responses: Sequence[dict[str, Any] | ScriptedResponse],
+        workspace: str | Path,
+        **fields: Any,
     ) -> ConversationSettings:
         """A scripted model whose responses travel with the settings (how a server takes one)."""
+        scripted = tuple(ScriptedResponse.model_validate(response) for response in responses)
         return cls(
-            model=ModelChoice(kind="scripted", responses=tuple(responses)),
+            model=ModelChoice(kind="scripted", responses=scripted),
             workspace=str(Path(workspace).resolve()),
             **fields,
         )

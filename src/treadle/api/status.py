@@ -29,10 +29,13 @@ def status_from_event(event: StateChangeEvent) -> tuple[ConversationStatus, str 
     """The status (and reason) an event records, or None when it records something else."""
     if event.key != STATUS_KEY or not isinstance(event.value, dict):
         return None
-    try:
-        return ConversationStatus(event.value.get("status")), event.value.get("reason")
-    except ValueError:
+    status, reason = event.value.get("status"), event.value.get("reason")
+    if not isinstance(status, str) or status not in _STATUS_VALUES:
         return None
+    return ConversationStatus(status), reason if isinstance(reason, str) else None
+
+
+_STATUS_VALUES = frozenset(status.value for status in ConversationStatus)
 
 
 class SeqEvent(Protocol):
