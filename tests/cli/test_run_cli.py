@@ -244,8 +244,8 @@ def test_a_killed_cli_run_shows_as_interrupted_and_no_server_takes_it_over(tmp_p
             seen = client.conversation(info.id).info()
     finally:
         served.stop()
-    assert seen["status"] == "running"
-    assert seen["status_reason"].startswith("interrupted: ")
+    assert seen.status == "running"
+    assert (seen.status_reason or "").startswith("interrupted: ")
     with sqlite3.connect(tmp_path / "run.db") as conn:  # still the dead CLI's lease: not taken
         assert conn.execute("SELECT owner FROM run_leases").fetchone() == (owner,)
 

@@ -23,8 +23,8 @@ def test_scripted_conversation_end_to_end(client, settings_for):
     conversation.send_message("write hi.txt")
     assert conversation.run() is Status.FINISHED
     audit = conversation.audit()
-    assert audit["violations"] == []
-    assert audit["pending"] == []
+    assert audit.violations == []
+    assert audit.pending == []
     path = conversation.active_path()
     assert [e.kind for e in path][:5] == [
         "system_prompt",
@@ -39,7 +39,7 @@ def test_scripted_conversation_end_to_end(client, settings_for):
     assert sum(len(m.get("tool_calls") or []) for m in messages) == 5
     assert [e.id for e in conversation.active_path(limit=2)] == [e.id for e in path[-2:]]
     listed = client.list_conversations()
-    assert [item["id"] for item in listed["items"]] == ["conv-1"]
+    assert [item.id for item in listed.items] == ["conv-1"]
 
 
 def test_confirm_reject_fork_and_switch_branch(client, settings_for):
@@ -65,10 +65,10 @@ def test_confirm_reject_fork_and_switch_branch(client, settings_for):
     assert [e.id for e in fork.active_path()][-1] == first.id
     conversation.switch_branch(first.id)
     assert conversation.head == first.id
-    assert conversation.info()["status"] == "idle"
+    assert conversation.info().status is Status.IDLE
     tree = conversation.tree()
-    assert tree["head"] == first.id
-    assert first.id in tree["branch_points"] or len(tree["heads"]) >= 1
+    assert tree.head == first.id
+    assert first.id in tree.branch_points or len(tree.heads) >= 1
 
 
 def test_errors_are_json_with_the_right_status(client, server, settings_for):

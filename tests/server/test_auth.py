@@ -12,7 +12,8 @@ from websockets.sync.client import connect
 
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
-from treadle.client import RemoteError, TreadleClient
+from treadle.client import AuthError, RemoteError, TreadleClient, Unauthorized
+from treadle.errors import TreadleError
 
 KEY = "k-0123456789"
 
@@ -33,9 +34,12 @@ def test_every_route_needs_a_key(keyed_server):
     assert wrong.json()["error"]["code"] == "unauthorized"
     assert httpx.get(url, headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
     assert httpx.get(url, headers={"Authorization": "Bearer second-key"}).status_code == 200
-    with TreadleClient(keyed_server.base_url) as anonymous, pytest.raises(RemoteError) as caught:
+    with TreadleClient(keyed_server.base_url) as anonymous, pytest.raises(Unauthorized) as caught:
         anonymous.list_conversations()
     assert caught.value.status == 401
+    assert isinstance(caught.value, RemoteError)
+    assert isinstance(caught.value, TreadleError)
+    assert AuthError is Unauthorized  # the name before issue 11 still catches it
 
 
 def _conversation(server: ServerProcess, settings_for) -> str:

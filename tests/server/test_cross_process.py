@@ -81,7 +81,7 @@ def test_a_reject_sent_to_b_during_a_call_of_a_is_409_and_stores_nothing(two_ser
     assert caught.value.status == 409
     assert on_a.wait(timeout_s=30) is Status.FINISHED
     assert on_b.count(kinds=["user_rejection"]) == 0
-    assert on_b.audit()["violations"] == []
+    assert on_b.audit().violations == []
 
 
 def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(two_servers, settings_for):
@@ -103,7 +103,7 @@ def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(two_server
     assert path[index].text == "also say hello"
     assert path[index - 1].kind == "observation"  # never between a call and its result
     assert any(isinstance(event, ActionEvent) for event in path[index:])
-    assert on_b.audit()["violations"] == []
+    assert on_b.audit().violations == []
 
 
 def test_delete_and_replace_through_b_while_a_runs_are_409(two_servers, settings_for):
@@ -125,7 +125,7 @@ def test_delete_and_replace_through_b_while_a_runs_are_409(two_servers, settings
         on_b.delete()
     assert caught.value.status == 409
     assert on_a.wait(timeout_s=30) is Status.FINISHED
-    assert on_b.audit()["violations"] == []
+    assert on_b.audit().violations == []
 
 
 def test_a_server_notices_that_its_conversation_was_replaced_elsewhere(two_servers, settings_for):

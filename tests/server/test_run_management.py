@@ -10,6 +10,7 @@ from pathlib import Path
 
 from support.server_process import ServerProcess
 from support.waiting import wait_until
+from treadle.api import ConversationView
 from treadle.client import TreadleClient
 from treadle.events.model import ROOT, MessageEvent
 from treadle.runtime.settings import ConversationSettings
@@ -38,12 +39,12 @@ def _left_running(store_url: str, conversation_id: str, settings: ConversationSe
         store.close()
 
 
-def _wait_for_status(client: TreadleClient, conversation_id: str, wanted: str) -> dict:
-    views: list[dict] = []
+def _wait_for_status(client: TreadleClient, conversation_id: str, wanted: str) -> ConversationView:
+    views: list[ConversationView] = []
 
     def reached() -> bool:
         views.append(client.conversation(conversation_id).info())
-        return views[-1]["status"] == wanted
+        return views[-1].status == wanted
 
     wait_until(reached, what=f"status {wanted} of {conversation_id}")
     return views[-1]
@@ -68,8 +69,8 @@ def test_a_takeover_this_server_refuses_is_recorded_once(store_url: str, tmp_pat
         with TreadleClient(server.base_url) as client:
             for conversation_id in ("moved", "script-file"):
                 view = _wait_for_status(client, conversation_id, "error")
-                assert "will not take the run over" in view["status_reason"]
-            assert "outside" in client.conversation("moved").info()["status_reason"]
+                assert "will not take the run over" in (view.status_reason or "")
+            assert "outside" in (client.conversation("moved").info().status_reason or "")
             _wait_for_status(client, "runnable-1", "finished")
             # A conversation left later is taken over in a later cycle of the watcher: the
             # refused ones were met (at most) once more by then, and must not be retried.

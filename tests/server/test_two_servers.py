@@ -67,7 +67,7 @@ def test_run_through_a_streamed_through_b_survives_killing_a(
             assert killed
             assert outcome == "finished"
             on_b = via_b.conversation("shared")
-            assert on_b.audit()["violations"] == []
+            assert on_b.audit().violations == []
             stored = list(on_b.iter_events())
             assert [event_to_dict(subscription.events[s.seq]) for s in stored] == [
                 event_to_dict(s.event) for s in stored

@@ -50,7 +50,7 @@ def test_a_failed_runs_cause_is_shown_live_and_after_a_reload(
     page.wait_for_selector("body[data-interactive='true']")
     expect(reason).to_be_visible()
     expect(reason).to_contain_text("the script has 0 responses")
-    stored = web_client.conversation(conversation.id).info()["status_reason"]
+    stored = web_client.conversation(conversation.id).info().status_reason
     assert reason.inner_text() == f"Failed: {stored}"
 
 

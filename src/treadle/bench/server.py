@@ -226,11 +226,11 @@ def _run_at_once(client: TreadleClient, settings: ConversationSettings, count: i
                 time.sleep(0.05)
     while waiting:
         time.sleep(0.05)  # one listing per poll: the waiting adds little load to the server
-        listing = client.list_conversations(limit=1000)["items"]
+        listing = client.list_conversations(limit=1000).items
         waiting -= {
-            item["id"]
+            item.id
             for item in listing
-            if item["id"] in waiting and item["status"] != "running" and not item["running_here"]
+            if item.id in waiting and item.status != "running" and not item.running_here
         }
     return time.perf_counter() - begin
 

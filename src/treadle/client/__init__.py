@@ -1,4 +1,5 @@
-"""The typed Python client of the agent server (httpx + websockets)."""
+"""The typed Python client of the agent server (httpx + websockets). It loads no runtime,
+store or server module: its models are ``treadle.api``'s and ``treadle.events``'."""
 
 from treadle.client.conversation import RemoteConversation, TreadleClient
 from treadle.client.http import (
@@ -12,6 +13,7 @@ from treadle.client.http import (
     ServerFailed,
     TooLarge,
     TooManyRequests,
+    Unauthorized,
     Unavailable,
 )
 from treadle.client.stream import (
@@ -40,5 +42,6 @@ __all__ = [
     "TooLarge",
     "TooManyRequests",
     "TreadleClient",
+    "Unauthorized",
     "Unavailable",
 ]

@@ -1,19 +1,31 @@
 """``TreadleClient`` and ``RemoteConversation``: the local ``Conversation``'s methods over the
-agent server, plus the events API (search, count, every page, path, messages, audit, stream)."""
+agent server, plus the events API (search, count, every page, path, messages, audit, stream).
+Answers come back as the typed models of ``treadle.api`` and ``treadle.events``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from treadle.api.settings import ConversationSettings
+from treadle.api.status import ConversationStatus
+from treadle.api.views import (
+    Accepted,
+    AuditView,
+    ConversationList,
+    ConversationView,
+    CountView,
+    EventItem,
+    EventPage,
+    TreeView,
+)
 from treadle.client.http import BadResponse, HttpApi
 from treadle.client.stream import EventSubscription
 from treadle.events.links import pending_actions
-from treadle.events.model import ActionEvent, Event, event_from_dict
-from treadle.runtime.settings import ConversationSettings
-from treadle.runtime.status import ConversationStatus
-from treadle.store.base import StoredEvent
+from treadle.events.model import EVENT_ADAPTER, EVENT_LIST_ADAPTER, ActionEvent, Event
 
 
 class TreadleClient:
@@ -35,17 +47,19 @@ class TreadleClient:
         self, settings: ConversationSettings, *, id: str | None = None, title: str | None = None
     ) -> RemoteConversation:
         body = {"id": id, "title": title, "settings": settings.model_dump(mode="json")}
-        data = self.api.request("POST", "/api/conversations", json=body)
-        return RemoteConversation(self, data["id"])
+        view = _read(ConversationView, self.api.request("POST", "/api/conversations", json=body))
+        return RemoteConversation(self, view.id)
 
     def conversation(self, conversation_id: str) -> RemoteConversation:
         self.api.request("GET", f"/api/conversations/{conversation_id}")  # 404 now, not later
         return RemoteConversation(self, conversation_id)
 
-    def list_conversations(self, *, limit: int = 50, offset: int = 0) -> dict[str, Any]:
-        return self.api.request(
+    def list_conversations(self, *, limit: int = 50, offset: int = 0) -> ConversationList:
+        """One page of conversations; pass ``next_offset`` as ``offset`` for the next."""
+        answer = self.api.request(
             "GET", "/api/conversations", params={"limit": limit, "offset": offset}
         )
+        return _read(ConversationList, answer)
 
     def close(self) -> None:
         self.api.close()
@@ -70,21 +84,21 @@ class RemoteConversation:
 
     # -- state ----------------------------------------------------------------------------
 
-    def info(self) -> dict[str, Any]:
-        return self._call("GET")
+    def info(self) -> ConversationView:
+        return _read(ConversationView, self._call("GET"))
 
     @property
     def status(self) -> ConversationStatus:
-        return ConversationStatus(self.info()["status"])
+        return self.info().status
 
     @property
     def head(self) -> str | None:
-        return self.info()["head_id"]
+        return self.info().head_id
 
     # -- intents --------------------------------------------------------------------------
 
     def send_message(self, text: str) -> Event:
-        return event_from_dict(self._call("POST", "/messages", json={"text": text}))
+        return _adapt(EVENT_ADAPTER, self._call("POST", "/messages", json={"text": text}))
 
     def run(
         self, max_steps: int = 50, *, wait: bool = True, timeout_s: float = 300.0
@@ -98,8 +112,8 @@ class RemoteConversation:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             info = self.info()
-            if not info["running_here"] and info["status"] != ConversationStatus.RUNNING:
-                return ConversationStatus(info["status"])
+            if not info.running_here and info.status is not ConversationStatus.RUNNING:
+                return info.status
             time.sleep(poll_s)
         raise TimeoutError(f"conversation {self.id} still running after {timeout_s} s")
 
@@ -121,11 +135,11 @@ class RemoteConversation:
         self, action_ids: Sequence[str] | None = None, reason: str = "User rejected the action"
     ) -> ConversationStatus:
         body = {"action_ids": list(action_ids) if action_ids else None, "reason": reason}
-        return ConversationStatus(self._call("POST", "/reject", json=body)["status"])
+        return _read(Accepted, self._call("POST", "/reject", json=body)).status
 
     def fork(self, event_id: str | None = None, *, title: str | None = None) -> RemoteConversation:
         data = self._call("POST", "/fork", json={"event_id": event_id, "title": title})
-        return RemoteConversation(self.client, data["id"])
+        return RemoteConversation(self.client, _read(ConversationView, data).id)
 
     def switch_branch(self, event_id: str) -> None:
         self._call("PUT", "/head", json={"event_id": event_id})
@@ -135,21 +149,20 @@ class RemoteConversation:
 
     # -- events ---------------------------------------------------------------------------
 
-    def search(self, **filters: Any) -> dict[str, Any]:
-        """One page: ``{"items": [{"seq", "event"}], "next_cursor"}`` (filters as the server's)."""
-        return self._call("GET", "/events", params=_params(filters))
+    def search(self, **filters: Any) -> EventPage:
+        """One page of events with their seqs, and ``next_cursor`` (filters as the server's)."""
+        return _read(EventPage, self._call("GET", "/events", params=_params(filters)))
 
     def count(self, **filters: Any) -> int:
-        return self._call("GET", "/events/count", params=_params(filters))["count"]
+        return _read(CountView, self._call("GET", "/events/count", params=_params(filters))).count
 
-    def iter_events(self, page_size: int = 500, **filters: Any) -> Iterator[StoredEvent]:
+    def iter_events(self, page_size: int = 500, **filters: Any) -> Iterator[EventItem]:
         """Every matching event, page after page by seq cursor."""
         cursor = filters.pop("after_seq", None)
         while True:
             page = self.search(**filters, after_seq=cursor, limit=page_size, order="asc")
-            for item in page["items"]:
-                yield StoredEvent(item["seq"], event_from_dict(item["event"]))
-            previous, cursor = cursor, page["next_cursor"]
+            yield from page.items
+            previous, cursor = cursor, page.next_cursor
             if cursor is None:
                 return
             if previous is not None and cursor <= previous:  # would page forever
@@ -157,19 +170,21 @@ class RemoteConversation:
 
     def active_path(self, limit: int | None = None, head: str | None = None) -> list[Event]:
         params = {k: v for k, v in (("limit", limit), ("head", head)) if v is not None}
-        return [event_from_dict(item) for item in self._call("GET", "/path", params=params)]
+        return _adapt(EVENT_LIST_ADAPTER, self._call("GET", "/path", params=params))
 
     def pending_actions(self) -> list[ActionEvent]:
         return pending_actions(self.active_path())
 
     def messages(self, head: str | None = None) -> list[dict[str, Any]]:
-        return self._call("GET", "/messages", params={"head": head} if head else None)
+        """The OpenAI-format messages the model would be sent (PROJECT-*), as the model's
+        service takes them: plain JSON objects."""
+        return _adapt(_MESSAGES, self._call("GET", "/messages", params=_params({"head": head})))
 
-    def audit(self, head: str | None = None) -> dict[str, Any]:
-        return self._call("GET", "/audit", params={"head": head} if head else None)
+    def audit(self, head: str | None = None) -> AuditView:
+        return _read(AuditView, self._call("GET", "/audit", params=_params({"head": head})))
 
-    def tree(self) -> dict[str, Any]:
-        return self._call("GET", "/tree")
+    def tree(self) -> TreeView:
+        return _read(TreeView, self._call("GET", "/tree"))
 
     def subscribe(self, after_seq: int = -1, **options: Any) -> EventSubscription:
         """A live, self-reconnecting subscription resuming from its last seq (``options``:
@@ -179,3 +194,29 @@ class RemoteConversation:
 
 def _params(filters: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in filters.items() if value is not None}
+
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+_MESSAGES: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
+
+
+def _read(model: type[M], answer: Any) -> M:
+    """``answer`` (decoded JSON) as the typed model the endpoint promises, or BadResponse
+    naming what does not fit (a server of another version, a proxy's page...)."""
+    try:
+        return model.model_validate(answer)
+    except ValidationError as error:
+        raise _bad_shape(error) from None
+
+
+def _adapt(adapter: TypeAdapter[T], answer: Any) -> T:
+    """``_read`` for a type that is not a model (an event, a list)."""
+    try:
+        return adapter.validate_python(answer)
+    except ValidationError as error:
+        raise _bad_shape(error) from None
+
+
+def _bad_shape(error: ValidationError) -> BadResponse:
+    return BadResponse(f"the server's answer is not the expected shape: {error}")

@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
+from treadle.api.errors import ErrorBody
 from treadle.errors import TreadleError
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
@@ -42,8 +44,12 @@ class InvalidRequest(RemoteError):
     """400 or 422: the request itself is wrong (the code names what); do not retry it."""
 
 
-class AuthError(RemoteError):
+class Unauthorized(RemoteError):
     """401 or 403: no valid API key, or a Host/Origin the server refuses."""
+
+
+AuthError = Unauthorized
+"""The name ``Unauthorized`` had before issue 11; kept so old ``except AuthError`` still works."""
 
 
 class NotFound(RemoteError):
@@ -82,8 +88,8 @@ class BadResponse(TreadleError):
 _BY_STATUS: dict[int, type[RemoteError]] = {
     400: InvalidRequest,
     422: InvalidRequest,
-    401: AuthError,
-    403: AuthError,
+    401: Unauthorized,
+    403: Unauthorized,
     404: NotFound,
     409: Conflict,
     413: TooLarge,
@@ -202,9 +208,9 @@ def _error_of(response: httpx.Response, body: bytes) -> RemoteError:
     (from a proxy, say) the start of whatever it sent."""
     retry_after = retry_after_s(response.headers.get("retry-after"))
     try:
-        error = json.loads(body)["error"]
-        code, message = str(error["code"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
+        error = ErrorBody.model_validate_json(body).error
+        code, message = error.code, error.message
+    except ValidationError:
         text = body[:300].decode("utf-8", errors="replace")
         code, message = "http_error", text or response.reason_phrase
     return remote_error(response.status_code, code, message, retry_after)

@@ -14,11 +14,11 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
+from treadle.api.status import stream_messages
+from treadle.api.views import EventItem
 from treadle.client.http import HttpApi
 from treadle.errors import TreadleError
 from treadle.events.model import Event, event_from_dict
-from treadle.runtime.status import stream_messages
-from treadle.store.base import StoredEvent
 
 
 class StreamGap(TreadleError):
@@ -112,7 +112,9 @@ class EventSubscription:
                         # Follow-up messages (status, head, run_finished) are derived here
                         # from each new event, so a drop between an event and them loses none.
                         if message["type"] == "event" and self._accept(message):
-                            stored = StoredEvent(message["seq"], self.events[message["seq"]])
+                            stored = EventItem(
+                                seq=message["seq"], event=self.events[message["seq"]]
+                            )
                             yield from stream_messages(stored)
                 self.last_close = (socket.close_code, socket.close_reason or "")
             except ConnectionClosed as error:

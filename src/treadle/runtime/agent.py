@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from treadle.api.settings import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT  # settings data
 from treadle.events.json_limits import JsonLimitError, load_json
 from treadle.events.model import (
     ActionEvent,
@@ -24,12 +25,6 @@ from treadle.events.model import (
 from treadle.runtime.llm.base import LanguageModel, ModelResponse
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a careful software agent working in a workspace folder. Use the tools to inspect "
-    "and change files and to run commands; check your work before you finish. When the task is "
-    "done, call `finish` with a short summary. Ask the user when you need a decision."
-)
 
 
 @dataclass(frozen=True, slots=True)

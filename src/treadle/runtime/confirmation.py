@@ -7,17 +7,11 @@ because they are answered by an agent error without running anything.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Protocol
 
+from treadle.api.settings import ConfirmationPolicy as ConfirmationPolicy  # settings data
 from treadle.events.model import ActionEvent
 from treadle.runtime.tools import ToolCallError, ToolSet
-
-
-class ConfirmationPolicy(StrEnum):
-    NEVER = "never"
-    ALWAYS = "always"
-    RISKY = "risky"
 
 
 class RiskAnalyzer(Protocol):

@@ -50,7 +50,12 @@ from treadle.runtime.requests import (
     undelivered_messages,
 )
 from treadle.runtime.secrets import Secrets
-from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings, SettingsPolicy
+from treadle.runtime.settings import (
+    SETTINGS_KEY,
+    ConversationSettings,
+    SettingsPolicy,
+    build_agent,
+)
 from treadle.runtime.status import (
     ConversationStatus,
     head_move_event,
@@ -159,7 +164,7 @@ class Conversation:
         exists already). ``policy``: what the settings may reach (a server's limits)."""
         policy = policy or SettingsPolicy()
         return cls(
-            settings.build_agent(model, policy),
+            build_agent(settings, model, policy),
             LocalWorkspace(settings.workspace, create=True, within=policy.workspace_root),
             store,
             id,

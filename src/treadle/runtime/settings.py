@@ -1,28 +1,22 @@
-"""A conversation's settings (model, tools, confirmation policy, workspace), stored with it in
-the store's metadata so any process can reopen and continue it. Never holds an API key.
-``SettingsPolicy`` is what a process lets settings reach (a server: its operator's limits)."""
+"""Building an agent from a conversation's settings, and ``SettingsPolicy``: what a process
+lets settings reach (a server: its operator's limits). The settings themselves are data in
+``treadle.api.settings`` (re-exported here), so a client can send them without the runtime."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
+from treadle.api.settings import SETTINGS_KEY as SETTINGS_KEY
+from treadle.api.settings import ConversationSettings as ConversationSettings
+from treadle.api.settings import ModelChoice as ModelChoice
 from treadle.errors import TreadleError
-from treadle.runtime.agent import DEFAULT_SYSTEM_PROMPT, Agent
-from treadle.runtime.confirmation import ConfirmationPolicy
+from treadle.runtime.agent import Agent
 from treadle.runtime.llm import LiteLLMModel, ModelSettings, ScriptedModel
 from treadle.runtime.llm.base import LanguageModel, ModelError
-from treadle.runtime.llm.scripted import ScriptedResponse
 from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
-from treadle.runtime.tools import BUILTIN_TOOLS, builtin_tools
-
-SETTINGS_KEY = "settings"
-"""Where the settings live in ``ConversationInfo.metadata``."""
+from treadle.runtime.tools import builtin_tools
 
 
 class SettingsError(TreadleError, ValueError):
@@ -79,119 +73,36 @@ def _real_inside(path: Path, root: Path) -> Path | None:
     return real if real == real_root or real.is_relative_to(real_root) else None
 
 
-class ModelChoice(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["litellm", "scripted"]
-    model: str | None = None
-    base_url: str | None = None
-    script: str | None = Field(
-        default=None, description="Path of the scripted model's JSON file (the CLI's way)"
+def build_model(choice: ModelChoice, policy: SettingsPolicy | None = None) -> LanguageModel:
+    """The model ``choice`` names, as far as ``policy`` lets it reach."""
+    policy = policy or SettingsPolicy()
+    if choice.kind == "scripted":
+        if choice.responses is not None:
+            return ScriptedModel.from_responses(choice.responses)
+        try:
+            path = policy.check_script(choice.script or "")
+        except SettingsError as error:
+            raise ModelError(str(error)) from None
+        return ScriptedModel.from_file(path)
+    # The key comes from the environment of whichever process runs the conversation;
+    # untrusted settings get it only for the base URLs its operator allowed.
+    return LiteLLMModel(
+        ModelSettings.from_env(
+            model=choice.model,
+            base_url=choice.base_url,
+            key_base_urls=None if policy.trusted else policy.key_base_urls,
+        )
     )
-    responses: tuple[ScriptedResponse, ...] | None = Field(
-        default=None,
-        description="The scripted model's responses inline (a script file's `responses`); "
-        "a server takes scripted models this way",
+
+
+def build_agent(
+    settings: ConversationSettings,
+    model: LanguageModel | None = None,
+    policy: SettingsPolicy | None = None,
+) -> Agent:
+    """The agent ``settings`` describe (``model``: one given instead of the settings' own)."""
+    return Agent(
+        model=model or build_model(settings.model, policy),
+        tools=builtin_tools(settings.tools),
+        system_prompt=settings.system_prompt,
     )
-
-    @model_validator(mode="after")
-    def _fields_of_the_kind(self) -> ModelChoice:
-        if self.kind == "scripted":
-            if (self.script is None) == (self.responses is None):
-                raise ValueError("a scripted model needs exactly one of responses or script")
-        elif self.script is not None or self.responses is not None:
-            raise ValueError("script and responses apply to a scripted model only")
-        return self
-
-    def build(self, policy: SettingsPolicy | None = None) -> LanguageModel:
-        policy = policy or SettingsPolicy()
-        if self.kind == "scripted":
-            if self.responses is not None:
-                return ScriptedModel.from_responses(self.responses)
-            try:
-                path = policy.check_script(self.script or "")
-            except SettingsError as error:
-                raise ModelError(str(error)) from None
-            return ScriptedModel.from_file(path)
-        # The key comes from the environment of whichever process runs the conversation;
-        # untrusted settings get it only for the base URLs its operator allowed.
-        return LiteLLMModel(
-            ModelSettings.from_env(
-                model=self.model,
-                base_url=self.base_url,
-                key_base_urls=None if policy.trusted else policy.key_base_urls,
-            )
-        )
-
-
-class ConversationSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: ModelChoice
-    tools: tuple[str, ...] = tuple(BUILTIN_TOOLS)
-    confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER
-    workspace: str
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-
-    @field_validator("tools")
-    @classmethod
-    def _known_tools(cls, tools: tuple[str, ...]) -> tuple[str, ...]:
-        # Refused with the settings (a 422 from the API), not later when the agent is built.
-        unknown = [name for name in tools if name not in BUILTIN_TOOLS]
-        if unknown:
-            raise ValueError(
-                f"unknown tool(s) {', '.join(map(repr, unknown))}; the built-in tools are "
-                f"{', '.join(BUILTIN_TOOLS)}"
-            )
-        twice = sorted({name for name in tools if tools.count(name) > 1})
-        if twice:
-            raise ValueError(f"tool(s) {', '.join(twice)} named more than once: name each once")
-        return tools
-
-    @classmethod
-    def scripted(
-        cls, script: str | Path, workspace: str | Path, **fields: Any
-    ) -> ConversationSettings:
-        return cls(
-            model=ModelChoice(kind="scripted", script=str(Path(script).resolve())),
-            workspace=str(Path(workspace).resolve()),
-            **fields,
-        )
-
-    @classmethod
-    def scripted_inline(
-        cls, responses: Sequence[dict[str, Any]], workspace: str | Path, **fields: Any
-    ) -> ConversationSettings:
-        """A scripted model whose responses travel with the settings (how a server takes one)."""
-        return cls(
-            model=ModelChoice(kind="scripted", responses=tuple(responses)),
-            workspace=str(Path(workspace).resolve()),
-            **fields,
-        )
-
-    @classmethod
-    def litellm(
-        cls, model: str, workspace: str | Path, base_url: str | None = None, **fields: Any
-    ) -> ConversationSettings:
-        return cls(
-            model=ModelChoice(kind="litellm", model=model, base_url=base_url),
-            workspace=str(Path(workspace).resolve()),
-            **fields,
-        )
-
-    def build_agent(
-        self, model: LanguageModel | None = None, policy: SettingsPolicy | None = None
-    ) -> Agent:
-        return Agent(
-            model=model or self.model.build(policy),
-            tools=builtin_tools(self.tools),
-            system_prompt=self.system_prompt,
-        )
-
-    def to_metadata(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any]) -> ConversationSettings | None:
-        data = metadata.get(SETTINGS_KEY)
-        return None if data is None else cls.model_validate(data)

@@ -6,26 +6,16 @@ head, so the log itself says what state a conversation was left in, also after a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from enum import StrEnum
 from typing import Any
 
-from treadle.events.model import StateChangeEvent, event_to_dict
-from treadle.store.base import EventQuery, EventStore, StoredEvent
-
-STATUS_KEY = "status"
-HEAD_KEY = "head"
-"""State-change key recording an explicit head move (switch branch), so streams see it."""
-
-
-class ConversationStatus(StrEnum):
-    IDLE = "idle"
-    RUNNING = "running"
-    WAITING_FOR_CONFIRMATION = "waiting_for_confirmation"
-    PAUSED = "paused"
-    FINISHED = "finished"
-    ERROR = "error"
-    STUCK = "stuck"
+# What a status event means lives in the API (server and client read it): re-exported here.
+from treadle.api.status import HEAD_KEY as HEAD_KEY
+from treadle.api.status import STATUS_KEY as STATUS_KEY
+from treadle.api.status import ConversationStatus as ConversationStatus
+from treadle.api.status import status_from_event as status_from_event
+from treadle.api.status import stream_messages as stream_messages
+from treadle.events.model import StateChangeEvent
+from treadle.store.base import EventQuery, EventStore
 
 
 def status_event(
@@ -35,16 +25,6 @@ def status_event(
     if reason:
         value["reason"] = reason
     return StateChangeEvent(key=STATUS_KEY, value=value, parent_id=parent_id)
-
-
-def status_from_event(event: StateChangeEvent) -> tuple[ConversationStatus, str | None] | None:
-    """The status (and reason) an event records, or None when it records something else."""
-    if event.key != STATUS_KEY or not isinstance(event.value, dict):
-        return None
-    try:
-        return ConversationStatus(event.value.get("status")), event.value.get("reason")
-    except ValueError:
-        return None
 
 
 def head_move_event(head_id: str) -> StateChangeEvent:
@@ -59,19 +39,3 @@ def read_status(store: EventStore, conversation_id: str) -> tuple[ConversationSt
         if isinstance(event, StateChangeEvent) and (found := status_from_event(event)):
             return found
     return ConversationStatus.IDLE, None
-
-
-def stream_messages(stored: StoredEvent) -> Iterator[dict[str, Any]]:
-    """The stream messages for one stored event: the event itself, then what it means."""
-    event = stored.event
-    yield {"type": "event", "seq": stored.seq, "event": event_to_dict(event)}
-    if not isinstance(event, StateChangeEvent):
-        return
-    status = status_from_event(event)
-    if status is not None:
-        state, reason = status
-        yield {"type": "status", "seq": stored.seq, "status": state.value, "reason": reason}
-        if state is not ConversationStatus.RUNNING:
-            yield {"type": "run_finished", "seq": stored.seq, "status": state.value}
-    elif event.key == HEAD_KEY and isinstance(event.value, dict):
-        yield {"type": "head", "seq": stored.seq, "head_id": event.value.get("head")}

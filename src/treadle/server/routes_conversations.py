@@ -7,9 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from treadle.events.model import event_to_dict
-from treadle.runtime.conversation import Conversation
-from treadle.server.api_models import (
+from treadle.api import (
     SEQ_MAX,
     Accepted,
     ActionChoice,
@@ -22,6 +20,8 @@ from treadle.server.api_models import (
     RunRequest,
     SendMessage,
 )
+from treadle.events.model import event_to_dict
+from treadle.runtime.conversation import Conversation
 from treadle.server.state import ServerState, server_state
 from treadle.store.base import ConversationInfo, ConversationNotFound
 

@@ -13,10 +13,7 @@ from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from treadle.events.audit import audit_events
-from treadle.events.model import event_to_dict
-from treadle.events.projection import project_messages
-from treadle.server.api_models import (
+from treadle.api import (
     SEQ_MAX,
     SEQ_MIN,
     CountView,
@@ -24,6 +21,9 @@ from treadle.server.api_models import (
     StoredEventView,
     TreeView,
 )
+from treadle.events.audit import audit_events
+from treadle.events.model import event_to_dict
+from treadle.events.projection import project_messages
 from treadle.server.errors import OUTAGES
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state

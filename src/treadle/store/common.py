@@ -5,7 +5,6 @@ resolution, head moves, time keys, query validation and paging. Backends only fe
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -14,6 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from treadle.api.ids import CONVERSATION_ID_MAX as CONVERSATION_ID_MAX  # its old home
+from treadle.api.ids import conversation_id_problem
 from treadle.errors import AppendError
 from treadle.events.branches import NO_BASE, BranchSummary, Line, Node, summarize
 from treadle.events.json_limits import JsonLimitError, check_json_depth, check_json_value
@@ -24,34 +25,15 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-CONVERSATION_ID_MAX = 128
-CONVERSATION_ID_RULE = (
-    f"1 to {CONVERSATION_ID_MAX} characters from A-Z a-z 0-9 and . _ - : "
-    "(not starting with '.' or '-')"
-)
-"""The one rule for conversation ids, for every way in (API, CLI, import, the store itself):
-an id is a URL path segment and a folder name (export), so no '/', no '..', nothing odd."""
-_CONVERSATION_ID = re.compile(r"[A-Za-z0-9_:][A-Za-z0-9._:-]*")
-
-
 class InvalidConversationId(StoreError, ValueError):
-    """A conversation id that breaks ``CONVERSATION_ID_RULE`` (bad input, HTTP 422)."""
+    """A conversation id that breaks ``treadle.api.ids.CONVERSATION_ID_RULE`` (bad input, 422)."""
 
 
 def check_conversation_id(conversation_id: str) -> str:
     """``conversation_id`` if it follows ``CONVERSATION_ID_RULE``, else InvalidConversationId."""
-    if not isinstance(conversation_id, str):
-        raise InvalidConversationId(f"a conversation id must be a string, got {conversation_id!r}")
-    if len(conversation_id) > CONVERSATION_ID_MAX or not _CONVERSATION_ID.fullmatch(
-        conversation_id
-    ):
-        shown = conversation_id if len(conversation_id) <= 60 else conversation_id[:60] + "..."
-        bad = sorted({ch for ch in conversation_id if not _CONVERSATION_ID.fullmatch("a" + ch)})
-        found = f"; it holds {', '.join(_char_name(ch) for ch in bad[:5])}" if bad else ""
-        raise InvalidConversationId(
-            f"conversation id {shown!r} ({len(conversation_id)} characters) is not allowed: "
-            f"an id is {CONVERSATION_ID_RULE}{found}"
-        )
+    problem = conversation_id_problem(conversation_id)
+    if problem is not None:
+        raise InvalidConversationId(problem)
     return conversation_id
 
 
@@ -65,14 +47,6 @@ def check_text(name: str, value: str | None) -> None:
                 f"{name} holds a lone surrogate U+{ord(value[error.start]):04X} at position "
                 f"{error.start}, which is not text: send valid UTF-8"
             ) from None
-
-
-def _char_name(ch: str) -> str:
-    if ch == "\0":
-        return "NUL"
-    if "\ud800" <= ch <= "\udfff":
-        return f"a lone surrogate U+{ord(ch):04X}"
-    return repr(ch)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from treadle.runtime.llm import ModelError, ModelSettings, ScriptedModel
 from treadle.runtime.llm.litellm_model import normalize_base_url
 from treadle.runtime.llm.scripted import MAX_SCRIPT_BYTES
-from treadle.runtime.settings import ConversationSettings, ModelChoice, SettingsPolicy
+from treadle.runtime.settings import ConversationSettings, ModelChoice, SettingsPolicy, build_model
 
 KEY = "sk-process-key-0123456789"
 
@@ -21,7 +21,7 @@ KEY = "sk-process-key-0123456789"
 def test_inline_responses_build_a_scripted_model(tmp_path: Path) -> None:
     settings = ConversationSettings.scripted_inline([{"text": "hi"}], tmp_path)
     stored = ConversationSettings.model_validate(settings.to_metadata())
-    model = stored.model.build(SettingsPolicy(trusted=False))
+    model = build_model(stored.model, SettingsPolicy(trusted=False))
     assert model.complete([], []).text == "hi"
 
 
@@ -60,18 +60,18 @@ def test_untrusted_settings_open_script_files_only_inside_the_root(tmp_path: Pat
     (tmp_path / "outside.json").write_text(json.dumps({"responses": [{"text": "outside"}]}))
     os.symlink(tmp_path / "outside.json", root / "link.json")
     policy = SettingsPolicy(trusted=False, workspace_root=root)
-    assert ModelChoice(kind="scripted", script="s.json").build(policy).complete([], []).text == (
-        "inside"
-    )
+    assert build_model(ModelChoice(kind="scripted", script="s.json"), policy).complete(
+        [], []
+    ).text == ("inside")
     messages = set()
     for script in [str(tmp_path / "outside.json"), "link.json", "../missing.json", "/dev/zero"]:
         with pytest.raises(ModelError) as caught:
-            ModelChoice(kind="scripted", script=script).build(policy)
+            build_model(ModelChoice(kind="scripted", script=script), policy)
         messages.add(str(caught.value))
     assert len(messages) == 1  # the same words whether or not the path exists
     with pytest.raises(ModelError, match="responses inline"):  # no root: no file at all
-        ModelChoice(kind="scripted", script=str(root / "s.json")).build(
-            SettingsPolicy(trusted=False)
+        build_model(
+            ModelChoice(kind="scripted", script=str(root / "s.json")), SettingsPolicy(trusted=False)
         )
 
 

@@ -11,32 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from treadle.api.settings import ScriptedCall as ScriptedCall  # the script's data
+from treadle.api.settings import ScriptedResponse
 from treadle.events.model import TokenUsage
 from treadle.files import read_regular_file
 from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall
-
-
-class ScriptedCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    arguments: dict[str, Any] | str = Field(
-        default_factory=dict,
-        description="An object, or a raw string sent as is (may be invalid JSON)",
-    )
-    id: str | None = None
-
-
-class ScriptedResponse(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    text: str = ""
-    reasoning: str | None = None
-    tool_calls: list[ScriptedCall] = Field(default_factory=list)
-    id: str | None = None
-
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 """A script file larger than this is refused unread (a path like /dev/zero must not fill memory)."""

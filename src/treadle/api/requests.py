@@ -1,25 +1,33 @@
-"""Request and response bodies of the agent server's REST API (shared with the typed client)."""
+"""Request bodies of the agent server's REST API: each refuses unknown fields and text no
+store can encode, with a message naming where."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from treadle.runtime.settings import ConversationSettings
-from treadle.store.common import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, check_conversation_id
+from treadle.api.ids import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, conversation_id_problem
+from treadle.api.settings import ConversationSettings
 
 SEQ_MIN = -1
 SEQ_MAX = 2**63 - 1
 """Seq cursors: -1 (before the first event) .. the largest seq a store can hold (int64)."""
+TITLE_MAX = 1000
+
+
+def _valid_conversation_id(conversation_id: str) -> str:
+    problem = conversation_id_problem(conversation_id)
+    if problem is not None:
+        raise ValueError(problem)
+    return conversation_id
+
+
 ConversationId = Annotated[
     str,
     Field(min_length=1, max_length=CONVERSATION_ID_MAX, description=CONVERSATION_ID_RULE),
-    AfterValidator(check_conversation_id),
+    AfterValidator(_valid_conversation_id),
 ]
-
-TITLE_MAX = 1000
 
 
 class _Body(BaseModel):
@@ -70,24 +78,6 @@ class CreateConversation(_Body):
     settings: ConversationSettings
 
 
-class ConversationView(BaseModel):
-    id: str
-    title: str | None
-    status: str
-    status_reason: str | None = None
-    head_id: str | None
-    event_count: int
-    created_at: datetime
-    updated_at: datetime
-    running_here: bool = False
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class ConversationList(BaseModel):
-    items: list[ConversationView]
-    next_offset: int | None
-
-
 class SendMessage(_Body):
     text: str = Field(min_length=1, max_length=1_000_000)
 
@@ -111,58 +101,3 @@ class ForkRequest(_Body):
 
 class MoveHead(_Body):
     event_id: str
-
-
-class StoredEventView(BaseModel):
-    seq: int
-    event: dict[str, Any]
-
-
-class EventPageView(BaseModel):
-    items: list[StoredEventView]
-    next_cursor: int | None
-
-
-class CountView(BaseModel):
-    count: int
-
-
-class BranchView(BaseModel):
-    """A line of descent ending at one head (treadle.events.branches.Branch)."""
-
-    id: str = Field(description="the branch's first event")
-    head: str = Field(description="its last event, a head (TREE-HEAD)")
-    head_seq: int
-    length: int = Field(description="events on the path root..head")
-    own: int = Field(description="events on this branch itself, from its first to its head")
-    base: str | None = Field(description="the event it hangs from; null for a root")
-    parent: str | None = Field(description="id of the branch holding ``base``")
-    time_us: int = Field(description="the head's timestamp, microseconds since the epoch")
-    active: bool = Field(description="its head is the conversation's head")
-
-
-class BranchPointView(BaseModel):
-    id: str
-    seq: int
-    depth: int = Field(description="events above it on its path")
-    line: str = Field(description="id of the branch it is on")
-    children: list[str] = Field(description="its children that are not state changes")
-
-
-class TreeView(BaseModel):
-    """The whole branch summary, read from the store's branch index in O(branches)."""
-
-    head: str | None
-    heads: list[str]
-    branch_points: list[str]
-    branches: list[BranchView] = []
-    points: list[BranchPointView] = []
-    events: dict[str, dict[str, Any]] = Field(
-        default={}, description="each branch's first event and head, and the stored head, by id"
-    )
-
-
-class Accepted(BaseModel):
-    conversation_id: str
-    operation: Literal["run", "confirm", "reject", "pause", "interrupt"]
-    status: str

@@ -1,0 +1,151 @@
+"""A conversation's settings as data (model choice, tools, confirmation, workspace, system
+prompt): what a client sends and a store keeps. Validated here without the runtime;
+``treadle.runtime.settings`` builds the agent from them. Never holds an API key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SETTINGS_KEY = "settings"
+"""Where the settings live in a conversation's metadata."""
+
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("terminal", "file_editor", "task_tracker", "think", "finish")
+"""The built-in tools a conversation may name, in their default order (the runtime's
+``BUILTIN_TOOLS`` has a factory for each: a test keeps the two the same)."""
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a careful software agent working in a workspace folder. Use the tools to inspect "
+    "and change files and to run commands; check your work before you finish. When the task is "
+    "done, call `finish` with a short summary. Ask the user when you need a decision."
+)
+
+
+class ConfirmationPolicy(StrEnum):
+    """Which proposed calls wait for the user: none, all, or those a risk analyzer flags."""
+
+    NEVER = "never"
+    ALWAYS = "always"
+    RISKY = "risky"
+
+
+class ScriptedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict,
+        description="An object, or a raw string sent as is (may be invalid JSON)",
+    )
+    id: str | None = None
+
+
+class ScriptedResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ScriptedCall] = Field(default_factory=list)
+    id: str | None = None
+
+
+class ModelChoice(BaseModel):
+    """Which model answers: a LiteLLM model (its key comes from the environment of the process
+    that runs the conversation) or a scripted one (a script file, or its responses inline)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["litellm", "scripted"]
+    model: str | None = None
+    base_url: str | None = None
+    script: str | None = Field(
+        default=None, description="Path of the scripted model's JSON file (the CLI's way)"
+    )
+    responses: tuple[ScriptedResponse, ...] | None = Field(
+        default=None,
+        description="The scripted model's responses inline (a script file's `responses`); "
+        "a server takes scripted models this way",
+    )
+
+    @model_validator(mode="after")
+    def _fields_of_the_kind(self) -> ModelChoice:
+        if self.kind == "scripted":
+            if (self.script is None) == (self.responses is None):
+                raise ValueError("a scripted model needs exactly one of responses or script")
+        elif self.script is not None or self.responses is not None:
+            raise ValueError("script and responses apply to a scripted model only")
+        return self
+
+
+class ConversationSettings(BaseModel):
+    """Everything needed to run a conversation again in any process, stored with it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: ModelChoice
+    tools: tuple[str, ...] = BUILTIN_TOOL_NAMES
+    confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER
+    workspace: str
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, tools: tuple[str, ...]) -> tuple[str, ...]:
+        # Refused with the settings (a 422 from the API), not later when the agent is built.
+        unknown = [name for name in tools if name not in BUILTIN_TOOL_NAMES]
+        if unknown:
+            raise ValueError(
+                f"unknown tool(s) {', '.join(map(repr, unknown))}; the built-in tools are "
+                f"{', '.join(BUILTIN_TOOL_NAMES)}"
+            )
+        twice = sorted({name for name in tools if tools.count(name) > 1})
+        if twice:
+            raise ValueError(f"tool(s) {', '.join(twice)} named more than once: name each once")
+        return tools
+
+    @classmethod
+    def scripted(
+        cls, script: str | Path, workspace: str | Path, **fields: Any
+    ) -> ConversationSettings:
+        return cls(
+            model=ModelChoice(kind="scripted", script=str(Path(script).resolve())),
+            workspace=str(Path(workspace).resolve()),
+            **fields,
+        )
+
+    @classmethod
+    def scripted_inline(
+        cls,
+        responses: Sequence[dict[str, Any] | ScriptedResponse],
+        workspace: str | Path,
+        **fields: Any,
+    ) -> ConversationSettings:
+        """A scripted model whose responses travel with the settings (how a server takes one)."""
+        scripted = tuple(ScriptedResponse.model_validate(response) for response in responses)
+        return cls(
+            model=ModelChoice(kind="scripted", responses=scripted),
+            workspace=str(Path(workspace).resolve()),
+            **fields,
+        )
+
+    @classmethod
+    def litellm(
+        cls, model: str, workspace: str | Path, base_url: str | None = None, **fields: Any
+    ) -> ConversationSettings:
+        return cls(
+            model=ModelChoice(kind="litellm", model=model, base_url=base_url),
+            workspace=str(Path(workspace).resolve()),
+            **fields,
+        )
+
+    def to_metadata(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any]) -> ConversationSettings | None:
+        data = metadata.get(SETTINGS_KEY)
+        return None if data is None else cls.model_validate(data)
