@@ -68,8 +68,10 @@ def logs(draw: st.DrawFn) -> list[EventBase]:
                     tool_call_id=action.tool_call_id, tool_name="x", error="bad", **common
                 )
         else:
-            event = StateChangeEvent(key="status", value={"status": "idle"}, **common) if kind == "state" else MessageEvent(
-                source="user", text="x", **common
+            event = (
+                StateChangeEvent(key="status", value={"status": "idle"}, **common)
+                if kind == "state"
+                else MessageEvent(source="user", text="x", **common)
             )
         events.append(event)
     return events
@@ -94,7 +96,12 @@ def test_appends_on_the_latest_branch_are_walked_not_re_audited() -> None:
     events = [MessageEvent(id="m0", source="user", text="go", parent_id=ROOT)]
     audit = IncrementalAudit(events)
     action = ActionEvent(
-        id="a1", parent_id="m0", llm_response_id="r", tool_call_id="c", tool_name="t", arguments={},
+        id="a1",
+        parent_id="m0",
+        llm_response_id="r",
+        tool_call_id="c",
+        tool_name="t",
+        arguments={},
         raw_arguments="{}",
     )
     walk = audit._walk
