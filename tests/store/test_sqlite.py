@@ -259,6 +259,19 @@ def test_reads_use_indexes_only(big: SqliteEventStore, read) -> None:
         assert "TEMP B-TREE" not in plan, (statement, plan)
 
 
+def test_the_branch_summary_reads_by_index_only(big: SqliteEventStore) -> None:
+    """O(branches): one lookup per wanted seq or base (was a walk of the whole conversation
+    in seq order for the bases' children)."""
+    statements = _statements_of(big, lambda: big.branch_summary("c"))
+    assert statements
+    for statement, plan in zip(statements, _plans(big, statements), strict=True):
+        # the only scans allowed are of the JSON list of wanted seqs (aliased j)
+        assert not re.search(r"\bSCAN (?!j\b|json_each)", plan), (statement, plan)
+        # nor a range of events over the whole conversation
+        assert not re.search(r"SEARCH e(vents)? .*\(conversation=\?\)", plan), (statement, plan)
+    assert big.branch_summary("c").heads == ["s49", "e2999"]
+
+
 def test_a_path_window_costs_statements_per_fork_not_per_event(big: SqliteEventStore) -> None:
     statements = _statements_of(big, lambda: big.path_to_root("c", "s49"))
     assert len(statements) <= 8  # 2 segments: the side branch and the main chain below it

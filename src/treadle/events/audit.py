@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from treadle.events.links import pending_actions
 from treadle.events.model import (
     EVENT_KINDS,
     MODEL_VISIBLE_KINDS,
     RESULT_KINDS,
+    ROOT,
     ActionEvent,
     EventBase,
 )
@@ -98,20 +99,213 @@ def audit_events(events: Sequence[EventBase], *, head: str | None = None) -> Aud
     )
 
 
+class _Ids(Protocol):
+    """What the walk asks of the log besides positions: ``EventTree`` is one."""
+
+    @property
+    def events(self) -> Sequence[EventBase]: ...
+    def __contains__(self, event_id: object) -> bool: ...
+    def get(self, event_id: str) -> EventBase: ...
+
+
+class IncrementalAudit:
+    """The audit of a log that grows by appends: ``report`` equals ``audit_events`` of every
+    event given so far (tests/events/test_audit_incremental.py checks it on random logs).
+
+    Events that continue the path the walk ended on (a store's appends on the latest branch:
+    a new id, its parent the last event walked, or a new root) are walked from the saved
+    state, O(new events); any other append (a fork from an older event, a duplicate id, a
+    missing parent, a log with such faults already) audits the whole log again.
+    """
+
+    def __init__(self, events: Sequence[EventBase] = ()) -> None:
+        self.events: list[EventBase] = []
+        self._rebuild(list(events))
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    # -- the _Ids protocol, for the walk ------------------------------------------------------
+
+    def __contains__(self, event_id: object) -> bool:
+        return event_id in self._index
+
+    def get(self, event_id: str) -> EventBase:
+        return self.events[self._index[event_id]]
+
+    # -- growing --------------------------------------------------------------------------
+
+    def extend(self, events: Sequence[EventBase]) -> None:
+        """Take ``events`` appended after the ones given so far (in append order)."""
+        for number, event in enumerate(events):
+            parent = self._continues(event)
+            if parent is None:
+                self._rebuild([*self.events, *events[number:]])
+                return
+            self._walk_one(event, parent)
+
+    def _continues(self, event: EventBase) -> int | None:
+        """The parent position of ``event`` when it extends the walk's last path, else None."""
+        if not self._clean or event.id in self._index:
+            return None
+        parent_id = event.parent_id
+        if parent_id is None:  # legacy: the event appended just before
+            parent = len(self.events) - 1
+        elif parent_id == ROOT:
+            return NO_PARENT
+        else:
+            parent = self._index.get(parent_id, MISSING_PARENT)
+        return parent if parent >= 0 and parent == self._walk.last_entered else None
+
+    def _walk_one(self, event: EventBase, parent: int) -> None:
+        walk = self._walk
+        self.events.append(event)
+        position = walk.grow(parent, event.kind)
+        self._index[event.id] = position
+        self._parents.append(parent)
+        self._first_continuation.append(NO_EVENT)
+        self._counts[event.kind] += 1
+        if parent == NO_PARENT:  # a new tree: its path starts empty
+            walk._forget_path()
+            self._pending = _PendingOnPath()
+        walk.enter(position)
+        walk.last_entered = position
+        self._pending.add(event)
+        if event.kind != "state_change":
+            self._default_head = position
+            self._heads[position] = None
+            if parent >= 0:
+                self._heads.pop(parent, None)
+                if self._first_continuation[parent] < 0:
+                    self._first_continuation[parent] = position
+
+    def _rebuild(self, events: list[EventBase]) -> None:
+        """Audit ``events`` in full (as ``audit_events``) and keep what extending needs."""
+        self.events = events
+        tree = EventTree(events)
+        self._findings = findings = _Findings(events)
+        findings.duplicate_ids(tree)
+        parents = [tree.parent_position(position) for position in range(len(events))]
+        forest = _forest_parents(parents, findings)
+        self._clean = not tree.duplicate_positions and forest == parents
+        index: dict[str, int] = {}
+        for position, event in enumerate(events):
+            index.setdefault(event.id, position)
+        self._index = index
+        self._parents = parents
+        self._walk = _BranchWalk(self, [event.kind for event in events], forest, findings)
+        self._walk.walk()
+        self._counts = Counter(self._walk.kinds)
+        self._heads = {index[head]: None for head in tree.heads()}
+        default = tree.default_head()
+        self._default_head = NO_EVENT if default is None else index[default]
+        self._first_continuation = [NO_EVENT] * len(events)
+        for position in range(len(events) - 1, -1, -1):
+            parent = parents[position]
+            if parent >= 0 and events[position].kind != "state_change":
+                self._first_continuation[parent] = position
+        self._pending = _PendingOnPath()
+        if self._clean and self._walk.last_entered >= 0:
+            for position in _walkable_path(parents, self._walk.last_entered):
+                self._pending.add(events[position])
+
+    # -- the report -----------------------------------------------------------------------
+
+    def report(self, head: str | None = None) -> AuditReport:
+        """As ``audit_events(events, head=head)``: O(violations + heads) on the latest path."""
+        if not self._clean:  # faults in the tree: the full focus checks (rare: stores refuse)
+            return audit_events(self.events, head=head)
+        events = self.events
+        focus = head
+        if focus is None and self._default_head >= 0:
+            focus = events[self._default_head].id
+        found = list(self._findings.found)
+        notices: list[Violation] = []
+        pending: list[str] = []
+        if focus is not None and focus not in self._index:
+            found.append((NO_EVENT, _missing_head(focus)))
+        elif focus is not None:
+            position = self._index[focus]
+            later = self._first_continuation[position]
+            if later >= 0:
+                notices.append(_lag_notice(focus, events[later].id))
+            pending = self._pending_at(position)
+        found.sort(key=lambda item: item[0])
+        return AuditReport(
+            violations=[violation for _, violation in found],
+            pending=pending,
+            counts=_counts_of(self._counts),
+            heads=[events[position].id for position in self._heads],
+            head=focus,
+            notices=notices,
+        )
+
+    def _pending_at(self, position: int) -> list[str]:
+        # State changes answer nothing: below the last one on the latest path, pending is the
+        # same as at its end.
+        last = self._walk.last_entered
+        while last >= 0 and last != position and self.events[last].kind == "state_change":
+            last = self._parents[last]
+        if last == position:
+            return self._pending.ids()
+        path = [self.events[p] for p in _walkable_path(self._parents, position)]
+        return [action.id for action in pending_actions(path)]
+
+
+class _PendingOnPath:
+    """``links.pending_actions`` of a path fed one event at a time (the same rule)."""
+
+    def __init__(self) -> None:
+        self.open_actions: dict[str, EventBase] = {}
+        self.open_by_call: dict[str, str] = {}
+
+    def add(self, event: EventBase) -> None:
+        kind = event.kind
+        if kind == "action":
+            self.open_actions[event.id] = event
+            self.open_by_call[event.tool_call_id] = event.id  # type: ignore[attr-defined]
+        elif kind in RESULT_KINDS:
+            call: str = event.tool_call_id  # type: ignore[attr-defined]
+            action_id = getattr(event, "action_id", None)
+            if action_id is None or action_id not in self.open_actions:
+                action_id = self.open_by_call.get(call)
+            if action_id is not None:
+                answered = self.open_actions.pop(action_id, None)
+                answered_call = getattr(answered, "tool_call_id", None)
+                if answered is not None and self.open_by_call.get(answered_call) == action_id:
+                    del self.open_by_call[answered_call]
+
+    def ids(self) -> list[str]:
+        return list(self.open_actions)
+
+
+def _missing_head(focus: str) -> Violation:
+    return Violation("TREE-HEAD", (focus,), f"head {focus!r} is not an event of the log")
+
+
+def _lag_notice(focus: str, later: str) -> Violation:
+    return Violation(
+        "TREE-HEAD",
+        (focus, later),
+        f"head {focus!r} lags: later events continue its branch (first {later!r}); "
+        "the saved head was not moved",
+    )
+
+
 class _Findings:
     """Collects violations with the position of the event at fault, to report in log order."""
 
     def __init__(self, events: Sequence[EventBase]) -> None:
         self.events = events
-        self._found: list[tuple[int, Violation]] = []
+        self.found: list[tuple[int, Violation]] = []
         self.notices: list[Violation] = []
 
     def add(self, position: int, contract: str, event_ids: Sequence[str], message: str) -> None:
-        self._found.append((position, Violation(contract, tuple(event_ids), message)))
+        self.found.append((position, Violation(contract, tuple(event_ids), message)))
 
     def sorted_violations(self) -> list[Violation]:
-        self._found.sort(key=lambda found: found[0])  # stable: same event keeps finding order
-        return [violation for _, violation in self._found]
+        self.found.sort(key=lambda found: found[0])  # stable: same event keeps finding order
+        return [violation for _, violation in self.found]
 
     def describe(self, position: int) -> str:
         event = self.events[position]
@@ -224,7 +418,7 @@ class _BranchWalk:
     """
 
     def __init__(
-        self, tree: EventTree, kinds: list[str], forest: list[int], findings: _Findings
+        self, tree: _Ids, kinds: list[str], forest: list[int], findings: _Findings
     ) -> None:
         events = tree.events
         count = len(events)
@@ -253,24 +447,21 @@ class _BranchWalk:
         self.shadowed_action = [NO_EVENT] * count
         self.closed = [NO_EVENT] * count
         self.reopen = bytearray(count)
+        self.last_entered = NO_EVENT
+        """The event the walk visited last: its path is the state the walk ends with."""
 
     def walk(self) -> None:
         first_child, next_sibling = _child_links(self.forest)
         for root, parent in enumerate(self.forest):
             if parent < 0:
-                self._walk_tree(root, first_child, next_sibling)
                 self._forget_path()
+                self._walk_tree(root, first_child, next_sibling)
 
     def _walk_tree(self, root: int, first_child: list[int], next_sibling: list[int]) -> None:
         """Depth-first from ``root``, children in append order. An event's changes are undone
         on leaving it only when a later branch still waits (``waiting``): on the last branch
         of a tree, which is the whole of a chain, nothing is left to undo them for."""
-        forest = self.forest
-        kinds = self.kinds
-        last_visible = self.last_visible
-        events = self.events
-        enter_action = self._enter_action
-        enter_result = self._enter_result
+        enter = self.enter
         stack = [root]
         waiting = 1  # events in the stack still to enter (the rest are leave markers)
         while stack:
@@ -279,27 +470,50 @@ class _BranchWalk:
                 self._leave(~position)
                 continue
             waiting -= 1
-            kind = kinds[position]
-            if kind == "action":
-                enter_action(position)
-                if waiting:
-                    stack.append(~position)
-            elif kind in RESULT_KINDS:
-                enter_result(position)
-                if waiting:
-                    stack.append(~position)
-            elif kind in MODEL_VISIBLE_KINDS:
-                last_visible[position] = position
-                if kind == "message" and events[position].source == "agent":
-                    self._asked_again(position, None)
-            else:  # not model-visible: neither part of a batch nor a break in one
-                parent = forest[position]
-                last_visible[position] = last_visible[parent] if parent >= 0 else NO_EVENT
+            if enter(position) and waiting:
+                stack.append(~position)
+            self.last_entered = position
             child = first_child[position]
             while child >= 0:  # latest first, so that the earliest pops first
                 stack.append(child)
                 waiting += 1
                 child = next_sibling[child]
+
+    def enter(self, position: int) -> bool:
+        """Visit the event at ``position`` (its parent's path state is the current one);
+        whether it changed path state that leaving it must undo (an action or a result)."""
+        kind = self.kinds[position]
+        if kind == "action":
+            self._enter_action(position)
+            return True
+        if kind in RESULT_KINDS:
+            self._enter_result(position)
+            return True
+        if kind in MODEL_VISIBLE_KINDS:
+            self.last_visible[position] = position
+            if kind == "message" and self.events[position].source == "agent":
+                self._asked_again(position, None)
+        else:  # not model-visible: neither part of a batch nor a break in one
+            parent = self.forest[position]
+            self.last_visible[position] = self.last_visible[parent] if parent >= 0 else NO_EVENT
+        return False
+
+    def grow(self, parent: int, kind: str) -> int:
+        """Room for one more event (appended to ``events``) under ``parent``; its position."""
+        self.forest.append(parent)
+        self.kinds.append(kind)
+        for values in (
+            self.last_visible,
+            self.batch_first,
+            self.answered_by,
+            self.shadowed_call,
+            self.shadowed_action,
+            self.closed,
+        ):
+            values.append(NO_EVENT)
+        self.response_of.append(None)
+        self.reopen.append(0)
+        return len(self.forest) - 1
 
     def _leave(self, position: int) -> None:
         if self.kinds[position] == "action":
@@ -506,7 +720,7 @@ def _focus_head(
     if focus is None:
         return []
     if focus not in tree:
-        findings.add(NO_EVENT, "TREE-HEAD", [focus], f"head {focus!r} is not an event of the log")
+        findings.found.append((NO_EVENT, _missing_head(focus)))
         return []
     position = tree.position(focus)
     path = _walkable_path(parents, position)
@@ -514,14 +728,7 @@ def _focus_head(
     # tree.lags indexes the children of the whole log: ask only when the head has a child.
     if not head_on_cycle and position in parents and tree.lags(focus):
         later = next(c for c in tree.children(focus) if c.kind != "state_change")
-        findings.notices.append(
-            Violation(
-                "TREE-HEAD",
-                (focus, later.id),
-                f"head {focus!r} lags: later events continue its branch (first {later.id!r}); "
-                "the saved head was not moved",
-            )
-        )
+        findings.notices.append(_lag_notice(focus, later.id))
     return [action.id for action in pending_actions([tree.events[p] for p in path])]
 
 
@@ -540,6 +747,9 @@ def _walkable_path(parents: Sequence[int], head: int) -> list[int]:
 
 
 def _counts_by_kind(kinds: Sequence[str]) -> dict[str, int]:
-    counted = Counter(kinds)
+    return _counts_of(Counter(kinds))
+
+
+def _counts_of(counted: Counter[str]) -> dict[str, int]:
     known = {kind: counted[kind] for kind in EVENT_KINDS if counted[kind]}
     return known | {kind: n for kind, n in counted.items() if kind not in known}

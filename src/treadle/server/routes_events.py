@@ -21,9 +21,9 @@ from treadle.api import (
     StoredEventView,
     TreeView,
 )
-from treadle.events.audit import audit_events
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
+from treadle.server.audit_cache import audit_cache
 from treadle.server.errors import OUTAGES
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state
@@ -118,15 +118,13 @@ def get_messages(conversation_id: str, state: State, head: str | None = None) ->
     return project_messages(state.store.path_to_root(conversation_id, head))
 
 
-def _whole_log(state: ServerState, conversation_id: str) -> list:
-    return [item.event for item in state.store.get_range(conversation_id, 0, 2**62)]
-
-
 @router.get("/audit")
 def get_audit(conversation_id: str, state: State, head: str | None = None) -> dict[str, Any]:
-    """The audit of the whole stored log (every branch); ``head`` focuses the path checks."""
-    events = _whole_log(state, conversation_id)
-    return audit_events(events, head=head or state.store.head(conversation_id)).to_json_dict()
+    """The audit of the whole stored log (every branch); ``head`` focuses the path checks.
+    Served from the process's audit of the conversation, extended by the events since."""
+    return (
+        audit_cache(state.store).report(state.store, conversation_id, head or None).to_json_dict()
+    )
 
 
 MAX_TREE_EVENTS = 500

@@ -693,12 +693,16 @@ class SqliteEventStore:
                 )
             ]
 
+            # CROSS JOIN fixes the loop order: one index lookup per wanted seq or base. With
+            # `IN (json_each)` and ORDER BY seq the planner walked the whole conversation in
+            # seq order (O(events)); tests/store/test_sqlite.py checks these plans.
             def nodes(seqs: list[int]) -> list[Node]:
                 return [
                     Node(*row)
                     for row in conn.execute(
-                        "SELECT seq, id, kind, depth, line, time_us FROM events "
-                        "WHERE conversation = ? AND seq IN (SELECT value FROM json_each(?))",
+                        "SELECT e.seq, e.id, e.kind, e.depth, e.line, e.time_us "
+                        "FROM json_each(?2) AS j CROSS JOIN events AS e "
+                        "ON e.conversation = ?1 AND e.seq = j.value",
                         (key, json.dumps(seqs)),
                     )
                 ]
@@ -707,10 +711,10 @@ class SqliteEventStore:
                 return [
                     (row[0], Node(*row[1:]))
                     for row in conn.execute(
-                        "SELECT parent_seq, seq, id, kind, depth, line, time_us FROM events "
-                        "WHERE conversation = ? AND parent_seq IN "
-                        "(SELECT value FROM json_each(?)) AND kind <> 'state_change' "
-                        "ORDER BY seq",
+                        "SELECT e.parent_seq, e.seq, e.id, e.kind, e.depth, e.line, e.time_us "
+                        "FROM json_each(?2) AS j CROSS JOIN events AS e "
+                        "ON e.conversation = ?1 AND e.parent_seq = j.value "
+                        "WHERE e.kind <> 'state_change' ORDER BY e.seq",
                         (key, json.dumps(bases)),
                     )
                 ]
