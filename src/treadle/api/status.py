@@ -1,4 +1,4 @@
-"""Conversation statuses (SPEC.md, RUN) as the API names them, how a ``state_change`` event
+"""Conversation statuses (docs/contracts.md, RUN) as the API names them, how a ``state_change`` event
 records a status or a head move, and the stream messages one stored event makes. The runtime
 writes these events (``treadle.runtime.status``); server and client read them the same way."""
 

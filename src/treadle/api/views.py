@@ -95,7 +95,7 @@ class TreeView(BaseModel):
 
 
 class ViolationView(BaseModel):
-    """One broken contract: its SPEC.md name, the events at fault, a one-line explanation."""
+    """One broken contract: its contract name (docs/contracts.md), the events at fault, a one-line explanation."""
 
     contract: str
     event_ids: list[str]
