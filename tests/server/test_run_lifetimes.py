@@ -14,7 +14,7 @@ from treadle.client import TreadleClient
 from treadle.events.model import PauseEvent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.status import ConversationStatus as Status
-from treadle.runtime.status import read_status, stream_messages
+from treadle.runtime.status import StreamState, read_status
 from treadle.server.runs import RunManager
 from treadle.store.base import EventQuery
 from treadle.store.leases import open_leases
@@ -108,8 +108,9 @@ def test_a_failed_background_run_records_error_with_its_cause(store_url, setting
         assert reason == "the run failed: RuntimeError: the disk caught fire"
         # What the API's view and the stream show is this recorded status.
         last = store.search(conversation.id, EventQuery(order="desc", limit=1)).items[0]
-        messages = list(stream_messages(last))
-        assert {"type": "status", "seq": last.seq, "status": "error", "reason": reason} in messages
+        facts = StreamState().advance(last.event)
+        assert facts["status"] == {"status": "error", "reason": reason}
+        assert facts["run_finished"]
         # The lease was released: the conversation can run again.
         runs.start(conversation.id, lambda c: c.send_message("again"), "run")
         runs.wait(conversation.id, timeout=30)

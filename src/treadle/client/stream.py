@@ -14,8 +14,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from treadle.api.status import stream_messages
-from treadle.api.views import EventItem
+from treadle.api.stream import is_transient
 from treadle.client.http import HttpApi
 from treadle.errors import TreadleError
 from treadle.events.model import Event, event_from_dict
@@ -61,8 +60,9 @@ def is_final(code: int | None) -> bool:
 
 
 class EventSubscription:
-    """Iterate to get stream messages (``{"type": "event"|"status"|"head"|"run_finished"}``);
-    ``events`` is the local copy, by seq. Reconnects after a drop, resuming after
+    """Iterate to get the stream's frames (docs/stream.md: ``event`` with the status and head
+    after it, ``run_finished``, transient ones); ``events`` is the local copy, by seq, and
+    ``status``/``head`` the last event frame's. Reconnects after a drop, resuming after
     ``last_seq``: at once after a connection that delivered events, then with exponential
     backoff (up to ``max_backoff_s``). Raises ``StreamRefused`` on a final close code, and
     ``StreamUnavailable`` after ``max_retries`` failed attempts in a row or
@@ -93,6 +93,11 @@ class EventSubscription:
         self.max_retries = max_retries
         self.retry_deadline_s = retry_deadline_s
         self.last_close: tuple[int | None, str] = (None, "")
+        self.status: dict[str, Any] | None = None
+        """``{status, reason}`` after the last event taken, as the server sent it."""
+        self.head: str | None = None
+        """The head after the last event taken, as the server sent it."""
+        self._finished_seq: int | None = None
         self._socket: ClientConnection | None = None
         self._closed = threading.Event()
 
@@ -107,15 +112,10 @@ class EventSubscription:
                 opened_at = time.monotonic()
                 for raw in socket:
                     worked = True
-                    frame = json.loads(raw)  # one message, or (batch) a list of them
-                    for message in frame if isinstance(frame, list) else (frame,):
-                        # Follow-up messages (status, head, run_finished) are derived here
-                        # from each new event, so a drop between an event and them loses none.
-                        if message["type"] == "event" and self._accept(message):
-                            stored = EventItem(
-                                seq=message["seq"], event=self.events[message["seq"]]
-                            )
-                            yield from stream_messages(stored)
+                    frames = json.loads(raw)  # one frame, or (batch) a list of them
+                    for frame in frames if isinstance(frames, list) else (frames,):
+                        if self._take(frame):
+                            yield frame
                 self.last_close = (socket.close_code, socket.close_reason or "")
             except ConnectionClosed as error:
                 self.last_close = _close_of(error)
@@ -214,15 +214,32 @@ class EventSubscription:
         if socket is not None:
             socket.close()
 
-    def _accept(self, message: dict[str, Any]) -> bool:
-        """Keep a new event in the mirror; False for one already seen (after a reconnect)."""
-        seq = message["seq"]
+    def _take(self, frame: dict[str, Any]) -> bool:
+        """Mirror a frame; False for one to skip (an event already seen after a reconnect,
+        a run_finished whose event was not taken here). Status and head are the frame's, as
+        the server computed them: never derived here."""
+        kind = frame.get("type")
+        if is_transient(frame):
+            return True  # live only: no seq, no gap
+        seq = frame.get("seq")
+        if kind == "run_finished":
+            # With batch=true the server sends it in the same message as its event, so a
+            # drop cannot separate them: it follows the event this stream took last.
+            return seq == self.last_seq and seq != self._finished_seq and self._note_end(seq)
+        if kind != "event":
+            return True  # a frame kind this client does not know: passed on as it is
         if seq <= self.last_seq:
             return False
         if seq != self.last_seq + 1:
             raise StreamGap(f"expected seq {self.last_seq + 1}, got {seq}")
-        self.events[seq] = event_from_dict(message["event"])
+        self.events[seq] = event_from_dict(frame["event"])
         self.last_seq = seq
+        self.status = frame["status"]
+        self.head = frame["head"]
+        return True
+
+    def _note_end(self, seq: int) -> bool:
+        self._finished_seq = seq
         return True
 
 

@@ -17,25 +17,48 @@ def result_call_id(event: EventBase) -> str | None:
     return None
 
 
-def pending_actions(path: Iterable[EventBase]) -> list[ActionEvent]:
-    """Actions on ``path`` (root first) with no final result after them, in path order.
+class Linker:
+    """The open actions of one path, fed its events in path order: the one place that says
+    which action a result answers.
 
     An observation or rejection answers its ``action_id``; an agent error answers by
-    ``tool_call_id`` (its action may have no parsed arguments). Pending is not a violation.
+    ``tool_call_id`` (its action may have no parsed arguments); either way the ``action_id``
+    is tried first, then the open action with the result's ``tool_call_id``.
     """
-    open_actions: dict[str, ActionEvent] = {}
-    open_by_call: dict[str, str] = {}
-    for event in path:
+
+    __slots__ = ("_open_by_call", "open_actions")
+
+    def __init__(self) -> None:
+        self.open_actions: dict[str, ActionEvent] = {}
+        """Actions with no final result yet, in path order."""
+        self._open_by_call: dict[str, str] = {}
+
+    def feed(self, event: EventBase) -> str | None:
+        """Take the next event of the path; for a final result, the id of the action it
+        answers (None when it answers no open action: a duplicate or a stray result)."""
         kind = event.kind
         if kind == "action":
-            open_actions[event.id] = event  # type: ignore[assignment]
-            open_by_call[event.tool_call_id] = event.id  # type: ignore[attr-defined]
-        elif kind in RESULT_KINDS:
-            action_id = getattr(event, "action_id", None)
-            if action_id is None or action_id not in open_actions:
-                action_id = open_by_call.get(event.tool_call_id)  # type: ignore[attr-defined]
-            if action_id is not None:
-                answered = open_actions.pop(action_id, None)
-                if answered is not None and open_by_call.get(answered.tool_call_id) == action_id:
-                    del open_by_call[answered.tool_call_id]
-    return list(open_actions.values())
+            self.open_actions[event.id] = event  # type: ignore[assignment]
+            self._open_by_call[event.tool_call_id] = event.id  # type: ignore[attr-defined]
+            return None
+        if kind not in RESULT_KINDS:
+            return None
+        open_actions, open_by_call = self.open_actions, self._open_by_call
+        action_id = getattr(event, "action_id", None)
+        if action_id is None or action_id not in open_actions:
+            action_id = open_by_call.get(event.tool_call_id)  # type: ignore[attr-defined]
+        answered = open_actions.pop(action_id, None) if action_id is not None else None
+        if answered is None:  # a stale id left by a duplicated action id (APPEND-DUP-ID)
+            return None
+        if open_by_call.get(answered.tool_call_id) == action_id:
+            del open_by_call[answered.tool_call_id]
+        return action_id
+
+
+def pending_actions(path: Iterable[EventBase]) -> list[ActionEvent]:
+    """Actions on ``path`` (root first) with no final result after them, in path order.
+    Pending is not a violation."""
+    linker = Linker()
+    for event in path:
+        linker.feed(event)
+    return list(linker.open_actions.values())

@@ -16,6 +16,17 @@ MISSING_PARENT = -2
 """Parent index of an event whose explicit parent is not in the log (TREE-MISSING)."""
 
 
+def resolved_parent_id(event: EventBase, previous_id: str | None) -> str | None:
+    """TREE-PARENT for one event of a log read in append order: its explicit parent, None
+    for an explicit root (``"__root__"``), else (legacy, no parent) ``previous_id``, the id of
+    the event appended just before (None for the first). ``EventTree`` applies the same rule
+    by position."""
+    parent_id = event.parent_id
+    if parent_id is None:
+        return previous_id
+    return None if parent_id == ROOT else parent_id
+
+
 class EventTree:
     """An index over ``events`` in append order (position = seq).
 

@@ -13,8 +13,8 @@ from treadle.api.status import HEAD_KEY as HEAD_KEY
 from treadle.api.status import STATUS_KEY as STATUS_KEY
 from treadle.api.status import ConversationStatus as ConversationStatus
 from treadle.api.status import status_from_event as status_from_event
-from treadle.api.status import stream_messages as stream_messages
-from treadle.events.model import StateChangeEvent
+from treadle.events.model import Event, StateChangeEvent
+from treadle.events.view import LogFollower
 from treadle.store.base import EventQuery, EventStore
 
 
@@ -39,3 +39,42 @@ def read_status(store: EventStore, conversation_id: str) -> tuple[ConversationSt
         if isinstance(event, StateChangeEvent) and (found := status_from_event(event)):
             return found
     return ConversationStatus.IDLE, None
+
+
+class StreamState:
+    """What the stream tells after each stored event, fed the log in seq order: the event's
+    resolved parent and the action it answers (``events.view.LogFollower``), the status the
+    log records last (IDLE before any) and the head (the last event that is not a state
+    change, or an explicit head move). The hub keeps one for live events; a replay seeds its
+    own up to where the client starts, so replayed frames equal live ones."""
+
+    __slots__ = ("_follower", "head", "reason", "status")
+
+    def __init__(self) -> None:
+        self._follower = LogFollower()
+        self.status = ConversationStatus.IDLE
+        self.reason: str | None = None
+        self.head: str | None = None
+
+    def advance(self, event: Event) -> dict[str, Any]:
+        """The facts of the next event's frame: ``parent_id``, ``answers``, ``status``
+        (``{status, reason}``) and ``head`` as they are after it, and ``run_finished`` (True
+        for a status change that ends a run)."""
+        parent_id, answers = self._follower.feed(event)
+        run_finished = False
+        if not isinstance(event, StateChangeEvent):
+            self.head = event.id
+        elif (found := status_from_event(event)) is not None:
+            self.status, self.reason = found
+            run_finished = self.status is not ConversationStatus.RUNNING
+        elif event.key == HEAD_KEY and isinstance(event.value, dict):
+            head = event.value.get("head")
+            if isinstance(head, str):
+                self.head = head
+        return {
+            "parent_id": parent_id,
+            "answers": answers,
+            "status": {"status": self.status.value, "reason": self.reason},
+            "head": self.head,
+            "run_finished": run_finished,
+        }

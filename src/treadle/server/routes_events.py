@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -21,13 +22,16 @@ from treadle.api import (
     StoredEventView,
     TreeView,
 )
+from treadle.api.transcript import TranscriptPage
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
+from treadle.events.tree import resolved_parent_id
+from treadle.events.view import transcript
 from treadle.server.audit_cache import audit_cache
 from treadle.server.errors import OUTAGES
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state
-from treadle.server.stream import Delivery, Listener
+from treadle.server.stream import Delivery, Listener, seeded_state
 from treadle.store.base import (
     MAX_SEQ,
     ConversationNotFound,
@@ -158,6 +162,45 @@ def get_children(conversation_id: str, event_id: str, state: State) -> list[dict
     ]
 
 
+TRANSCRIPT_PAGE = 200
+
+
+@router.get("/transcript", response_model=TranscriptPage)
+def get_transcript(
+    conversation_id: str,
+    state: State,
+    head: str | None = None,
+    offset: Annotated[int | None, Query(ge=0, le=SEQ_MAX)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = TRANSCRIPT_PAGE,
+) -> TranscriptPage:
+    """Transcript items (``events.view``) of the path root..``head`` (default: the head),
+    ``limit`` from item ``offset``; without ``offset``, the last ``limit`` items."""
+    head_id = head or state.store.head(conversation_id)
+    path = state.store.path_to_root(conversation_id, head_id) if head_id else []
+    items = transcript(path, _side_events(state, conversation_id))
+    start = max(len(items) - limit, 0) if offset is None else offset
+    return TranscriptPage(
+        head=head_id, total=len(items), offset=start, items=items[start : start + limit]
+    )
+
+
+def _side_events(state: ServerState, conversation_id: str) -> list[tuple[Any, str | None]]:
+    """The state changes of the log (side leaves, off every path) with resolved parents."""
+    side: list[tuple[Any, str | None]] = []
+    query = EventQuery(kinds=["state_change"], limit=1000)
+    while True:
+        page = state.store.search(conversation_id, query)
+        for stored in page.items:
+            previous = None
+            if stored.event.parent_id is None and stored.seq > 0:  # legacy: the one before
+                previous = state.store.get_range(conversation_id, stored.seq - 1, stored.seq)
+            previous_id = previous[0].event.id if previous else None
+            side.append((stored.event, resolved_parent_id(stored.event, previous_id)))
+        if page.next_cursor is None:
+            return side
+        query = replace(query, after_seq=page.next_cursor)
+
+
 class _Sender:
     """Sends stored events' stream messages; counts events against the client's ``limit``.
 
@@ -173,8 +216,8 @@ class _Sender:
     async def send(self, deliveries: list[Delivery]) -> bool:
         """False once ``limit`` events were sent (the server then closes the stream)."""
         if self.remaining is not None:
-            deliveries = deliveries[: self.remaining]
-            self.remaining -= len(deliveries)
+            deliveries = _first_stored(deliveries, self.remaining)
+            self.remaining -= sum(1 for delivery in deliveries if delivery.seq is not None)
         texts = [text for delivery in deliveries for text in delivery.texts]
         if self.batch and len(texts) > 1:
             await self.websocket.send_text("[" + ",".join(texts) + "]")
@@ -182,6 +225,18 @@ class _Sender:
             for text in texts:
                 await self.websocket.send_text(text)
         return self.remaining is None or self.remaining > 0
+
+
+def _first_stored(deliveries: list[Delivery], count: int) -> list[Delivery]:
+    """``deliveries`` up to and including the ``count``-th stored one (transient ones are not
+    counted by ``limit``)."""
+    stored = 0
+    for index, delivery in enumerate(deliveries):
+        if delivery.seq is not None:
+            stored += 1
+            if stored == count:
+                return deliveries[: index + 1]
+    return deliveries
 
 
 class StreamParams(BaseModel):
@@ -206,10 +261,12 @@ SERVER_ERROR = 1011
 
 @router.websocket("/events/stream")
 async def stream_events(websocket: WebSocket, conversation_id: str) -> None:
-    """Every stored event after ``after_seq``, then live ones, each with its seq; status
-    changes, head moves and the end of a run are messages of their own. With ``limit`` the
-    server closes the stream (code 1000) after that many events: resume with ``after_seq``.
-    With ``batch=true`` a frame may hold a JSON array of messages instead of one message.
+    """Every stored event after ``after_seq``, then live ones: one ``event`` frame each, with
+    its seq, resolved parent, the action it answers, and the status and head after it; a
+    ``run_finished`` frame after a run's last event; transient frames (``"stored": false``)
+    as they come (docs/stream.md). With ``limit`` the server closes the stream (code 1000)
+    after that many events: resume with ``after_seq``. With ``batch=true`` a WebSocket
+    message may hold a JSON array of frames instead of one frame.
 
     Close codes: 1000 limit reached; 4400 bad parameter (``after_seq`` is -1..2^63-1);
     4401 key needed; 4404 no such conversation; 4408 fell behind or the stream ended
@@ -263,9 +320,10 @@ async def _stream(
         waiting = await _waiting_deliveries(listener, params.batch)
         if listener.disconnected:
             return
-        fresh = [d for d in waiting if d is not None and d.seq > last]
+        # transient deliveries (no seq) go out as they come; stored ones only once
+        fresh = [d for d in waiting if d is not None and (d.seq is None or d.seq > last)]
         if fresh:
-            last = fresh[-1].seq
+            last = max([last, *(d.seq for d in fresh if d.seq is not None)])
             if not await sender.send(fresh):
                 await websocket.close(code=1000, reason="limit reached")
                 return
@@ -333,6 +391,10 @@ async def _replay(
     """Stored events after ``after_seq`` up to ``up_to``; False once the limit is reached.
     Stops as soon as the client has gone (a long replay must not outlive it)."""
     start = max(after_seq + 1, 0)  # seqs start at 0: nothing is stored before
+    if start > up_to:
+        return True
+    # The state as it stands at after_seq, so that replayed frames equal the live ones.
+    frames = await run_in_threadpool(seeded_state, state.store, conversation_id, start - 1)
     while start <= up_to:
         if listener.disconnected:
             raise WebSocketDisconnect(1001)
@@ -340,7 +402,7 @@ async def _replay(
         page = await run_in_threadpool(state.store.get_range, conversation_id, start, end)
         for first in range(0, len(page), BATCH if sender.batch else 1):
             chunk = page[first : first + (BATCH if sender.batch else 1)]
-            if not await sender.send([Delivery.of(stored) for stored in chunk]):
+            if not await sender.send([Delivery.of(stored, frames) for stored in chunk]):
                 return False
         start = end
     return True

@@ -3,8 +3,9 @@
 Joining is atomic with the fan-out: under the hub's lock a client learns the last seq the hub
 delivered and is added to it, then replays the store up to that seq. So a client that
 reconnects with its last seq gets every later event exactly once: no gap, no duplicate.
-Every stream message is derived from a stored event (``runtime.status.stream_messages``), so
-a replay reproduces them all. A hub lives while it has listeners: its thread and its store
+Every frame is made from a stored event and the state before it (``runtime.status.StreamState``,
+seeded from the log up to where a reader starts), so a replay reproduces live frames exactly
+(docs/stream.md). The event's stored JSON is sent as it is, never decoded and re-encoded. A hub lives while it has listeners: its thread and its store
 subscription (a connection) end when the last one leaves, so streams opened and closed leave
 nothing behind.
 """
@@ -18,25 +19,64 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from treadle.runtime.status import stream_messages
+from treadle.events.model import event_to_json
+from treadle.runtime.status import StreamState
 from treadle.store.base import EventStore, StoredEvent
 
 logger = logging.getLogger(__name__)
 
 MAX_BACKLOG = 10_000
 """Messages a slow client may fall behind before it is dropped (it reconnects and replays)."""
+SEED_PAGE = 1000
+"""Events read at a time while seeding a stream's state."""
 
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One event for every listener, its stream messages serialised once (not per socket)."""
+    """One event's frames for every listener, serialised once (not per socket); a transient
+    delivery (``seq`` None) is live only: never counted by ``limit`` nor replayed."""
 
-    seq: int
+    seq: int | None
     texts: tuple[str, ...]
 
     @classmethod
-    def of(cls, stored: StoredEvent) -> Delivery:
-        return cls(stored.seq, tuple(json.dumps(m) for m in stream_messages(stored)))
+    def of(cls, stored: StoredEvent, state: StreamState) -> Delivery:
+        """The frames of ``stored``, the next event after what ``state`` has seen."""
+        return cls(stored.seq, frame_texts(stored, state))
+
+    @classmethod
+    def transient(cls, frame: dict) -> Delivery:
+        return cls(None, (json.dumps({**frame, "stored": False}),))
+
+
+def frame_texts(stored: StoredEvent, state: StreamState) -> tuple[str, ...]:
+    """The ``event`` frame of ``stored`` (and ``run_finished`` after a run's last event),
+    advancing ``state``. The event goes in as the store holds its JSON (no re-encoding)."""
+    facts = state.advance(stored.event)
+    payload = stored.payload if stored.payload is not None else event_to_json(stored.event)
+    run_finished = facts.pop("run_finished")
+    event = f'{{"type":"event","seq":{stored.seq},"event":{payload},{json.dumps(facts, separators=(",", ":"))[1:]}'
+    if not run_finished:
+        return (event,)
+    status = facts["status"]
+    finished = {"type": "run_finished", "seq": stored.seq, **status}
+    return (event, json.dumps(finished, separators=(",", ":")))
+
+
+def seeded_state(store: EventStore, conversation_id: str, up_to: int) -> StreamState:
+    """The stream's state after the events up to seq ``up_to`` (read in pages): what a frame
+    after it must say. Costs a read of those events; -1 costs nothing."""
+    state = StreamState()
+    start = 0
+    while start <= up_to:
+        end = min(up_to + 1, start + SEED_PAGE)
+        page = store.get_range(conversation_id, start, end)
+        if not page:
+            break
+        for stored in page:
+            state.advance(stored.event)
+        start = end
+    return state
 
 
 @dataclass(eq=False)
@@ -79,6 +119,7 @@ class ConversationHub:
         # Subscribed here, in the caller's thread: a missing conversation or an unreachable
         # store fails the join that asked for this hub, and the hub's thread never needs a
         # per-thread store connection of its own.
+        self._state = seeded_state(store, conversation_id, self.last_seq)
         self._events = store.subscribe(conversation_id, self.last_seq, stop=self._stop)
         self._thread = threading.Thread(
             target=self._follow, name=f"treadle-hub-{conversation_id[:8]}", daemon=True
@@ -116,10 +157,17 @@ class ConversationHub:
             self._stop.set()
             return True
 
+    def publish_transient(self, frame: dict) -> None:
+        """Hand a transient frame (not stored) to every listener now; late joiners miss it."""
+        delivery = Delivery.transient(frame)
+        with self._lock:
+            for listener in list(self._listeners):
+                self._hand(listener, delivery)
+
     def _follow(self) -> None:
         try:
             for stored in self._events:
-                delivery = Delivery.of(stored)
+                delivery = Delivery.of(stored, self._state)
                 with self._lock:
                     self.last_seq = stored.seq
                     for listener in list(self._listeners):

@@ -55,6 +55,9 @@ class StoredEvent:
 
     seq: int
     event: Event
+    payload: str | None = field(default=None, compare=False, repr=False)
+    """The event's JSON as stored, when it was read from the store: the stream sends it as
+    it is, with no re-encoding."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -914,7 +914,7 @@ def _notice_seq(payload: str) -> int:
 
 def _stored(row: Sequence[Any]) -> StoredEvent:
     seq = int(row[0])
-    return StoredEvent(seq=seq, event=read_payload(row[1], "PostgreSQL", seq))
+    return StoredEvent(seq=seq, event=read_payload(row[1], "PostgreSQL", seq), payload=row[1])
 
 
 def _conversation_info(row: Sequence[Any]) -> ConversationInfo:

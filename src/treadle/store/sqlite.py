@@ -888,7 +888,7 @@ def _decode(payload: str, path: Path, seq: int | None = None) -> Event:
 
 def _stored(row: Sequence[Any], path: Path) -> StoredEvent:
     seq = int(row[0])
-    return StoredEvent(seq=seq, event=_decode(row[1], path, seq))
+    return StoredEvent(seq=seq, event=_decode(row[1], path, seq), payload=row[1])
 
 
 def _conversation_info(row: Sequence[Any]) -> ConversationInfo:
