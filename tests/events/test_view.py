@@ -49,7 +49,8 @@ def test_one_item_per_response_with_each_call_and_its_state():
     items = transcript(log)
     assert [item["type"] for item in items] == ["system_prompt", "message", "response"]
     response = items[2]
-    assert response["thought"] == "two things" and response["llm_response_id"] == "r1"
+    assert response["thought"] == "two things"
+    assert response["llm_response_id"] == "r1"
     states = {call["action"]["id"]: call["state"] for call in response["calls"]}
     assert states == {"a1": "rejected", "a2": "done", "a3": "pending"}
     assert response["parent_id"] == "u1"
@@ -70,7 +71,8 @@ def test_an_agent_error_answers_by_call_id_and_a_stray_result_is_its_own_item():
     items = transcript([a1, error, stray])
     assert items[0]["calls"][0]["state"] == "errored"
     assert items[0]["calls"][0]["result"]["id"] == "e1"
-    assert items[1]["type"] == "result" and items[1]["event"]["id"] == "o9"
+    assert items[1]["type"] == "result"
+    assert items[1]["event"]["id"] == "o9"
 
 
 def test_action_id_wins_over_tool_call_id():

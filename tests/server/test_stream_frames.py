@@ -1,0 +1,153 @@
+"""The stream as a protocol (docs/stream.md) on a real server: one event frame per stored event
+carrying its resolved parent, the action it answers, and the status and head after it; a replay
+sends the very frames the live stream sent; the event is the stored JSON; the transcript route."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from websockets.sync.client import connect
+
+from support.scripts import think_steps
+from treadle.api.stream import EventFrame, RunFinishedFrame
+
+TWO_CALLS = [
+    {
+        "tool_calls": [
+            {"name": "think", "arguments": {"thought": "one"}},
+            {"name": "think", "arguments": {"thought": "two"}},
+        ]
+    },
+    {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]},
+]
+
+
+def _url(server, conversation_id: str, query: str) -> str:
+    base = server.base_url.replace("http", "ws")
+    return f"{base}/api/conversations/{conversation_id}/events/stream?{query}"
+
+
+def _read(url: str, until_seq: int, *, until_finished: bool = False) -> list[dict]:
+    """Frames (arrays flattened) up to the event frame of ``until_seq`` (and, when asked,
+    the run_finished frame after it)."""
+    frames: list[dict] = []
+    with connect(url, open_timeout=10) as socket:
+        while True:
+            data = json.loads(socket.recv(timeout=30))
+            frames.extend(data if isinstance(data, list) else [data])
+            last = frames[-1]
+            done = last["seq"] >= until_seq if "seq" in last else False
+            if done and (not until_finished or last["type"] == "run_finished"):
+                return frames
+
+
+def test_live_frames_equal_replayed_ones_and_carry_status_and_head(server, client, settings_for):
+    conversation = client.create_conversation(settings_for(TWO_CALLS))
+    conversation.send_message("go")
+    start = conversation.count()
+    with connect(_url(server, conversation.id, "batch=true"), open_timeout=10) as live_socket:
+        first = json.loads(live_socket.recv(timeout=10))  # joined: the replay has begun
+        assert conversation.run().value == "finished"
+        last_seq = conversation.count() - 1
+        live = first if isinstance(first, list) else [first]
+        while not (live[-1].get("seq") == last_seq and live[-1]["type"] == "run_finished"):
+            data = json.loads(live_socket.recv(timeout=30))
+            live.extend(data if isinstance(data, list) else [data])
+    replayed = _read(_url(server, conversation.id, "batch=true"), last_seq, until_finished=True)
+    assert replayed == live
+    # From the middle, the replay is the same frames from there (the state was seeded).
+    middle = _read(_url(server, conversation.id, f"after_seq={start}"), last_seq)
+    assert middle == [f for f in live if f["seq"] > start][: len(middle)]
+    assert len(middle) >= last_seq - start
+
+    events = [EventFrame.model_validate(f) for f in live if f["type"] == "event"]
+    assert [frame.seq for frame in events] == list(range(last_seq + 1))
+    by_id = {frame.event["id"]: frame for frame in events}
+    for frame in events:
+        if frame.event["kind"] in ("observation", "agent_error", "user_rejection"):
+            assert frame.answers == frame.event.get("action_id")
+            assert by_id[frame.answers].event["tool_call_id"] == frame.event["tool_call_id"]
+        else:
+            assert frame.answers is None
+        if frame.event.get("parent_id") not in (None, "__root__"):
+            assert frame.parent_id == frame.event["parent_id"]
+    # status and head after the last event are the conversation's
+    assert events[-1].status.status == "finished"
+    assert events[-1].head == conversation.head
+    assert [f["type"] for f in live].count("run_finished") == 1
+    finished = RunFinishedFrame.model_validate(live[-1])
+    assert (finished.seq, finished.status) == (last_seq, "finished")
+    # while it ran, frames said running
+    assert any(frame.status.status == "running" for frame in events)
+
+
+def test_a_branch_switch_moves_the_head_in_the_frames(server, client, settings_for):
+    conversation = client.create_conversation(settings_for(think_steps(2)))
+    conversation.send_message("go")
+    assert conversation.run().value == "finished"
+    first_message = conversation.active_path()[0].id
+    conversation.switch_branch(first_message)
+    last_seq = conversation.count() - 1
+    frames = _read(_url(server, conversation.id, ""), last_seq)
+    events = [f for f in frames if f["type"] == "event"]
+    assert events[-1]["head"] == first_message == conversation.head
+    assert events[-1]["status"]["status"] == "idle"
+    assert events[-3]["head"] != first_message
+
+
+def test_the_event_is_sent_as_the_store_holds_it(server, client, settings_for):
+    conversation = client.create_conversation(settings_for(think_steps(1)))
+    conversation.send_message("go")
+    assert conversation.run().value == "finished"
+    with httpx.Client(base_url=server.base_url) as http:
+        page = http.get(f"/api/conversations/{conversation.id}/events?limit=1000").json()
+    frames = _read(_url(server, conversation.id, ""), page["items"][-1]["seq"])
+    stored = {item["seq"]: item["event"] for item in page["items"]}
+    assert {f["seq"]: f["event"] for f in frames if f["type"] == "event"} == stored
+
+
+def test_transcript_route_pairs_calls_with_results_and_pages(server, client, settings_for):
+    conversation = client.create_conversation(settings_for(TWO_CALLS))
+    conversation.send_message("go")
+    assert conversation.run().value == "finished"
+    route = f"/api/conversations/{conversation.id}/transcript"
+    with httpx.Client(base_url=server.base_url) as http:
+        whole = http.get(route).json()
+        assert whole["head"] == conversation.head
+        items = whole["items"]
+        assert whole["total"] == len(items)
+        responses = [item for item in items if item["type"] == "response"]
+        assert [len(item["calls"]) for item in responses] == [2, 1]
+        assert all(call["state"] == "done" for item in responses for call in item["calls"])
+        statuses = [
+            item["event"]["value"]["status"]
+            for item in items
+            if item["type"] == "state_change" and item["event"]["key"] == "status"
+        ]
+        assert statuses[-1] == "finished"
+        page = http.get(route, params={"offset": 1, "limit": 2}).json()
+        assert page["items"] == items[1:3]
+        assert page["offset"] == 1
+        tail = http.get(route, params={"limit": 2}).json()
+        assert tail["items"] == items[-2:]
+        assert tail["offset"] == len(items) - 2
+        at_first = http.get(route, params={"head": items[0]["event_id"]}).json()
+        assert at_first["items"][0] == items[0]
+        assert http.get(route, params={"offset": -1}).status_code == 422
+        assert http.get(route, params={"head": "nope"}).status_code in (404, 409, 400)
+        assert http.get("/api/conversations/nope/transcript").status_code == 404
+
+
+def test_a_frame_embeds_the_stored_json_verbatim():
+    from treadle.events.model import MessageEvent
+    from treadle.runtime.status import StreamState
+    from treadle.server.stream import frame_texts
+    from treadle.store.base import StoredEvent
+
+    event = MessageEvent(id="u1", source="user", text="hi")
+    # Spacing no encoder of ours produces: the text can only have come from the payload.
+    payload = '{"kind": "message",  "id": "u1", "source": "user", "role": "user", "text": "hi"}'
+    (text,) = frame_texts(StoredEvent(0, event, payload=payload), StreamState())
+    assert f'"event":{payload},' in text
+    assert json.loads(text)["head"] == "u1"
