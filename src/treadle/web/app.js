@@ -61,7 +61,10 @@ class Canvas {
   async refreshList() {
     const items = await refreshList(this.activeId(), (id) => this.navigate(id));
     const active = items?.find((view) => view.id === this.screen?.id);
-    if (active) this.screen.viewRefreshed(active);
+    if (active) {
+      this.screen.viewRefreshed(active);
+      this.screen.syncListEntry(active); // the list's copy may be older than the stream's
+    }
   }
 
   /** Live events changed a conversation: refresh the list soon, at most once a second. */

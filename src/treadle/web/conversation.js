@@ -3,7 +3,7 @@
 import { api, conversationPath } from "./api.js";
 import { loadAudit, renderAudit } from "./audit.js";
 import { Branch } from "./branch.js";
-import { conversationTitle } from "./conversations.js";
+import { conversationTitle, updateListEntry } from "./conversations.js";
 import { renderBranches } from "./branches.js";
 import { el, toast } from "./dom.js";
 import { renderInspector } from "./inspector.js";
@@ -147,6 +147,14 @@ export class ConversationScreen {
     this.streamNote.hidden = !text;
   }
 
+  /** The list's entry for this conversation says what the header says: the stream is
+   * ahead of the list's last refresh (it would show "running, 7 ev." beside "finished"). */
+  syncListEntry(listed) {
+    if (!this.view) return;
+    if (listed && listed.event_count > this.view.event_count) return; // the stream catches up
+    updateListEntry(this.id, this.status, this.statusReason, this.view.event_count);
+  }
+
   /** A fresher view of this conversation (from the list): its reason may have changed while
    * its status did not (a run whose process died is "running", then "interrupted"). */
   viewRefreshed(view) {
@@ -172,10 +180,15 @@ export class ConversationScreen {
       this.buffer.push(message);
       return;
     }
-    if (message.type === "event") this.liveEvent(message);
-    else if (message.type === "status") this.liveStatus(message);
-    else if (message.type === "head") this.headMoved(message.head_id);
-    else if (message.type === "run_finished") this.runFinished();
+    if (message.stored === false) return; // transient frames: nothing shows them yet
+    if (message.type === "event") {
+      // The frame says what the status and head are after this event: mirrored, not derived.
+      this.liveEvent(message);
+      this.liveStatus(message.status);
+      if (message.event.kind === "state_change" && message.head && message.head !== this.branch.headId) {
+        this.headMoved(message.head);
+      }
+    } else if (message.type === "run_finished") this.runFinished();
   }
 
   flush() {
@@ -184,14 +197,15 @@ export class ConversationScreen {
     for (const message of waiting) this.received(message);
   }
 
-  liveEvent({ seq, event }) {
+  liveEvent({ seq, event, head }) {
     this.view.event_count = Math.max(this.view.event_count, seq + 1);
     this.counter.textContent = `${this.view.event_count.toLocaleString()} events`;
     const ids = this.transcript.windowIds();
     const following = this.transcript.isFollowing();
+    this.syncListEntry();
     const { outcome, change } = this.branch.accept({ seq, event });
     if (outcome === "moved") {
-      this.headMoved(null);
+      this.headMoved(head);
     } else if (outcome === "appended" && change) {
       if (change.rebuilt) this.transcript.rebuilt(ids, following);
       else this.transcript.changed(change.item, change.created);
@@ -203,6 +217,7 @@ export class ConversationScreen {
   liveStatus({ status, reason }) {
     if (status === this.status && (reason ?? null) === this.statusReason) return;
     this.setStatus(status, reason);
+    this.syncListEntry();
     this.steering.update();
     this.transcript.refresh(); // calls show their state from the status (waiting, running)
   }

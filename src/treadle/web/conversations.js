@@ -20,6 +20,18 @@ export async function refreshList(activeId, navigate) {
   return items;
 }
 
+/** Shows `status` and `eventCount` in the list's entry for conversation `id` (if listed). */
+export function updateListEntry(id, status, reason, eventCount) {
+  for (const item of $("#conversation-list").querySelectorAll("li[data-conversation-id]")) {
+    if (item.dataset.conversationId !== id) continue;
+    const badge = item.querySelector(".status");
+    badge.textContent = status.replaceAll("_", " ");
+    badge.className = `status status-${status}`;
+    badge.title = reason ?? "";
+    item.querySelector(".events").textContent = `${eventCount.toLocaleString()} ev.`;
+  }
+}
+
 /** The title, else where it was imported from, else a short id (both ends: imported ids
  * often share their beginning). */
 export function conversationTitle(view) {

@@ -1,5 +1,6 @@
-// The live event stream of one conversation over a WebSocket. After a drop it reconnects by
-// itself and resumes after the last seq it saw, so no event is missed or shown twice.
+// The live event stream of one conversation over a WebSocket (docs/stream.md). After a drop it
+// reconnects by itself and resumes after the last seq it saw, so no event is missed or shown
+// twice. Status and head come in each event frame, as the server computed them.
 import { conversationPath } from "./api.js";
 import { apiKey, askForKey } from "./auth.js";
 
@@ -62,7 +63,8 @@ export class EventStream {
     this.failures = 0;
     const frame = JSON.parse(message.data);
     for (const data of Array.isArray(frame) ? frame : [frame]) {
-      if (data.type === "event") {
+      // A transient frame ("stored": false) has no seq: live only, never a gap.
+      if (data.type === "event" && data.stored !== false) {
         if (data.seq <= this.lastSeq) continue; // a replay of what was already seen
         this.lastSeq = data.seq;
       }
@@ -92,10 +94,9 @@ export class EventStream {
 
   reconnect() {
     if (this.closed) return;
-    // One seq back: the status/head messages derived from the last event come again (they
-    // are idempotent) in case the drop fell between an event and them; the event itself is
-    // skipped by its seq.
-    this.connect(Math.max(-1, this.lastSeq - 1));
+    // Every event frame carries the status and head after it, and with batch=true a
+    // run_finished frame comes in the same message as its event: resume right after.
+    this.connect(this.lastSeq);
   }
 
   /** Cuts the connection as a network drop would (the stream then resumes by itself). */
