@@ -11,7 +11,7 @@ from treadle.events.model import (
     SystemPromptEvent,
     UserRejectionEvent,
 )
-from treadle.events.view import LogFollower, transcript
+from treadle.events.view import Beside, LogFollower, transcript
 
 
 def _action(event_id, response, call=None, thought=""):
@@ -51,7 +51,7 @@ def test_one_item_per_response_with_each_call_and_its_state():
     response = items[2]
     assert response["thought"] == "two things"
     assert response["llm_response_id"] == "r1"
-    states = {call["action"]["id"]: call["state"] for call in response["calls"]}
+    states = {call["action"]["event"]["id"]: call["state"] for call in response["calls"]}
     assert states == {"a1": "rejected", "a2": "done", "a3": "pending"}
     assert response["parent_id"] == "u1"
 
@@ -70,7 +70,7 @@ def test_an_agent_error_answers_by_call_id_and_a_stray_result_is_its_own_item():
     stray = _observation("o9", a1, action_id="nobody", call="call-nobody")
     items = transcript([a1, error, stray])
     assert items[0]["calls"][0]["state"] == "errored"
-    assert items[0]["calls"][0]["result"]["id"] == "e1"
+    assert items[0]["calls"][0]["result"]["event"]["id"] == "e1"
     assert items[1]["type"] == "result"
     assert items[1]["event"]["id"] == "o9"
 
@@ -83,15 +83,20 @@ def test_action_id_wins_over_tool_call_id():
     assert items[1]["calls"][0]["state"] == "pending"
 
 
-def test_side_events_follow_the_item_holding_their_parent():
+def test_side_events_worth_showing_follow_the_item_holding_their_parent():
     a1 = _action("a1", "r1")
     log = [MessageEvent(id="u1", source="user", text="go"), a1, _observation("o1", a1)]
-    running = StateChangeEvent(id="s1", key="status", value={"status": "running"}, parent_id="u1")
-    done = StateChangeEvent(id="s2", key="status", value={"status": "idle"}, parent_id="o1")
-    elsewhere = StateChangeEvent(id="s3", key="status", value={"status": "idle"}, parent_id="zz")
-    items = transcript(log, [(running, "u1"), (done, "o1"), (elsewhere, "zz")])
+    error = StateChangeEvent(id="s1", key="model_error", value={"error": "bad"}, parent_id="u1")
+    moved = StateChangeEvent(id="s2", key="head", value={"head": "o1"}, parent_id="o1")
+    status = StateChangeEvent(id="s4", key="status", value={"status": "idle"}, parent_id="o1")
+    elsewhere = StateChangeEvent(id="s3", key="head", value={"head": "zz"}, parent_id="zz")
+    side = [Beside(error, "u1", 3), Beside(moved, "o1", 4), Beside(status, "o1", 5)]
+    items = transcript(log, [*side, Beside(elsewhere, "zz")], seqs=[0, 1, 2])
     assert [item["event_id"] for item in items] == ["u1", "s1", "a1", "s2"]
     assert items[3]["parent_id"] == "o1"
+    assert [items[0]["seq"], items[1]["seq"], items[3]["seq"]] == [0, 3, 4]
+    call = items[2]["calls"][0]
+    assert (call["action"]["seq"], call["result"]["seq"]) == (1, 2)
 
 
 def test_a_condensation_is_an_item():

@@ -19,14 +19,16 @@ def _calls(items):
 def test_every_call_appears_exactly_once_in_path_order(log):
     calls = _calls(transcript(log.events))
     actions = [event_to_dict(event) for event in log.events if event.kind == "action"]
-    assert [call["action"] for call in calls] == actions
+    assert [call["action"]["event"] for call in calls] == actions
     assert all(call["state"] in CALL_STATES for call in calls)
 
 
 @given(interleaved_logs())
 def test_unanswered_calls_are_exactly_the_pending_actions(log):
     calls = _calls(transcript(log.events))
-    unanswered = [c["action"]["id"] for c in calls if c["state"] in ("pending", "interrupted")]
+    unanswered = [
+        c["action"]["event"]["id"] for c in calls if c["state"] in ("pending", "interrupted")
+    ]
     assert unanswered == [action.id for action in pending_actions(log.events)]
     assert all(c["result"] is None for c in calls if c["state"] in ("pending", "interrupted"))
 
@@ -41,10 +43,12 @@ def test_results_are_linked_as_the_log_follower_links_them(log):
             answers[event.id] = answered
     for call in _calls(transcript(log.events)):
         if call["result"] is not None:
-            assert answers[call["result"]["id"]] == call["action"]["id"]
+            assert answers[call["result"]["event"]["id"]] == call["action"]["event"]["id"]
             state = {"observation": "done", "user_rejection": "rejected", "agent_error": "errored"}
-            assert call["state"] == state[call["result"]["kind"]]
-    linked = {call["result"]["id"] for call in _calls(transcript(log.events)) if call["result"]}
+            assert call["state"] == state[call["result"]["event"]["kind"]]
+    linked = {
+        call["result"]["event"]["id"] for call in _calls(transcript(log.events)) if call["result"]
+    }
     assert linked == set(answers)
 
 
@@ -54,9 +58,9 @@ def test_every_event_is_shown_exactly_once(log):
     for item in transcript(log.events):
         if item["type"] == "response":
             for call in item["calls"]:
-                shown.append(call["action"]["id"])
+                shown.append(call["action"]["event"]["id"])
                 if call["result"] is not None:
-                    shown.append(call["result"]["id"])
+                    shown.append(call["result"]["event"]["id"])
         else:
             shown.append(item["event"]["id"])
     assert sorted(shown) == sorted(event.id for event in log.events)
@@ -70,7 +74,7 @@ def test_responses_are_the_projections_batches(log):
         if message.get("tool_calls")
     ]
     responses = [
-        [call["action"]["tool_call_id"] for call in item["calls"]]
+        [call["action"]["event"]["tool_call_id"] for call in item["calls"]]
         for item in transcript(log.events)
         if item["type"] == "response"
     ]

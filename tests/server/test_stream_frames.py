@@ -120,12 +120,12 @@ def test_transcript_route_pairs_calls_with_results_and_pages(server, client, set
         responses = [item for item in items if item["type"] == "response"]
         assert [len(item["calls"]) for item in responses] == [2, 1]
         assert all(call["state"] == "done" for item in responses for call in item["calls"])
-        statuses = [
-            item["event"]["value"]["status"]
-            for item in items
-            if item["type"] == "state_change" and item["event"]["key"] == "status"
-        ]
-        assert statuses[-1] == "finished"
+        # seqs as stored: each item's is its first event's
+        events = http.get(f"/api/conversations/{conversation.id}/events?limit=1000").json()
+        seq_of = {item["event"]["id"]: item["seq"] for item in events["items"]}
+        assert all(item["seq"] == seq_of[item["event_id"]] for item in items)
+        for call in (call for item in responses for call in item["calls"]):
+            assert call["result"]["seq"] == seq_of[call["result"]["event"]["id"]]
         page = http.get(route, params={"offset": 1, "limit": 2}).json()
         assert page["items"] == items[1:3]
         assert page["offset"] == 1

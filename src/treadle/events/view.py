@@ -6,7 +6,7 @@ event read in append order, the facts a stream frame carries (resolved parent, a
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from treadle.events.links import Linker
 from treadle.events.model import RESULT_KINDS, EventBase, event_to_dict
@@ -28,22 +28,48 @@ _ENDS_RESPONSE = frozenset(
 _MOVES_ON = frozenset({"message", "system_prompt", "action"})
 """Kinds after which an unanswered call of an earlier response will not be answered."""
 
-__all__ = ["CALL_STATES", "LogFollower", "TranscriptItem", "transcript"]
+__all__ = [
+    "CALL_STATES",
+    "SHOWN_STATE_KEYS",
+    "Beside",
+    "LogFollower",
+    "TranscriptItem",
+    "transcript",
+]
+
+
+SHOWN_STATE_KEYS = frozenset({"head", "model_error", "pause_request"})
+"""State changes worth an item: a head move, a model answer the runtime could not use, a
+request to pause. (Statuses are in every stream frame; other keys are bookkeeping.)"""
+
+
+class Beside(NamedTuple):
+    """An event beside the path (a state change) with its resolved parent and its seq."""
+
+    event: EventBase
+    parent_id: str | None
+    seq: int | None = None
 
 
 def transcript(
-    path: Sequence[EventBase], side: Iterable[tuple[EventBase, str | None]] = ()
+    path: Sequence[EventBase],
+    side: Iterable[Beside] = (),
+    seqs: Sequence[int] | None = None,
 ) -> list[TranscriptItem]:
-    """The transcript of ``path`` (root first, as ``path_to_root`` returns it).
+    """The transcript of ``path`` (root first, as ``path_to_root`` returns it); ``seqs``, when
+    given, are the path's seqs (each item and call then tells its events' seqs, else None).
 
     Consecutive actions of one response are one ``response`` item (PROJECT-BATCH: only
     another kind of visible event ends it; pauses, state changes and foreign events do not).
     Each call is paired with the result that answers it by ``links.Linker`` (``action_id``
     first, then ``tool_call_id``), wherever on the path the result arrived; a result that
     answers no call is an item of its own. ``side`` holds events beside the path (state
-    changes) with their resolved parents: each is shown after the item holding its parent,
-    in the given order; one whose parent is not on the path is left out. Every item has
-    ``event_id`` (its first event) and ``parent_id`` (the resolved parent of that event).
+    changes) with their resolved parents: each with a key in ``SHOWN_STATE_KEYS`` is shown
+    after the item holding its parent, in the given order; one whose parent is not on the
+    path is left out. Every item has ``event_id`` (its first event), ``parent_id`` (the
+    resolved parent of that event) and ``seq`` (that event's); a single event's item has
+    ``event``; a response has ``calls``, each ``{"action": {seq, event}, "result": {seq,
+    event} | None, "state": one of CALL_STATES}``.
     """
     items: list[TranscriptItem] = []
     item_of_event: dict[str, int] = {}
@@ -56,6 +82,7 @@ def transcript(
         kind = event.kind
         parent_id = previous_id  # on a path, the parent is the event before
         previous_id = event.id
+        seq = seqs[position] if seqs is not None else None
         answered = linker.feed(event)
         if kind == "action":
             response_id = event.llm_response_id  # type: ignore[attr-defined]
@@ -64,13 +91,14 @@ def transcript(
                     "type": "response",
                     "event_id": event.id,
                     "parent_id": parent_id,
+                    "seq": seq,
                     "llm_response_id": response_id,
                     "thought": event.thought,  # type: ignore[attr-defined]
                     "reasoning": event.reasoning,  # type: ignore[attr-defined]
                     "calls": [],
                 }
                 items.append(response)
-            call: dict[str, Any] = {"action": event_to_dict(event), "result": None}
+            call: dict[str, Any] = {"action": _entry(event, seq), "result": None}
             response["calls"].append(call)
             call_of_action[event.id] = call
             action_position[event.id] = position
@@ -80,17 +108,17 @@ def transcript(
             # a pause, state change or foreign event: an item of its own between calls of
             # one response, which goes on (later calls join its item)
             item_of_event[event.id] = len(items)
-            items.append(_single(event, parent_id))
+            items.append(_single(event, parent_id, seq))
             continue
         response = None
         if kind in RESULT_KINDS and answered is not None:
             call = call_of_action[answered]
-            call["result"] = event_to_dict(event)
+            call["result"] = _entry(event, seq)
             call["state"] = _RESULT_STATE[kind]
             item_of_event[event.id] = item_of_event[answered]
             continue
         item_of_event[event.id] = len(items)
-        items.append(_single(event, parent_id))
+        items.append(_single(event, parent_id, seq))
     for action_id in linker.open_actions:
         moved_on = _moved_on_after(path, action_position[action_id])
         call_of_action[action_id]["state"] = "interrupted" if moved_on else "pending"
@@ -109,12 +137,17 @@ def _moved_on_after(path: Sequence[EventBase], position: int) -> bool:
     return False
 
 
-def _single(event: EventBase, parent_id: str | None) -> TranscriptItem:
+def _entry(event: EventBase, seq: int | None) -> dict[str, Any]:
+    return {"seq": seq, "event": event_to_dict(event)}
+
+
+def _single(event: EventBase, parent_id: str | None, seq: int | None) -> TranscriptItem:
     kind = event.kind
     return {
         "type": "result" if kind in RESULT_KINDS else kind,
         "event_id": event.id,
         "parent_id": parent_id,
+        "seq": seq,
         "event": event_to_dict(event),
     }
 
@@ -122,13 +155,15 @@ def _single(event: EventBase, parent_id: str | None) -> TranscriptItem:
 def _with_side_events(
     items: list[TranscriptItem],
     item_of_event: dict[str, int],
-    side: Iterable[tuple[EventBase, str | None]],
+    side: Iterable[Beside],
 ) -> list[TranscriptItem]:
     after: dict[int, list[TranscriptItem]] = {}
-    for event, parent_id in side:
+    for event, parent_id, seq in side:
+        if getattr(event, "key", None) not in SHOWN_STATE_KEYS:
+            continue
         index = item_of_event.get(parent_id) if parent_id is not None else None
         if index is not None:
-            after.setdefault(index, []).append(_single(event, parent_id))
+            after.setdefault(index, []).append(_single(event, parent_id, seq))
     if not after:
         return items
     placed: list[TranscriptItem] = []

@@ -26,7 +26,7 @@ from treadle.api.transcript import TranscriptPage
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
 from treadle.events.tree import resolved_parent_id
-from treadle.events.view import transcript
+from treadle.events.view import Beside, transcript
 from treadle.server.audit_cache import audit_cache
 from treadle.server.errors import OUTAGES
 from treadle.server.security import ws_key_required
@@ -176,29 +176,47 @@ def get_transcript(
     """Transcript items (``events.view``) of the path root..``head`` (default: the head),
     ``limit`` from item ``offset``; without ``offset``, the last ``limit`` items."""
     head_id = head or state.store.head(conversation_id)
-    path = state.store.path_to_root(conversation_id, head_id) if head_id else []
-    items = transcript(path, _side_events(state, conversation_id))
+    if head_id is not None:
+        state.store.get_event(conversation_id, head_id)  # 404 naming an unknown head
+    path = _path_with_seqs(state, conversation_id, head_id) if head_id else []
+    items = transcript(
+        [stored.event for stored in path],
+        _side_events(state, conversation_id),
+        seqs=[stored.seq for stored in path],
+    )
     start = max(len(items) - limit, 0) if offset is None else offset
     return TranscriptPage(
         head=head_id, total=len(items), offset=start, items=items[start : start + limit]
     )
 
 
-def _side_events(state: ServerState, conversation_id: str) -> list[tuple[Any, str | None]]:
-    """The state changes of the log (side leaves, off every path) with resolved parents."""
-    side: list[tuple[Any, str | None]] = []
-    query = EventQuery(kinds=["state_change"], limit=1000)
+def _path_with_seqs(state: ServerState, conversation_id: str, head_id: str) -> list[StoredEvent]:
+    """The path root..head with seqs (seq order is path order: a parent is stored first)."""
+    return _all_pages(state, conversation_id, EventQuery(branch_head=head_id, limit=1000))
+
+
+def _all_pages(state: ServerState, conversation_id: str, query: EventQuery) -> list[StoredEvent]:
+    found: list[StoredEvent] = []
     while True:
         page = state.store.search(conversation_id, query)
-        for stored in page.items:
-            previous = None
-            if stored.event.parent_id is None and stored.seq > 0:  # legacy: the one before
-                previous = state.store.get_range(conversation_id, stored.seq - 1, stored.seq)
-            previous_id = previous[0].event.id if previous else None
-            side.append((stored.event, resolved_parent_id(stored.event, previous_id)))
+        found.extend(page.items)
         if page.next_cursor is None:
-            return side
+            return found
         query = replace(query, after_seq=page.next_cursor)
+
+
+def _side_events(state: ServerState, conversation_id: str) -> list[Beside]:
+    """The state changes of the log (side leaves, off every path) with resolved parents."""
+    side: list[Beside] = []
+    for stored in _all_pages(
+        state, conversation_id, EventQuery(kinds=["state_change"], limit=1000)
+    ):
+        previous = None
+        if stored.event.parent_id is None and stored.seq > 0:  # legacy: the one before
+            previous = state.store.get_range(conversation_id, stored.seq - 1, stored.seq)
+        previous_id = previous[0].event.id if previous else None
+        side.append(Beside(stored.event, resolved_parent_id(stored.event, previous_id), stored.seq))
+    return side
 
 
 class _Sender:
