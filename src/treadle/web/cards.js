@@ -83,20 +83,22 @@ const STATE_LABELS = {
   waiting: "waiting for confirmation",
   running: "running",
   pending: "no result yet",
+  interrupted: "interrupted",
   done: "done",
   error: "error",
   rejected: "rejected",
 };
 
+/** The server's state of the call (events.view), told apart further by the status for a
+ * call with no result yet: waiting for a decision, running, or just pending. */
 function callState(call, ctx) {
-  const result = call.result?.event;
-  if (!result) {
+  if (call.state === "pending") {
     if (ctx.status === "waiting_for_confirmation") return "waiting";
     return ctx.status === "running" ? "running" : "pending";
   }
-  if (result.kind === "user_rejection") return "rejected";
-  if (result.kind === "agent_error" || result.is_error) return "error";
-  return "done";
+  if (call.state === "errored") return "error";
+  if (call.state === "done" && call.result?.event.is_error) return "error";
+  return call.state; // done, rejected, interrupted
 }
 
 function renderArguments(action) {
@@ -127,6 +129,7 @@ function pendingNote(state) {
     waiting: "Waiting for your decision: confirm to run it, reject to refuse it.",
     running: "Running…",
     pending: "No result yet.",
+    interrupted: "No result: the conversation went on without it.",
   }[state];
   return el("div", { class: "result result-pending", text });
 }
@@ -159,7 +162,7 @@ function renderResult(entry, ctx) {
 function renderOrphan(item, ctx) {
   const event = item.entry.event;
   return el("div", { class: "item item-orphan" },
-    el("div", { class: "note", text: `Result of call ${event.tool_call_id} (${event.tool_name}); its call is not in the loaded part of this branch.` }),
+    el("div", { class: "note", text: `Result of call ${event.tool_call_id} (${event.tool_name}); it answers no open call on this branch.` }),
     renderResult(item.entry, ctx),
   );
 }

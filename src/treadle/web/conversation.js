@@ -2,7 +2,6 @@
 // transcript, the composer, and the side panel's tabs (inspect, search, branches, audit).
 import { api, conversationPath } from "./api.js";
 import { loadAudit, renderAudit } from "./audit.js";
-import { Branch } from "./branch.js";
 import { conversationTitle, updateListEntry } from "./conversations.js";
 import { renderBranches } from "./branches.js";
 import { el, toast } from "./dom.js";
@@ -10,6 +9,7 @@ import { renderInspector } from "./inspector.js";
 import { renderSearch } from "./search.js";
 import { Steering } from "./steering.js";
 import { EventStream } from "./stream.js";
+import { Timeline } from "./timeline.js";
 import { TranscriptView } from "./transcript.js";
 
 const AUTO_AUDIT_MAX_EVENTS = 20000; // beyond this the audit (a read of the whole log) waits for a click
@@ -78,8 +78,8 @@ export class ConversationScreen {
         if (state === "live") live();
       },
     });
-    this.branch = new Branch(this.id, view.head_id);
-    this.transcript = new TranscriptView(this.scroller, this.branch.timeline, {
+    this.branch = new Timeline(this.id, view.head_id);
+    this.transcript = new TranscriptView(this.scroller, this.branch, {
       context: () => this.context(),
       loadOlder: () => this.loadOlder(),
       hasOlder: () => this.branch.more,
@@ -88,7 +88,7 @@ export class ConversationScreen {
     if (this.closed) return;
     this.transcript.showLatest();
     if (this.steering.update()) this.transcript.refresh();
-    if (this.branch.timeline.items.length) markPainted("treadle:first-event");
+    if (this.branch.items.length) markPainted("treadle:first-event");
     this.steering.setEnabled(true);
     this.ready = true;
     this.flush();
@@ -197,21 +197,47 @@ export class ConversationScreen {
     for (const message of waiting) this.received(message);
   }
 
-  liveEvent({ seq, event, head }) {
+  liveEvent({ seq, event, parent_id: parentId, head }) {
     this.view.event_count = Math.max(this.view.event_count, seq + 1);
     this.counter.textContent = `${this.view.event_count.toLocaleString()} events`;
-    const ids = this.transcript.windowIds();
-    const following = this.transcript.isFollowing();
     this.syncListEntry();
-    const { outcome, change } = this.branch.accept({ seq, event });
-    if (outcome === "moved") {
-      this.headMoved(head);
-    } else if (outcome === "appended" && change) {
-      if (change.rebuilt) this.transcript.rebuilt(ids, following);
-      else this.transcript.changed(change.item, change.created);
-      if (this.steering.update()) this.transcript.refresh();
-    }
     this.app.conversationChanged();
+    if (this.branch.ids.has(event.id)) return; // loaded with the page already
+    // The frame's resolved parent says whether the event continues the shown branch.
+    if (event.kind === "state_change") {
+      if (this.branch.ids.has(parentId)) this.tailChanged(this.branch.headId);
+    } else if (parentId === this.branch.headId || (!this.branch.headId && parentId === null)) {
+      this.branch.headId = event.id;
+      this.tailChanged(event.id);
+    } else if (head !== this.branch.headId) {
+      this.headMoved(head);
+    }
+  }
+
+  /** Fetch the end of the transcript again (the server pairs results with their calls), at
+   * most one request at a time: frames that come meanwhile are covered by one more. */
+  async tailChanged(headId) {
+    this.tailWanted = headId;
+    if (this.tailLoading) return;
+    this.tailLoading = true;
+    try {
+      while (this.tailWanted) {
+        const wanted = this.tailWanted;
+        this.tailWanted = null;
+        const ids = this.transcript.windowIds();
+        const following = this.transcript.isFollowing();
+        const timeline = this.branch;
+        await timeline.refreshTail(wanted);
+        if (this.closed || timeline !== this.branch) return;
+        this.transcript.tailRebuilt(ids, following);
+        this.steering.update();
+        this.transcript.refresh();
+      }
+    } catch (error) {
+      toast(error.message, "error");
+    } finally {
+      this.tailLoading = false;
+    }
   }
 
   liveStatus({ status, reason }) {
@@ -233,8 +259,8 @@ export class ConversationScreen {
     if (head === this.branch.headId) return;
     this.ready = false;
     try {
-      this.branch = new Branch(this.id, head);
-      this.transcript.timeline = this.branch.timeline;
+      this.branch = new Timeline(this.id, head);
+      this.transcript.timeline = this.branch;
       await this.branch.loadNewest();
       this.transcript.showLatest();
       this.steering.update();

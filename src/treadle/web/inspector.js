@@ -46,7 +46,7 @@ function violationsOf(screen, eventId) {
 }
 
 function actions(screen, event) {
-  const onBranch = screen.branch.timeline.ids.has(event.id);
+  const onBranch = screen.branch.ids.has(event.id);
   return el("div", { class: "buttons" },
     onBranch ? el("button", { type: "button", class: "quiet", text: "Show in transcript", onclick: () => screen.reveal(event.id) }) : null,
     event.kind === "state_change" ? null : el("button", {

@@ -56,7 +56,7 @@ export class Steering {
 
   waitingCalls() {
     if (this.screen.status !== "waiting_for_confirmation") return [];
-    return this.screen.branch.timeline.pendingCalls();
+    return this.screen.branch.pendingCalls();
   }
 
   async send(run) {

@@ -1,105 +1,78 @@
-// The active branch as transcript items, built from its events in path order: a message, one
-// card per model response holding its calls (each paired with its result by tool_call_id,
-// whatever order results came in), and runs of events a condensation made forgotten.
+// The active branch's transcript as the server computes it (GET .../transcript, the core's
+// events.view): items in order, the newest page first, older pages on demand; live frames ask
+// for the tail again. Batching calls, pairing results and resolving parents are the server's
+// rules: nothing here re-derives them.
+import { api, conversationPath, query } from "./api.js";
 
-const RESULT_KINDS = new Set(["observation", "agent_error", "user_rejection"]);
-// Events that are not model-visible never end a batch of calls (PROJECT-BATCH).
-const INVISIBLE_KINDS = new Set(["pause", "state_change", "foreign"]);
+export const FIRST_PAGE = 100;
+export const OLDER_PAGE = 300;
+const TAIL_AGAIN = 20; // items before the end fetched again with the new ones (their calls' states change)
+const TAIL_LIMIT = 1000; // the route's largest page
+
+// The server's item types as the cards name them.
+const CARD_TYPES = { system_prompt: "system", result: "orphan", state_change: "other", foreign: "other" };
 
 export class Timeline {
-  constructor() {
-    this.reset([]);
+  constructor(conversationId, headId) {
+    this.conversationId = conversationId;
+    this.headId = headId;
+    this.offset = 0; // the transcript index of the first loaded item
+    this.raw = []; // the server's items from `offset` on
+    this.total = 0;
+    this.build();
   }
 
-  /** Rebuilds every item from `entries` ({seq, event}, in path order). */
-  reset(entries) {
-    this.entries = [];
-    this.ids = new Set();
-    this.items = [];
-    this.itemOf = new Map(); // event id -> the item showing it
-    this.calls = new Map(); // tool_call_id -> call
-    this.batch = null;
-    this.forgotten = forgottenIds(entries);
-    for (const entry of entries) this.add(entry);
-    if (this.forgotten.size) this.items = collapseForgotten(this.items, this.forgotten);
-    this.items.forEach((item, index) => { item.index = index; });
+  /** Whether older items than the loaded ones exist. */
+  get more() {
+    return this.offset > 0;
   }
 
-  /** Older events (in path order) put before the ones already here. */
-  prepend(entries) {
-    this.reset([...entries.filter((entry) => !this.ids.has(entry.event.id)), ...this.entries]);
+  async fetch(params) {
+    const path = conversationPath(this.conversationId, `/transcript${query({ head: this.headId, ...params })}`);
+    return api.get(path);
   }
 
-  /** A new event at the end of the branch: {item, created} or null when already known. */
-  append(entry) {
-    if (this.ids.has(entry.event.id)) return null;
-    if (entry.event.kind === "condensation") {
-      this.reset([...this.entries, entry]);
-      return { item: null, created: false, rebuilt: true };
+  async loadNewest() {
+    if (!this.headId) {
+      this.offset = 0;
+      this.raw = [];
+      this.total = 0;
+    } else {
+      const page = await this.fetch({ limit: FIRST_PAGE });
+      this.offset = page.offset;
+      this.raw = page.items;
+      this.total = page.total;
     }
-    return this.add(entry);
+    this.build();
   }
 
-  get tail() {
-    return this.entries.length ? this.entries[this.entries.length - 1].event : null;
+  async loadOlder() {
+    if (!this.more) return false;
+    const from = Math.max(0, this.offset - OLDER_PAGE);
+    const page = await this.fetch({ offset: from, limit: this.offset - from });
+    this.raw = [...page.items, ...this.raw];
+    this.offset = from;
+    this.build();
+    return true;
   }
 
-  /** Calls without a final result, oldest first (LINK-PENDING). */
+  /** The branch went on to `headId` (a live frame): fetch the end of the transcript again. */
+  async refreshTail(headId) {
+    this.headId = headId;
+    const from = Math.max(this.offset, this.offset + this.raw.length - TAIL_AGAIN);
+    const page = await this.fetch({ offset: from, limit: TAIL_LIMIT });
+    this.raw = [...this.raw.slice(0, from - this.offset), ...page.items];
+    this.total = page.total;
+    this.build();
+  }
+
+  /** Calls the server says have no result yet, oldest first (LINK-PENDING). */
   pendingCalls() {
-    return [...this.calls.values()].filter((call) => !call.result);
-  }
-
-  add(entry) {
-    const event = entry.event;
-    this.entries.push(entry);
-    this.ids.add(event.id);
-    if (event.kind === "action") return this.addAction(entry);
-    if (RESULT_KINDS.has(event.kind)) return this.addResult(entry);
-    if (!INVISIBLE_KINDS.has(event.kind)) this.batch = null;
-    return this.create(itemType(event), entry);
-  }
-
-  addAction(entry) {
-    const event = entry.event;
-    const call = { action: entry, result: null, extra: [] };
-    let created = false;
-    let item = this.batch;
-    if (!item || item.responseId !== event.llm_response_id) {
-      item = this.newItem("response", entry);
-      item.responseId = event.llm_response_id;
-      item.calls = [];
-      this.batch = item;
-      created = true;
-    }
-    item.calls.push(call);
-    item.version += 1;
-    this.calls.set(event.tool_call_id, call);
-    this.itemOf.set(event.id, item);
-    return { item, created };
-  }
-
-  addResult(entry) {
-    this.batch = null;
-    const call = this.calls.get(entry.event.tool_call_id);
-    if (!call) return this.create("orphan", entry); // its call is older than what is loaded
-    if (call.result) call.extra.push(entry); // a second final result (LINK-ONCE)
-    else call.result = entry;
-    const item = this.itemOf.get(call.action.event.id);
-    item.version += 1;
-    this.itemOf.set(entry.event.id, item);
-    return { item, created: false };
-  }
-
-  create(type, entry) {
-    const item = this.newItem(type, entry);
-    this.itemOf.set(entry.event.id, item);
-    return { item, created: true };
-  }
-
-  newItem(type, entry) {
-    const item = { type, key: entry.event.id, entry, version: 0, index: this.items.length };
-    this.items.push(item);
-    return item;
+    return this.items
+      .flatMap((item) => (item.type === "condensed" ? item.children : [item]))
+      .filter((item) => item.type === "response")
+      .flatMap((item) => item.calls)
+      .filter((call) => call.state === "pending");
   }
 
   /** Index in `items` of the item showing event `id` (a condensed span for a forgotten one). */
@@ -108,19 +81,46 @@ export class Timeline {
     if (!item) return -1;
     return (item.span ?? item).index;
   }
+
+  build() {
+    this.ids = new Set();
+    this.itemOf = new Map();
+    const items = this.raw.map((raw) => this.cardItem(raw));
+    const forgotten = forgottenIds(items);
+    this.items = forgotten.size ? collapseForgotten(items, forgotten) : items;
+    this.items.forEach((item, index) => { item.index = index; });
+  }
+
+  /** A server item in the shape the cards draw: `entry` ({seq, event}) is its first event. */
+  cardItem(raw) {
+    const item = { type: CARD_TYPES[raw.type] ?? raw.type, key: raw.event_id, version: 0 };
+    if (raw.type === "response") {
+      item.calls = raw.calls.map((call) => ({ ...call, extra: [] }));
+      item.entry = item.calls[0].action;
+      item.responseId = raw.llm_response_id;
+      for (const call of item.calls) this.show(item, call.action, call.result);
+    } else {
+      item.entry = { seq: raw.seq, event: raw.event };
+      this.show(item, item.entry);
+    }
+    return item;
+  }
+
+  show(item, ...entries) {
+    for (const entry of entries) {
+      if (!entry) continue;
+      this.ids.add(entry.event.id);
+      this.itemOf.set(entry.event.id, item);
+    }
+  }
 }
 
-function itemType(event) {
-  if (event.kind === "message") return "message";
-  if (event.kind === "system_prompt") return "system";
-  if (event.kind === "condensation") return "condensation";
-  if (event.kind === "pause") return "pause";
-  return "other";
-}
+// -- condensation: runs of forgotten items are collapsed (display only) ----------------------
 
-function forgottenIds(entries) {
+function forgottenIds(items) {
   const ids = new Set();
-  for (const { event } of entries) {
+  for (const item of items) {
+    const event = item.entry.event;
     if (event.kind === "condensation") for (const id of event.forgotten_event_ids ?? []) ids.add(id);
   }
   return ids;

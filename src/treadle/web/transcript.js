@@ -82,36 +82,18 @@ export class TranscriptView {
     return [firstEventId(first), firstEventId(last)];
   }
 
-  /** A live event changed `item` or added it at the end. */
-  changed(item, created) {
-    const shown = item.span ?? item;
-    if (!created) {
-      const index = shown.index;
-      if (index >= this.start && index < this.end) this.replace(shown);
-      return;
-    }
-    if (this.end < this.items.length - 1) {
-      this.newBelow.hidden = false; // the reader is looking at older items
-      return;
-    }
+  /** The end of the timeline was fetched again (live events): the reader stays where they
+   * are, at the bottom when they were there; new items below are announced otherwise. */
+  tailRebuilt(ids, following) {
     const atBottom = this.isAtBottom();
-    this.list.append(renderItem(shown, this.source.context()));
-    this.end = this.items.length;
-    if (this.end === 1) this.updateTop();
-    if (atBottom) {
+    const before = this.items.length;
+    this.rebuilt(ids, following);
+    if (following && atBottom) {
       if (this.end - this.start > MAX_WINDOW) this.trimTop(this.end - this.start - MAX_WINDOW);
       this.scrollToBottom();
-    } else {
+    } else if (this.items.length > before) {
       this.newBelow.hidden = false;
     }
-  }
-
-  replace(item) {
-    const old = this.list.querySelector(`:scope > [data-key="${CSS.escape(item.key)}"]`);
-    if (!old) return;
-    const atBottom = this.isAtBottom();
-    this.keepAnchor(() => old.replaceWith(renderItem(item, this.source.context())));
-    if (atBottom) this.scrollToBottom();
   }
 
   /** Brings the item showing event `id` into the window and view; false when not loaded. */
