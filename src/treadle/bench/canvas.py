@@ -100,7 +100,7 @@ def fill_conversations(store_url: str, sizes: Sequence[int]) -> dict[int, str]:
 MARKS_JS = """() => Object.fromEntries(
   ["treadle:first-event", "treadle:interactive"].map(
     (name) => [name, performance.getEntriesByName(name)[0]?.startTime ?? null]))"""
-LOADED_JS = "window.treadle.screen.branch.timeline.entries.length"
+LOADED_JS = "window.treadle.screen.branch.ids.size"
 SETTLED_JS = (
     "document.body.dataset.audit === 'done' || window.treadle.screen.view.event_count > 20000"
 )

@@ -1,0 +1,69 @@
+"""The Canvas mirrors the server's views: no JS module it loads batches calls, pairs results
+with calls (by tool_call_id or action_id), resolves the legacy parent rule, or steps one seq back
+to recover status (docs/stream.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import treadle.web
+
+WEB = Path(treadle.web.__file__).parent
+IMPORT = re.compile(r"""(?:import|from)\s*(?:[^"';]*?from\s*)?["']\./([\w.]+\.js)["']""")
+
+RULES = {
+    "pairs results by id": re.compile(r"\.(?:get|set|has)\([^)]*\b(?:tool_call_id|action_id)\b"),
+    "batches calls by response": re.compile(
+        r"(?:===|!==)[^;\n]*\bllm_response_id\b|\bllm_response_id\b[^;\n]*(?:===|!==)"
+    ),
+    # Resolving: an absent parent combined with what came before (the inspector may still
+    # say what the stored field holds, as the event's JSON does).
+    "applies the legacy parent rule": re.compile(
+        r"\bparent(?:_id)?\s*===\s*undefined\s*(?:&&|\|\|)|\|\|\s*parent(?:_id)?\s*===\s*[\"']__root__"
+    ),
+    "names kinds to batch or link": re.compile(r"\b(?:RESULT_KINDS|INVISIBLE_KINDS)\b"),
+    "reconnects one seq back": re.compile(r"lastSeq\s*-\s*1"),
+}
+
+
+def loaded_modules() -> set[str]:
+    """The JS modules the Canvas loads: app.js and what it imports, transitively."""
+    seen: set[str] = set()
+    waiting = ["app.js"]
+    while waiting:
+        name = waiting.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        waiting.extend(IMPORT.findall((WEB / name).read_text()))
+    return seen
+
+
+def test_the_canvas_loads_its_modules_from_app_js():
+    modules = loaded_modules()
+    assert {"app.js", "conversation.js", "timeline.js", "stream.js", "cards.js"} <= modules
+
+
+def test_no_loaded_module_re_derives_the_cores_rules():
+    found = [
+        f"{name}:{number}: {rule}: {line.strip()}"
+        for name in sorted(loaded_modules())
+        for number, line in enumerate((WEB / name).read_text().splitlines(), 1)
+        for rule, pattern in RULES.items()
+        if pattern.search(line)
+    ]
+    assert found == []
+
+
+def test_the_rules_would_be_found(tmp_path):
+    # The patterns catch the code this Canvas had before it mirrored the server.
+    old = [
+        "this.calls.set(event.tool_call_id, call);",
+        "if (!item || item.responseId !== event.llm_response_id) {",
+        "(parent === undefined && this.timeline.tail?.id === this.headId)",
+        "if (RESULT_KINDS.has(event.kind)) return this.addResult(entry);",
+        "this.connect(Math.max(-1, this.lastSeq - 1));",
+    ]
+    for line in old:
+        assert any(pattern.search(line) for pattern in RULES.values()), line
