@@ -31,9 +31,18 @@ def head_move_event(head_id: str) -> StateChangeEvent:
     return StateChangeEvent(key=HEAD_KEY, value={"head": head_id}, parent_id=head_id)
 
 
-def read_status(store: EventStore, conversation_id: str) -> tuple[ConversationStatus, str | None]:
-    """The status (and reason) the conversation's log records last; IDLE when none."""
-    query = EventQuery(kinds=["state_change"], text='"key":"status"', order="desc", limit=20)
+def read_status(
+    store: EventStore, conversation_id: str, before_seq: int | None = None
+) -> tuple[ConversationStatus, str | None]:
+    """The status (and reason) the conversation's log records last (before ``before_seq``,
+    when given); IDLE when none."""
+    query = EventQuery(
+        kinds=["state_change"],
+        text='"key":"status"',
+        order="desc",
+        limit=20,
+        before_seq=before_seq,
+    )
     for stored in store.search(conversation_id, query).items:
         event = stored.event
         if isinstance(event, StateChangeEvent) and (found := status_from_event(event)):
@@ -55,6 +64,11 @@ class StreamState:
         self.status = ConversationStatus.IDLE
         self.reason: str | None = None
         self.head: str | None = None
+
+    def start_from(self, status: ConversationStatus, reason: str | None, head: str | None) -> None:
+        """Take the status and head as they stood before the events this state will be fed
+        (seeding from a window of the log instead of all of it)."""
+        self.status, self.reason, self.head = status, reason, head
 
     def advance(self, event: Event) -> dict[str, Any]:
         """The facts of the next event's frame: ``parent_id``, ``answers``, ``status``

@@ -1,0 +1,74 @@
+"""A stream's state seeded from a window of the log equals the state fed the whole log, so a
+replay from any seq sends the frames a reader connected all along got (real SQLite store)."""
+
+from __future__ import annotations
+
+import pytest
+
+from treadle.events.model import ActionEvent, MessageEvent, ObservationEvent
+from treadle.runtime.status import ConversationStatus, StreamState, head_move_event, status_event
+from treadle.server import stream
+from treadle.server.stream import frame_texts, seeded_state
+from treadle.store.urls import open_store
+
+
+@pytest.fixture
+def log(tmp_path):
+    """A log with statuses, a head move and calls; returns (store, conversation id)."""
+    store = open_store(f"sqlite:///{tmp_path / 'seed.db'}")
+    cid = store.create_conversation(title="seed").id
+    store.append(cid, MessageEvent(id="u1", source="user", text="go"))
+    store.append(cid, status_event(ConversationStatus.RUNNING, "u1"), move_head=False)
+    for n in range(3):
+        action = ActionEvent(
+            id=f"a{n}",
+            llm_response_id=f"r{n}",
+            tool_call_id=f"c{n}",
+            tool_name="think",
+            raw_arguments="{}",
+        )
+        store.append(cid, action)
+        store.append(
+            cid,
+            ObservationEvent(
+                id=f"o{n}", action_id=f"a{n}", tool_call_id=f"c{n}", tool_name="think"
+            ),
+        )
+    store.append(cid, status_event(ConversationStatus.FINISHED, "o2", "done"), move_head=False)
+    store.set_head(cid, "u1")
+    store.append(cid, head_move_event("u1"), move_head=False)
+    store.append(cid, status_event(ConversationStatus.IDLE, "u1", "switched"), move_head=False)
+    store.append(cid, MessageEvent(id="u2", source="user", text="again", parent_id="u1"))
+    yield store, cid
+    store.close()
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 1000])
+def test_frames_after_any_seq_equal_those_of_the_whole_log(log, window, monkeypatch):
+    store, cid = log
+    monkeypatch.setattr(stream, "SEED_WINDOW", window)
+    events = store.get_range(cid, 0, 10**6)
+    whole = StreamState()
+    live = [frame_texts(stored, whole) for stored in events]
+    for after in range(-1, len(events)):
+        state = seeded_state(store, cid, after)
+        replayed = [frame_texts(stored, state) for stored in events[after + 1 :]]
+        assert replayed == live[after + 1 :], f"after_seq={after}"
+
+
+def test_the_seed_reads_a_window_not_the_log(log, monkeypatch):
+    store, cid = log
+    monkeypatch.setattr(stream, "SEED_WINDOW", 2)
+    read = []
+    original = store.get_range
+
+    def counting(conversation_id, start, end):
+        page = original(conversation_id, start, end)
+        read.extend(stored.seq for stored in page)
+        return page
+
+    monkeypatch.setattr(store, "get_range", counting)
+    last = store.get_conversation(cid).event_count - 1
+    state = seeded_state(store, cid, last)
+    assert len(read) == 2
+    assert (state.status, state.head) == (ConversationStatus.IDLE, "u2")
