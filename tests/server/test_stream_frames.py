@@ -115,8 +115,8 @@ def test_transcript_route_pairs_calls_with_results_and_pages(server, client, set
     with httpx.Client(base_url=server.base_url) as http:
         whole = http.get(route).json()
         assert whole["head"] == conversation.head
+        assert whole["next_before_seq"] is None  # the path's start is in it
         items = whole["items"]
-        assert whole["total"] == len(items)
         responses = [item for item in items if item["type"] == "response"]
         assert [len(item["calls"]) for item in responses] == [2, 1]
         assert all(call["state"] == "done" for item in responses for call in item["calls"])
@@ -126,16 +126,21 @@ def test_transcript_route_pairs_calls_with_results_and_pages(server, client, set
         assert all(item["seq"] == seq_of[item["event_id"]] for item in items)
         for call in (call for item in responses for call in item["calls"]):
             assert call["result"]["seq"] == seq_of[call["result"]["event"]["id"]]
-        page = http.get(route, params={"offset": 1, "limit": 2}).json()
-        assert page["items"] == items[1:3]
-        assert page["offset"] == 1
-        tail = http.get(route, params={"limit": 2}).json()
-        assert tail["items"] == items[-2:]
-        assert tail["offset"] == len(items) - 2
+        # paged from the newest by seq cursor: the pages put together are the whole
+        pages, cursor = [], None
+        while True:
+            params = {"limit": 1} if cursor is None else {"limit": 1, "before_seq": cursor}
+            page = http.get(route, params=params).json()
+            pages[:0] = page["items"]
+            assert len(page["items"]) == 1
+            cursor = page["next_before_seq"]
+            if cursor is None:
+                break
+        assert pages == items
         at_first = http.get(route, params={"head": items[0]["event_id"]}).json()
-        assert at_first["items"][0] == items[0]
-        assert http.get(route, params={"offset": -1}).status_code == 422
-        assert http.get(route, params={"head": "nope"}).status_code in (404, 409, 400)
+        assert at_first["items"] == items[:1]
+        assert http.get(route, params={"before_seq": -2}).status_code == 422
+        assert http.get(route, params={"head": "nope"}).status_code == 404
         assert http.get("/api/conversations/nope/transcript").status_code == 404
 
 
@@ -151,3 +156,32 @@ def test_a_frame_embeds_the_stored_json_verbatim():
     (text,) = frame_texts(StoredEvent(0, event, payload=payload), StreamState())
     assert f'"event":{payload},' in text
     assert json.loads(text)["head"] == "u1"
+
+
+def test_transcript_pages_of_a_long_path_put_together_are_its_transcript(server):
+    from treadle.bench.canvas import clean_chunks
+    from treadle.events.view import transcript
+    from treadle.store.urls import open_store
+
+    store = open_store(server.store_url)
+    try:
+        cid = store.create_conversation(title="long").id
+        for chunk in clean_chunks(2000, seed=3):
+            store.append_batch(cid, chunk)
+        stored = store.get_range(cid, 0, 10**6)
+        path = [s for s in stored if s.event.kind != "state_change"]
+        whole = transcript([s.event for s in path], seqs=[s.seq for s in path])
+    finally:
+        store.close()
+    route = f"/api/conversations/{cid}/transcript"
+    pages: list[dict] = []
+    params: dict = {"limit": 40}  # a window of 500 events: the path is read in pieces
+    with httpx.Client(base_url=server.base_url) as http:
+        while True:
+            page = http.get(route, params=params).json()
+            assert 0 < len(page["items"]) <= 40
+            pages[:0] = page["items"]
+            if page["next_before_seq"] is None:
+                break
+            params = {"limit": 40, "before_seq": page["next_before_seq"]}
+    assert pages == whole

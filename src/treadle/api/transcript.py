@@ -8,10 +8,10 @@ from pydantic import BaseModel
 
 
 class TranscriptPage(BaseModel):
-    """Items ``offset``..``offset + len(items)`` of the transcript of the path to ``head``
-    (``total`` items in all); each item as ``events.view.transcript`` makes it."""
+    """The newest transcript items of the path to ``head`` below a seq cursor, each as
+    ``events.view.transcript`` makes it; ``next_before_seq`` asks for older ones (None: the
+    path's start is reached)."""
 
     head: str | None
-    total: int
-    offset: int
     items: list[dict[str, Any]]
+    next_before_seq: int | None

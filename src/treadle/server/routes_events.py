@@ -163,6 +163,9 @@ def get_children(conversation_id: str, event_id: str, state: State) -> list[dict
 
 
 TRANSCRIPT_PAGE = 200
+EVENTS_PER_ITEM = 10
+"""Path events read per item asked for (a response holds its calls and their results)."""
+MAX_TRANSCRIPT_READ = 10_000
 
 
 @router.get("/transcript", response_model=TranscriptPage)
@@ -170,53 +173,54 @@ def get_transcript(
     conversation_id: str,
     state: State,
     head: str | None = None,
-    offset: Annotated[int | None, Query(ge=0, le=SEQ_MAX)] = None,
+    before_seq: Annotated[int | None, Query(ge=SEQ_MIN, le=SEQ_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = TRANSCRIPT_PAGE,
 ) -> TranscriptPage:
-    """Transcript items (``events.view``) of the path root..``head`` (default: the head),
-    ``limit`` from item ``offset``; without ``offset``, the last ``limit`` items."""
+    """The newest ``limit`` transcript items (``events.view``) of the path root..``head``
+    (default: the head) whose first event's seq is below ``before_seq``; for older ones pass
+    ``next_before_seq``. Costs a read of a bounded window of the path, not the whole path."""
     head_id = head or state.store.head(conversation_id)
-    if head_id is not None:
-        state.store.get_event(conversation_id, head_id)  # 404 naming an unknown head
-    path = _path_with_seqs(state, conversation_id, head_id) if head_id else []
-    items = transcript(
-        [stored.event for stored in path],
-        _side_events(state, conversation_id),
-        seqs=[stored.seq for stored in path],
+    if head_id is None:
+        return TranscriptPage(head=None, items=[], next_before_seq=None)
+    state.store.get_event(conversation_id, head_id)  # 404 naming an unknown head
+    window = min(limit * EVENTS_PER_ITEM + 100, MAX_TRANSCRIPT_READ)
+    query = EventQuery(branch_head=head_id, before_seq=before_seq, order="desc", limit=window)
+    page = state.store.search(conversation_id, query)
+    path = page.items[::-1]
+    if not path:
+        return TranscriptPage(head=head_id, items=[], next_before_seq=None)
+    side = _side_events(state, conversation_id, path[0].seq, before_seq)
+    items = transcript([s.event for s in path], side, seqs=[s.seq for s in path])
+    older = page.next_cursor is not None
+    if older and len(items) > 1:
+        items = items[1:]  # its first calls may lie before the window: it comes with older ones
+    if len(items) > limit:
+        items, older = items[-limit:], True
+    first_seq = items[0]["seq"] if items else None
+    return TranscriptPage(head=head_id, items=items, next_before_seq=first_seq if older else None)
+
+
+def _side_events(
+    state: ServerState, conversation_id: str, from_seq: int, before_seq: int | None
+) -> list[Beside]:
+    """The state changes (side leaves, off every path) from ``from_seq`` on, below
+    ``before_seq``, with resolved parents."""
+    side: list[Beside] = []
+    query = EventQuery(
+        kinds=["state_change"], after_seq=from_seq - 1, before_seq=before_seq, limit=1000
     )
-    start = max(len(items) - limit, 0) if offset is None else offset
-    return TranscriptPage(
-        head=head_id, total=len(items), offset=start, items=items[start : start + limit]
-    )
-
-
-def _path_with_seqs(state: ServerState, conversation_id: str, head_id: str) -> list[StoredEvent]:
-    """The path root..head with seqs (seq order is path order: a parent is stored first)."""
-    return _all_pages(state, conversation_id, EventQuery(branch_head=head_id, limit=1000))
-
-
-def _all_pages(state: ServerState, conversation_id: str, query: EventQuery) -> list[StoredEvent]:
-    found: list[StoredEvent] = []
     while True:
         page = state.store.search(conversation_id, query)
-        found.extend(page.items)
+        for stored in page.items:
+            previous = None
+            if stored.event.parent_id is None and stored.seq > 0:  # legacy: the one before
+                previous = state.store.get_range(conversation_id, stored.seq - 1, stored.seq)
+            previous_id = previous[0].event.id if previous else None
+            parent_id = resolved_parent_id(stored.event, previous_id)
+            side.append(Beside(stored.event, parent_id, stored.seq))
         if page.next_cursor is None:
-            return found
+            return side
         query = replace(query, after_seq=page.next_cursor)
-
-
-def _side_events(state: ServerState, conversation_id: str) -> list[Beside]:
-    """The state changes of the log (side leaves, off every path) with resolved parents."""
-    side: list[Beside] = []
-    for stored in _all_pages(
-        state, conversation_id, EventQuery(kinds=["state_change"], limit=1000)
-    ):
-        previous = None
-        if stored.event.parent_id is None and stored.seq > 0:  # legacy: the one before
-            previous = state.store.get_range(conversation_id, stored.seq - 1, stored.seq)
-        previous_id = previous[0].event.id if previous else None
-        side.append(Beside(stored.event, resolved_parent_id(stored.event, previous_id), stored.seq))
-    return side
 
 
 class _Sender:

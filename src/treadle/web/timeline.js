@@ -6,8 +6,7 @@ import { api, conversationPath, query } from "./api.js";
 
 export const FIRST_PAGE = 100;
 export const OLDER_PAGE = 300;
-const TAIL_AGAIN = 20; // items before the end fetched again with the new ones (their calls' states change)
-const TAIL_LIMIT = 1000; // the route's largest page
+const TAIL_AGAIN = 60; // the newest items fetched again on live events (their calls' states change)
 
 // The server's item types as the cards name them.
 const CARD_TYPES = { system_prompt: "system", result: "orphan", state_change: "other", foreign: "other" };
@@ -16,15 +15,14 @@ export class Timeline {
   constructor(conversationId, headId) {
     this.conversationId = conversationId;
     this.headId = headId;
-    this.offset = 0; // the transcript index of the first loaded item
-    this.raw = []; // the server's items from `offset` on
-    this.total = 0;
+    this.raw = []; // the server's items, oldest loaded first
+    this.nextBefore = null; // the seq cursor of older items, null at the branch's start
     this.build();
   }
 
   /** Whether older items than the loaded ones exist. */
   get more() {
-    return this.offset > 0;
+    return this.nextBefore !== null;
   }
 
   async fetch(params) {
@@ -33,36 +31,39 @@ export class Timeline {
   }
 
   async loadNewest() {
-    if (!this.headId) {
-      this.offset = 0;
-      this.raw = [];
-      this.total = 0;
-    } else {
+    this.raw = [];
+    this.nextBefore = null;
+    if (this.headId) {
       const page = await this.fetch({ limit: FIRST_PAGE });
-      this.offset = page.offset;
       this.raw = page.items;
-      this.total = page.total;
+      this.nextBefore = page.next_before_seq;
     }
     this.build();
   }
 
   async loadOlder() {
     if (!this.more) return false;
-    const from = Math.max(0, this.offset - OLDER_PAGE);
-    const page = await this.fetch({ offset: from, limit: this.offset - from });
+    const page = await this.fetch({ before_seq: this.nextBefore, limit: OLDER_PAGE });
     this.raw = [...page.items, ...this.raw];
-    this.offset = from;
+    this.nextBefore = page.next_before_seq;
     this.build();
     return true;
   }
 
-  /** The branch went on to `headId` (a live frame): fetch the end of the transcript again. */
+  /** The branch went on to `headId` (a live frame): fetch the end of the transcript again
+   * and put it in place of the loaded items from its first one on. */
   async refreshTail(headId) {
     this.headId = headId;
-    const from = Math.max(this.offset, this.offset + this.raw.length - TAIL_AGAIN);
-    const page = await this.fetch({ offset: from, limit: TAIL_LIMIT });
-    this.raw = [...this.raw.slice(0, from - this.offset), ...page.items];
-    this.total = page.total;
+    const page = await this.fetch({ limit: TAIL_AGAIN });
+    const first = page.items[0]?.event_id;
+    const at = first === undefined ? -1 : this.raw.findIndex((item) => item.event_id === first);
+    if (at >= 0) {
+      this.raw = [...this.raw.slice(0, at), ...page.items];
+    } else {
+      // More came than the tail holds (or nothing was loaded): start again from the newest.
+      this.raw = page.items;
+      this.nextBefore = page.next_before_seq;
+    }
     this.build();
   }
 
