@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from websockets.sync.client import connect
 
 from support.scripts import think_steps
@@ -185,3 +186,55 @@ def test_transcript_pages_of_a_long_path_put_together_are_its_transcript(server)
                 break
             params = {"limit": 40, "before_seq": page["next_before_seq"]}
     assert pages == whole
+
+
+def test_the_python_client_mirrors_status_and_head_from_the_frames(client, settings_for):
+    conversation = client.create_conversation(settings_for(TWO_CALLS))
+    conversation.send_message("go")
+    assert conversation.run().value == "finished"
+    subscription = conversation.subscribe()
+    last = conversation.count() - 1
+    frames = subscription.messages_until(lambda m: m["type"] == "run_finished", timeout_s=30)
+    subscription.close()
+    assert subscription.last_seq == last
+    assert subscription.status == {
+        "status": "finished",
+        "reason": conversation.info()["status_reason"],
+    }
+    assert subscription.head == conversation.head
+    assert [f["type"] for f in frames].count("run_finished") == 1
+    assert frames[-1]["seq"] == frames[-2]["seq"]  # after its event, in the same message
+
+
+def test_transient_frames_are_not_counted_by_limit():
+    from treadle.server.routes_events import _first_stored
+    from treadle.server.stream import Delivery
+
+    live = Delivery.transient({"type": "output", "text": "partial"})
+    stored = [Delivery(seq, ("{}",)) for seq in range(3)]
+    assert live.seq is None
+    assert json.loads(live.texts[0]) == {"type": "output", "text": "partial", "stored": False}
+    deliveries = [live, stored[0], live, stored[1], stored[2]]
+    assert _first_stored(deliveries, 2) == deliveries[:4]
+    assert _first_stored(deliveries, 5) == deliveries
+
+
+def test_the_client_passes_transient_frames_without_a_seq_check():
+    from treadle.client.stream import EventSubscription, StreamGap
+
+    subscription = EventSubscription(None, "c", after_seq=4)  # type: ignore[arg-type]
+    assert subscription._take({"type": "output", "stored": False, "text": "x"})
+    assert subscription.last_seq == 4
+    event = {
+        "kind": "message",
+        "id": "u",
+        "source": "user",
+        "text": "hi",
+        "timestamp": "2026-01-01T00:00:00Z",
+    }
+    frame = {"type": "event", "seq": 5, "event": event, "parent_id": None, "answers": None}
+    assert subscription._take({**frame, "status": {"status": "idle", "reason": None}, "head": "u"})
+    assert (subscription.last_seq, subscription.head) == (5, "u")
+    assert not subscription._take({"type": "run_finished", "seq": 3, "status": "idle"})
+    with pytest.raises(StreamGap):
+        subscription._take({**frame, "seq": 7, "status": {"status": "idle"}, "head": "u"})
