@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class StatusView(BaseModel):
-    """A conversation's status and why (SPEC.md, RUN)."""
+    """A conversation's status and why (docs/contracts.md, RUN)."""
 
     model_config = ConfigDict(frozen=True)
 
