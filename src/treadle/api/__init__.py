@@ -29,6 +29,8 @@ from treadle.api.settings import (
     ScriptedResponse,
 )
 from treadle.api.status import ConversationStatus
+from treadle.api.stream import EventFrame, RunFinishedFrame, StatusView, TransientFrame
+from treadle.api.transcript import TranscriptPage
 from treadle.api.views import (
     Accepted,
     AuditView,
@@ -65,6 +67,7 @@ __all__ = [
     "CreateConversation",
     "ErrorBody",
     "ErrorDetail",
+    "EventFrame",
     "EventItem",
     "EventPage",
     "EventPageView",
@@ -72,11 +75,15 @@ __all__ = [
     "ModelChoice",
     "MoveHead",
     "RejectRequest",
+    "RunFinishedFrame",
     "RunRequest",
     "ScriptedCall",
     "ScriptedResponse",
     "SendMessage",
+    "StatusView",
     "StoredEventView",
+    "TranscriptPage",
+    "TransientFrame",
     "TreeView",
     "ViolationView",
     "conversation_id_problem",
