@@ -173,17 +173,27 @@ class Conversation:
         callbacks: Sequence[EventCallback] = (),
         policy: SettingsPolicy | None = None,
         model_key: str | None = None,
+        settings_if_missing: ConversationSettings | None = None,
     ) -> Conversation:
         """Reopen a stored conversation in this process from its stored settings
-        (``ConversationNotFound`` when there is none; arguments as in ``create``)."""
+        (``ConversationNotFound`` when there is none; arguments as in ``create``). A
+        conversation without settings (e.g. imported) takes ``settings_if_missing``, stored
+        with it from now on; without them it is ``NotRunnable``."""
         info = store.get_conversation(conversation_id)
-        settings = ConversationSettings.from_metadata(info.metadata)
+        settings = ConversationSettings.from_metadata(info.metadata) or settings_if_missing
         if settings is None:
             raise NotRunnable(
                 f"conversation {conversation_id!r} has no runtime settings (was it imported?): "
                 "give it settings to continue it"
             )
         parts = cls._built(store, settings, model, secrets, policy, model_key)
+        if SETTINGS_KEY not in info.metadata:
+            try:
+                metadata = {**info.metadata, SETTINGS_KEY: settings.to_metadata()}
+                store.update_conversation(conversation_id, metadata=metadata)
+            except BaseException:
+                parts.agent.tools.close()  # no conversation will own them
+                raise
         return parts.wire(ConversationLog(store, info.id, callbacks))
 
     @classmethod
