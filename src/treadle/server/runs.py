@@ -449,8 +449,9 @@ class RunManager:
         try:
             self.start(conversation_id, lambda c: c.run(), "takeover")
             logger.info("took over conversation %s from a crashed server", conversation_id)
-        except (ConversationBusy, TooManyRunning) as error:
-            # Another server was faster, or this one runs all it may (next cycle, then).
+        except (ConversationBusy, TooManyRunning, NotRunnable) as error:
+            # Another server was faster, this one runs all it may, or its workspace moved in
+            # between (next cycle, then).
             logger.info("not taking over %s now: %s", conversation_id, error)
 
     def _refuse_takeover(self, conversation_id: str, error: Exception) -> None:
