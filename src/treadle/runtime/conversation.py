@@ -1,8 +1,8 @@
 """A conversation: the state machine that drives an agent over a stored event log.
 
-Owns where events go (the store, parented on the head), the statuses of RUN, confirmation,
-pause, crash recovery (calls left open by a kill are closed before the model is asked again),
-fork and branch switching. Event callbacks see an event only after it is stored.
+Owns the run loop, the statuses of RUN, confirmation, pause, crash recovery (calls left open
+by a kill are closed before the model is asked again), fork and branch switching. Where events
+go (the store, chained onto the head, callbacks told after) is ``runtime/log.py``.
 """
 
 from __future__ import annotations
