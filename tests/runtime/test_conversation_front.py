@@ -123,16 +123,16 @@ def test_what_a_conversation_cannot_do_now_is_a_domain_error(store, workspace):
         assert issubclass(error, ConversationError)
 
 
-def test_open_gives_a_conversation_without_settings_the_ones_it_is_offered(store, workspace):
+def test_open_runs_a_conversation_without_settings_with_the_ones_it_is_offered(store, workspace):
     store.create_conversation("imported", title="kept", metadata={"origin": "import"})
     offered = ConversationSettings.scripted_inline([FINISH], workspace)
     with Conversation.open(store, "imported", settings_if_missing=offered) as conv:
         conv.send_message("go on")
         assert conv.run() is Status.FINISHED
     info = store.get_conversation("imported")
-    assert info.title == "kept"
-    assert info.metadata["origin"] == "import"
-    assert ConversationSettings.from_metadata(info.metadata) == offered
-    other = ConversationSettings.scripted_inline([FINISH, FINISH], workspace / "elsewhere")
-    with Conversation.open(store, "imported", settings_if_missing=other) as again:
-        assert again.workspace.root == Path(offered.workspace)  # stored settings win
+    # Storing them is the caller's (under its run lease): open leaves the metadata as it was.
+    assert (info.title, info.metadata) == ("kept", {"origin": "import"})
+    stored = ConversationSettings.scripted_inline([FINISH], workspace / "stored")
+    store.update_conversation("imported", metadata={"settings": stored.to_metadata()})
+    with Conversation.open(store, "imported", settings_if_missing=offered) as again:
+        assert again.workspace.root == Path(stored.workspace)  # stored settings win

@@ -330,13 +330,14 @@ def _continue(
                     EXIT_BAD_INPUT,
                 )
             to_store, chosen_model = _new_settings(console, workspace, choice)
-            conversation = Conversation.create(
+            # Stored with it under the run lease (``_run_under_lease``), not here.
+            conversation = Conversation.open(
                 store,
-                to_store,
-                id=conversation_id,
+                conversation_id,
                 model=chosen_model,
                 callbacks=[LiveView(console)],
                 model_key=model_key_from_env(),
+                settings_if_missing=to_store,
             )
         else:
             _check_fits(conversation_id, stored, workspace, choice)

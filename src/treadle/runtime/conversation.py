@@ -177,8 +177,9 @@ class Conversation:
     ) -> Conversation:
         """Reopen a stored conversation in this process from its stored settings
         (``ConversationNotFound`` when there is none; arguments as in ``create``). A
-        conversation without settings (e.g. imported) takes ``settings_if_missing``, stored
-        with it from now on; without them it is ``NotRunnable``."""
+        conversation without settings (e.g. imported) runs with ``settings_if_missing``
+        (``NotRunnable`` without them); storing them with it is the caller's, e.g. under the
+        run lease it holds, so that a refused run leaves the conversation as it was."""
         info = store.get_conversation(conversation_id)
         settings = ConversationSettings.from_metadata(info.metadata) or settings_if_missing
         if settings is None:
@@ -187,13 +188,6 @@ class Conversation:
                 "give it settings to continue it"
             )
         parts = cls._built(store, settings, model, secrets, policy, model_key)
-        if SETTINGS_KEY not in info.metadata:
-            try:
-                metadata = {**info.metadata, SETTINGS_KEY: settings.to_metadata()}
-                store.update_conversation(conversation_id, metadata=metadata)
-            except BaseException:
-                parts.agent.tools.close()  # no conversation will own them
-                raise
         return parts.wire(ConversationLog(store, info.id, callbacks))
 
     @classmethod
