@@ -12,11 +12,9 @@ from typing import Any
 
 from treadle.bench.workload import realistic_events
 from treadle.events.model import TokenUsage
-from treadle.runtime.agent import Agent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm.base import ModelResponse, ToolCall
-from treadle.runtime.tools import builtin_tools
-from treadle.runtime.workspace.local import LocalWorkspace
+from treadle.runtime.settings import ConversationSettings
 from treadle.store.urls import open_store
 
 
@@ -41,9 +39,11 @@ class InstantThinkModel:
 
 def _step_seconds(history: int, steps: int, folder: Path, durability: str) -> float:
     store = open_store(f"sqlite:///{folder / f'runtime-{history}.db'}?durability={durability}")
-    agent = Agent(model=InstantThinkModel(), tools=builtin_tools(["think", "finish"]))
-    workspace = LocalWorkspace(folder / "workspace", create=True)
-    conversation = Conversation(agent, workspace, store)
+    # The model's name is only stored; the instant model given here answers.
+    settings = ConversationSettings.litellm(
+        InstantThinkModel.name, folder / "workspace", tools=("think", "finish")
+    )
+    conversation = Conversation.create(store, settings, model=InstantThinkModel())
     past = realistic_events(history)
     for start in range(0, len(past), 1000):
         store.append_batch(conversation.id, past[start : start + 1000])
@@ -51,6 +51,7 @@ def _step_seconds(history: int, steps: int, folder: Path, durability: str) -> fl
     begin = time.perf_counter()
     conversation.run(max_steps=steps)
     elapsed = time.perf_counter() - begin
+    conversation.close()
     store.close()
     return elapsed / steps
 

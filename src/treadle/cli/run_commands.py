@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from treadle.errors import TreadleError
 from treadle.events.audit import audit_events
 from treadle.events.projection import count_tool_calls
 from treadle.runtime.confirmation import ConfirmationPolicy
-from treadle.runtime.conversation import Conversation
+from treadle.runtime.conversation import MODEL_KEY_NAME, Conversation
 from treadle.runtime.llm import ModelError
 from treadle.runtime.llm.base import LanguageModel
 from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
@@ -47,6 +48,12 @@ if TYPE_CHECKING:
 
 EXIT_STOPPED = 3
 """Exit 3: stopped before the end (interrupted, paused, max steps, a confirmation nobody gave)."""
+
+
+def model_key_from_env() -> str | None:
+    """This process's model key (``TREADLE_API_KEY``), read here at the edge: the runtime
+    masks what it is given and never reads the environment itself."""
+    return os.environ.get(MODEL_KEY_NAME) or None
 
 
 @contextmanager
@@ -177,7 +184,12 @@ def run(
         opened = open_store_or_exit(store)
         try:
             conversation = Conversation.create(
-                opened, settings, title=task[:80], model=chosen_model, callbacks=[LiveView(console)]
+                opened,
+                settings,
+                title=task[:80],
+                model=chosen_model,
+                callbacks=[LiveView(console)],
+                model_key=model_key_from_env(),
             )
         except TreadleError as error:
             opened.close()
@@ -318,12 +330,14 @@ def _continue(
                     EXIT_BAD_INPUT,
                 )
             to_store, chosen_model = _new_settings(console, workspace, choice)
-            conversation = Conversation.create(
+            # Stored with it under the run lease (``_run_under_lease``), not here.
+            conversation = Conversation.open(
                 store,
-                to_store,
-                id=conversation_id,
+                conversation_id,
                 model=chosen_model,
                 callbacks=[LiveView(console)],
+                model_key=model_key_from_env(),
+                settings_if_missing=to_store,
             )
         else:
             _check_fits(conversation_id, stored, workspace, choice)
@@ -332,7 +346,11 @@ def _continue(
                     console, stored.model.model, stored.model.base_url, choice.deadline_s
                 )
             conversation = Conversation.open(
-                store, conversation_id, model=chosen_model, callbacks=[LiveView(console)]
+                store,
+                conversation_id,
+                model=chosen_model,
+                callbacks=[LiveView(console)],
+                model_key=model_key_from_env(),
             )
     except TreadleError as error:
         store.close()
@@ -433,7 +451,11 @@ def demo(store: StoreOption = None) -> None:
     console.rule("Treadle demo")
     console.print(f"store: {opened.url}\nworkspace: {workspace} (a local folder: no isolation)")
     with Conversation.create(
-        opened, settings, title="treadle demo", callbacks=[LiveView(console)]
+        opened,
+        settings,
+        title="treadle demo",
+        callbacks=[LiveView(console)],
+        model_key=model_key_from_env(),
     ) as conversation:
         conversation.send_message("Write notes.txt in the workspace, then edit its second line.")
         status = conversation.run()

@@ -1,17 +1,17 @@
 """A conversation: the state machine that drives an agent over a stored event log.
 
-Owns where events go (the store, parented on the head), the statuses of RUN, confirmation,
-pause, crash recovery (calls left open by a kill are closed before the model is asked again),
-fork and branch switching. Event callbacks see an event only after it is stored.
+Owns the run loop, the statuses of RUN, confirmation, pause, crash recovery (calls left open
+by a kill are closed before the model is asked again), fork and branch switching. Where events
+go (the store, chained onto the head, callbacks told after) is ``runtime/log.py``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -21,10 +21,8 @@ from treadle.events.model import (
     ROOT,
     ActionEvent,
     Event,
-    EventBase,
     MessageEvent,
     PauseEvent,
-    StateChangeEvent,
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
@@ -40,12 +38,21 @@ from treadle.runtime.confirmation import (
     ToolHintRiskAnalyzer,
     needs_confirmation,
 )
+from treadle.runtime.errors import (
+    ConversationBusy,
+    ConversationError,
+    NothingPending,
+    NotPending,
+    NotRunnable,
+    NotWaiting,
+)
 from treadle.runtime.llm.base import LanguageModel, ModelError
+from treadle.runtime.log import ConversationLog, EventCallback
 from treadle.runtime.requests import (
+    USER_PAUSE,
     PauseKind,
-    last_seq,
+    PauseRequest,
     pause_request_event,
-    pause_requested_since,
     queued_message_event,
     undelivered_messages,
 )
@@ -56,93 +63,73 @@ from treadle.runtime.settings import (
     SettingsPolicy,
     build_agent,
 )
-from treadle.runtime.status import (
-    ConversationStatus,
-    head_move_event,
-    read_status,
-    status_event,
-)
+from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.local import LocalWorkspace
-from treadle.store.base import (
-    ConversationInfo,
-    ConversationNotFound,
-    EventStore,
-    StoredEvent,
-    StoreError,
-    StoreUnavailable,
-)
+from treadle.store.base import EventStore, StoreError, StoreUnavailable
+
+__all__ = [
+    "CALL_IDS_KEY",
+    "MODEL_ERROR_KEY",
+    "USER_PAUSE",
+    "Conversation",
+    "ConversationBusy",
+    "ConversationError",
+    "EventCallback",
+    "NotPending",
+    "NotWaiting",
+    "NothingPending",
+]
 
 logger = logging.getLogger(__name__)
-
-EventCallback = Callable[[StoredEvent], None]
 
 MODEL_ERROR_KEY = "model_error"
 """State-change key keeping a model error and the raw response the runtime could not use."""
 CALL_IDS_KEY = "tool_call_ids"
 """State-change key recording the call ids the runtime replaced (and the model's originals)."""
-USER_PAUSE = "paused by the user"
-"""The reason recorded for a pause the user asked for (the default)."""
+MODEL_KEY_NAME = "TREADLE_API_KEY"
+"""The name the process's model key is masked under (``<secret:TREADLE_API_KEY>``)."""
 STORE_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
 """How long a failed run keeps trying to record its ERROR while its store is unavailable."""
 
 Status = ConversationStatus
 
 
-class ConversationError(TreadleError):
-    """The conversation cannot do that now (busy, nothing pending, unknown action...)."""
-
-
 class Conversation:
-    """Drives ``agent`` over conversation ``id`` in ``store`` (created when it does not exist)."""
+    """Drives an agent over a stored conversation. Made by ``create`` (a new conversation) or
+    ``open`` (a stored one); the constructor only wires parts those two have built."""
 
     def __init__(
         self,
+        log: ConversationLog,
         agent: Agent,
         workspace: Workspace,
-        store: EventStore,
-        id: str | None = None,
         *,
         confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER,
         risk_analyzer: RiskAnalyzer | None = None,
         secrets: Secrets | None = None,
-        callbacks: Sequence[EventCallback] = (),
-        settings: ConversationSettings | None = None,
-        title: str | None = None,
     ) -> None:
+        self._log = log
+        self.store = log.store
+        self.id = log.id
         self.agent = agent
         self.workspace = workspace
-        self.store = store
         self.confirmation = ConfirmationPolicy(confirmation)
         self.risk_analyzer = risk_analyzer or ToolHintRiskAnalyzer()
         # Not ``secrets or ...``: an empty registry is falsy, and the caller's must be shared.
         self.secrets = secrets if secrets is not None else Secrets()
-        model_key = os.environ.get("TREADLE_API_KEY")
-        if model_key and "TREADLE_API_KEY" not in self.secrets:
-            # Masked wherever it shows up (a provider's error text), never given to a tool.
-            self.secrets.add("TREADLE_API_KEY", model_key, export=False)
-        self.callbacks = list(callbacks)
-        info = _stored_conversation(store, id)
-        if info is None:
-            metadata = {SETTINGS_KEY: settings.to_metadata()} if settings else {}
-            info = store.create_conversation(id, title=title, metadata=metadata)
-        self.id = info.id
         self.context = ToolContext(
             workspace=workspace, secrets=self.secrets, conversation_id=self.id
         )
-        self._pause_requested = _PauseRequest(store, self.id, info.event_count - 1)
+        self._pause_requested = PauseRequest(self.store, self.id, log.last_seq())
         self._queue_seen = -1
         """The seq up to which queued messages were delivered (see deliver_queued_messages)."""
         self._run_lock = threading.Lock()
-        self._write_lock = threading.RLock()
-        self._status, self.status_reason = self._read_status()
-        # The active path as last seen, extended by this object's own appends, and the
-        # projection of it: a step costs O(new events), not O(history) (issue 5, speed).
-        self._path: list[Event] = []
-        self._path_head: str | None = None
+        self._status, self.status_reason = log.read_status()
+        # The projection of the active path, extended as it grows (issue 5, speed).
         self._projection = IncrementalProjection()
 
     # -- opening ---------------------------------------------------------------------------
@@ -159,21 +146,21 @@ class Conversation:
         secrets: Secrets | None = None,
         callbacks: Sequence[EventCallback] = (),
         policy: SettingsPolicy | None = None,
+        model_key: str | None = None,
     ) -> Conversation:
-        """A new conversation whose settings are stored with it (with ``id``: reopened if it
-        exists already). ``policy``: what the settings may reach (a server's limits)."""
-        policy = policy or SettingsPolicy()
-        return cls(
-            build_agent(settings, model, policy),
-            LocalWorkspace(settings.workspace, create=True, within=policy.workspace_root),
-            store,
-            id,
-            confirmation=settings.confirmation,
-            secrets=policy.register_masked(secrets if secrets is not None else Secrets()),
-            callbacks=callbacks,
-            settings=settings,
-            title=title,
-        )
+        """A new conversation whose settings are stored with it; ``ConversationExists`` when
+        ``id`` is taken (``open`` reopens). ``policy``: what the settings may reach (a
+        server's limits). ``model_key``: this process's model key (the caller reads it from
+        its environment), masked wherever it shows up and never given to a tool."""
+        parts = cls._built(store, settings, model, secrets, policy, model_key)
+        try:
+            info = store.create_conversation(
+                id, title=title, metadata={SETTINGS_KEY: settings.to_metadata()}
+            )
+        except BaseException:
+            parts.agent.tools.close()  # no conversation will own them
+            raise
+        return parts.wire(ConversationLog(store, info.id, callbacks))
 
     @classmethod
     def open(
@@ -185,24 +172,50 @@ class Conversation:
         secrets: Secrets | None = None,
         callbacks: Sequence[EventCallback] = (),
         policy: SettingsPolicy | None = None,
+        model_key: str | None = None,
+        settings_if_missing: ConversationSettings | None = None,
     ) -> Conversation:
-        """Reopen a stored conversation in this process from its stored settings."""
+        """Reopen a stored conversation in this process from its stored settings
+        (``ConversationNotFound`` when there is none; arguments as in ``create``). A
+        conversation without settings (e.g. imported) runs with ``settings_if_missing``
+        (``NotRunnable`` without them); storing them with it is the caller's, e.g. under the
+        run lease it holds, so that a refused run leaves the conversation as it was."""
         info = store.get_conversation(conversation_id)
-        settings = ConversationSettings.from_metadata(info.metadata)
+        settings = ConversationSettings.from_metadata(info.metadata) or settings_if_missing
         if settings is None:
-            raise ConversationError(
+            raise NotRunnable(
                 f"conversation {conversation_id!r} has no runtime settings (was it imported?): "
-                "create a Conversation with an agent and a workspace to continue it"
+                "give it settings to continue it"
             )
-        return cls.create(
-            store,
-            settings,
-            id=conversation_id,
-            model=model,
-            secrets=secrets,
-            callbacks=callbacks,
-            policy=policy,
-        )
+        parts = cls._built(store, settings, model, secrets, policy, model_key)
+        return parts.wire(ConversationLog(store, info.id, callbacks))
+
+    @classmethod
+    def _built(
+        cls,
+        store: EventStore,
+        settings: ConversationSettings,
+        model: LanguageModel | None,
+        secrets: Secrets | None,
+        policy: SettingsPolicy | None,
+        model_key: str | None,
+    ) -> _Parts:
+        """The agent, workspace and secrets ``settings`` ask for, checked against ``policy``,
+        waiting for the log they will drive."""
+        policy = policy or SettingsPolicy()
+        agent = build_agent(settings, model, policy)
+        try:
+            workspace = LocalWorkspace(
+                settings.workspace, create=True, within=policy.workspace_root
+            )
+            secrets = policy.register_masked(secrets if secrets is not None else Secrets())
+            if model_key and MODEL_KEY_NAME not in secrets:
+                # Masked wherever it shows up (a provider's error text), never given to a tool.
+                secrets.add(MODEL_KEY_NAME, model_key, export=False)
+        except BaseException:
+            agent.tools.close()
+            raise
+        return _Parts(cls, agent, workspace, settings.confirmation, secrets)
 
     def close(self) -> None:
         """Release the tools' processes (terminal sessions, MCP connections)."""
@@ -222,32 +235,28 @@ class Conversation:
 
     def stored_status(self) -> tuple[ConversationStatus, str | None]:
         """The status the log records now (another process may have moved it on)."""
-        return self._read_status()
+        return self._log.read_status()
 
     @property
     def head(self) -> str | None:
-        return self.store.head(self.id)
+        return self._log.head
+
+    @property
+    def callbacks(self) -> list[EventCallback]:
+        """Told of each event after it is stored (a list: add or remove callbacks freely)."""
+        return self._log.callbacks
 
     def active_path(self, limit: int | None = None) -> list[Event]:
         """The events root..head (TREE-PATH); with ``limit`` only the last ``limit``."""
-        path = self._current_path()
+        path = self._log.path()
         return path[-limit:] if limit else list(path)
 
     def pending_actions(self) -> list[ActionEvent]:
-        return pending_actions(self._current_path())
+        return pending_actions(self._log.path())
 
     def messages(self) -> list[dict]:
         """What the model would be sent now (PROJECT-*)."""
-        return self._projection.project(self._current_path())
-
-    def _current_path(self) -> list[Event]:
-        """The cached path when the stored head is still its end, else a fresh read."""
-        with self._write_lock:
-            head = self.store.head(self.id)
-            if head != self._path_head:
-                self._path = self.store.path_to_root(self.id, head) if head else []
-                self._path_head = head
-            return self._path
+        return self._projection.project(self._log.path())
 
     # -- user intents ----------------------------------------------------------------------
 
@@ -259,24 +268,24 @@ class Conversation:
         run's holder stores it, with this event's id, at its next safe point, after the results
         of the calls in flight, never between a call and its result."""
         message = MessageEvent(source="user", text=text)
-        self._append_side(queued_message_event(self.head or ROOT, message))
+        self._log.append_side(queued_message_event(self.head or ROOT, message))
         return message
 
     def deliver_queued_messages(self) -> list[MessageEvent]:
         """Store the queued messages not stored yet, in the order they were sent. Only the
         holder of the run calls this, at a safe point (no call of its own in flight)."""
-        with self._write_lock:
+        with self._log.lock:
             messages, self._queue_seen = undelivered_messages(self.store, self.id, self._queue_seen)
             for message in messages:
                 self._store_message(message)
         return messages
 
     def _store_message(self, message: MessageEvent) -> MessageEvent:
-        with self._write_lock:
+        with self._log.lock:
             self._ensure_system_prompt()
-            (event,) = self._append([message])
+            (event,) = self._log.append([message])
             # The log's status, not this object's: another process may have moved it on.
-            if self._read_status()[0] in (Status.FINISHED, Status.ERROR, Status.STUCK):
+            if self._log.read_status()[0] in (Status.FINISHED, Status.ERROR, Status.STUCK):
                 self._set_status(Status.IDLE, "new user message")
         return event  # type: ignore[return-value]
 
@@ -290,7 +299,7 @@ class Conversation:
         if self.pending_actions() and self._status is Status.WAITING_FOR_CONFIRMATION:
             return self._status
         self._close_interrupted_calls()
-        self._pause_requested.watch_from(last_seq(self.store, self.id))
+        self._pause_requested.watch_from(self._log.last_seq())
         self._set_status(Status.RUNNING)
         for _ in range(max_steps):
             self.deliver_queued_messages()  # every call so far has its result
@@ -325,8 +334,15 @@ class Conversation:
 
     def request_pause(self, kind: PauseKind = "pause") -> None:
         """Record that the user asked the run in progress to pause: whichever process holds
-        the run stops at its next safe point (see ``_PauseRequest``)."""
-        self._append_side(pause_request_event(self.head or ROOT, kind))
+        the run stops at its next safe point (see ``PauseRequest``)."""
+        self._log.append_side(pause_request_event(self.head or ROOT, kind))
+
+    def check_pending(self, action_ids: Sequence[str] | None = None) -> list[ActionEvent]:
+        """The calls a confirm or a reject of ``action_ids`` (default: all) would answer, when
+        the log says they wait for confirmation: ``NothingPending``, ``NotWaiting`` (a run,
+        maybe in another process, is running them) or ``NotPending`` otherwise. A caller that
+        serves other processes checks this holding the run lease."""
+        return self._choose_pending(action_ids, waiting=True)
 
     def confirm(self, action_ids: Sequence[str] | None = None) -> ConversationStatus:
         """Run the pending calls the user confirmed (all of them by default)."""
@@ -335,7 +351,7 @@ class Conversation:
             return self._ending_cleanly(self._confirm, chosen)
 
     def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
-        self._pause_requested.watch_from(last_seq(self.store, self.id))
+        self._pause_requested.watch_from(self._log.last_seq())
         self._set_status(Status.RUNNING, "confirmed by the user")
         outcome = self._execute(chosen)
         return outcome or self._after_user_decision()
@@ -350,7 +366,7 @@ class Conversation:
 
     def _reject(self, chosen: Sequence[ActionEvent], reason: str) -> ConversationStatus:
         for action in chosen:
-            self._append(
+            self._log.append(
                 [
                     UserRejectionEvent(
                         action_id=action.id,
@@ -365,11 +381,8 @@ class Conversation:
     def switch_branch(self, event_id: str) -> None:
         """Make ``event_id`` the head: the model's context becomes that branch. The workspace's
         files are NOT rolled back (BRANCH): a branch of events is not a file snapshot."""
-        with self._running(), self._write_lock:
-            self.store.set_head(self.id, event_id)
-            event = head_move_event(event_id)
-            seq = self.store.append(self.id, event, move_head=False)
-            self._notify(StoredEvent(seq=seq, event=event))
+        with self._running(), self._log.lock:
+            self._log.move_head(event_id)
             self._set_status(Status.IDLE, f"switched to the branch of {event_id}")
 
     def fork(self, event_id: str | None = None, *, title: str | None = None) -> Conversation:
@@ -386,14 +399,12 @@ class Conversation:
         if path:
             self.store.append_batch(child.id, path)
         return Conversation(
+            ConversationLog(self.store, child.id, self.callbacks),
             self.agent,
             self.workspace,
-            self.store,
-            child.id,
             confirmation=self.confirmation,
             risk_analyzer=self.risk_analyzer,
             secrets=self.secrets,
-            callbacks=self.callbacks,
         )
 
     # -- the loop --------------------------------------------------------------------------
@@ -419,34 +430,34 @@ class Conversation:
                 )
             )
         if not response.tool_calls:
-            self._append(events)
+            self._log.append(events)
             return self._set_status(Status.FINISHED, "the agent answered and awaits the user")
         # PROJECT-DUP-CALL / LINK-UNIQUE are checked before anything is stored or run.
         checked = unique_call_ids(events, self._used_call_ids())  # type: ignore[arg-type]
-        stored: list[ActionEvent] = self._append(checked.actions)  # type: ignore[assignment]
+        stored: list[ActionEvent] = self._log.append(checked.actions)  # type: ignore[assignment]
         if checked.renamed:
-            self._record_fact(
+            self._log.record_fact(
                 CALL_IDS_KEY, {"llm_response_id": response.id, "renamed": checked.renamed}
             )
         not_run = {action.id for action in checked.not_run}
         originals = {item["action_id"]: item["original"] for item in checked.renamed}
         for action in stored:
             if action.id in not_run:
-                self._append([duplicate_call_error(action, originals[action.id])])
+                self._log.append([duplicate_call_error(action, originals[action.id])])
         actions = [action for action in stored if action.id not in not_run]
         if needs_confirmation(self.confirmation, actions, self.agent.tools, self.risk_analyzer):
             return self._set_status(Status.WAITING_FOR_CONFIRMATION)
         return self._execute(actions)
 
     def _used_call_ids(self) -> set[str]:
-        return {e.tool_call_id for e in self._current_path() if isinstance(e, ActionEvent)}
+        return {e.tool_call_id for e in self._log.path() if isinstance(e, ActionEvent)}
 
     def _record_model_error(self, error: ModelError) -> ConversationStatus:
         """A model that could not answer, or answered unusably: ERROR, raw response kept."""
         message = self.secrets.mask(storable_text(str(error)))
         if error.raw is not None:
             raw = self.secrets.mask(storable_text(error.raw))
-            self._record_fact(MODEL_ERROR_KEY, {"error": message, "raw_response": raw})
+            self._log.record_fact(MODEL_ERROR_KEY, {"error": message, "raw_response": raw})
         return self._set_status(Status.ERROR, message)
 
     # -- ending a run that failed or was stopped ---------------------------------------------
@@ -488,7 +499,7 @@ class Conversation:
         """An interrupted run: open calls closed, the stop recorded (PAUSED, with the reason)."""
         try:
             self._close_open_calls(None)
-            self._append([PauseEvent()])
+            self._log.append([PauseEvent()])
             self._set_status(Status.PAUSED, f"stopped by {why}; run again to continue")
         except Exception:  # the store cannot take it: the interrupt still ends the run
             logger.exception("could not record the stop of conversation %s", self.id)
@@ -500,7 +511,7 @@ class Conversation:
             event = interrupted_error(action)
             if reason is not None:
                 event = event.model_copy(update={"error": reason})
-            self._append([event])
+            self._log.append([event])
 
     def _execute(self, actions: Sequence[ActionEvent]) -> ConversationStatus | None:
         ended_turn = False
@@ -509,18 +520,18 @@ class Conversation:
         for outcome in self.agent.run_calls(
             actions, self.context, should_start=lambda: not self._pause_requested.is_set()
         ):
-            self._append([outcome.event])
+            self._log.append([outcome.event])
             answered.add(outcome.event.tool_call_id)
             ended_turn = ended_turn or outcome.ends_turn
             failure = failure or outcome.failure
         for action in actions:
             if action.tool_call_id not in answered:  # paused before it started: close it
-                self._append([interrupted_error(action)])
+                self._log.append([interrupted_error(action)])
         if failure:
             return self._set_status(Status.ERROR, failure)
         if ended_turn:
             return self._set_status(Status.FINISHED, "the agent called finish")
-        if is_stuck(self._current_path()[-200:]):
+        if is_stuck(self._log.path()[-200:]):
             return self._set_status(Status.STUCK, "the same calls gave the same results 3 times")
         if self._pause_requested.is_set():
             return self._record_pause()
@@ -533,18 +544,22 @@ class Conversation:
             return self._set_status(Status.IDLE, "every call answered; run to continue")
         return self._status
 
-    def _choose_pending(self, action_ids: Sequence[str] | None) -> list[ActionEvent]:
+    def _choose_pending(
+        self, action_ids: Sequence[str] | None, *, waiting: bool = False
+    ) -> list[ActionEvent]:
         pending = self.pending_actions()
         if not pending:
-            raise ConversationError("no call is waiting for confirmation")
+            raise NothingPending()
+        if waiting:
+            status, _reason = self._log.read_status()
+            if status is not Status.WAITING_FOR_CONFIRMATION:
+                raise NotWaiting(status.value)
         if action_ids is None:
             return pending
         by_id = {action.id: action for action in pending}
         unknown = [action_id for action_id in action_ids if action_id not in by_id]
         if unknown:
-            raise ConversationError(
-                f"not pending: {', '.join(unknown)}; pending calls: {', '.join(by_id)}"
-            )
+            raise NotPending(unknown, by_id)
         return [by_id[action_id] for action_id in action_ids]
 
     def _close_interrupted_calls(self) -> None:
@@ -553,63 +568,23 @@ class Conversation:
 
     def _record_pause(self) -> ConversationStatus:
         reason = self._pause_requested.clear()
-        self._append([PauseEvent()])
+        self._log.append([PauseEvent()])
         return self._set_status(Status.PAUSED, reason)
 
     # -- writing ---------------------------------------------------------------------------
 
     def _ensure_system_prompt(self) -> None:
         if self.head is None:
-            self._append([self.agent.system_prompt_event()])
-
-    def _append(self, events: Sequence[EventBase]) -> list[Event]:
-        """Store ``events`` as one atomic batch, chained onto the head; then tell callbacks."""
-        with self._write_lock:
-            parent = self.head or ROOT
-            chained: list[Event] = []
-            for event in events:
-                chained.append(event.model_copy(update={"parent_id": parent}))  # type: ignore[arg-type]
-                parent = event.id
-            seqs = self.store.append_batch(self.id, chained)
-            if self._path_head == (None if chained[0].parent_id == ROOT else chained[0].parent_id):
-                self._path.extend(chained)
-                self._path_head = chained[-1].id
-        for seq, event in zip(seqs, chained, strict=True):
-            self._notify(StoredEvent(seq=seq, event=event))
-        return chained
-
-    def _record_fact(self, key: str, value: dict) -> None:
-        """A state change beside the head (never model-visible, never moves the head)."""
-        with self._write_lock:
-            event = StateChangeEvent(key=key, value=value, parent_id=self.head or ROOT)
-            seq = self.store.append(self.id, event, move_head=False)
-        self._notify(StoredEvent(seq=seq, event=event))
+            self._log.append([self.agent.system_prompt_event()])
 
     def _set_status(
         self, status: ConversationStatus, reason: str | None = None
     ) -> ConversationStatus:
-        with self._write_lock:
-            event = status_event(status, self.head or ROOT, reason)
-            seq = self.store.append(self.id, event, move_head=False)
+        def remember() -> None:
             self._status, self.status_reason = status, reason
-        self._notify(StoredEvent(seq=seq, event=event))
+
+        self._log.record_status(status, reason, then=remember)
         return status
-
-    def _append_side(self, event: Event) -> None:
-        """Store a side leaf (a state change: never the head), then tell callbacks."""
-        with self._write_lock:
-            seq = self.store.append(self.id, event, move_head=False)
-        self._notify(StoredEvent(seq=seq, event=event))
-
-    def _notify(self, stored: StoredEvent) -> None:
-        for callback in self.callbacks:
-            try:
-                callback(stored)
-            except Exception:  # a failing callback never stops the write (already stored)
-                logger.exception("event callback %r failed on event %s", callback, stored.event.id)
-
-    def _read_status(self) -> tuple[ConversationStatus, str | None]:
-        return read_status(self.store, self.id)
 
     def _running(self) -> _RunGuard:
         return _RunGuard(self._run_lock, self.id)
@@ -625,46 +600,19 @@ def _failure_text(error: Exception) -> str:
     return f"the run failed: {type(error).__name__}: {error}"
 
 
-def _stored_conversation(store: EventStore, conversation_id: str | None) -> ConversationInfo | None:
-    if conversation_id is None:
-        return None
-    try:
-        return store.get_conversation(conversation_id)
-    except ConversationNotFound:
-        return None
+@dataclass(frozen=True)
+class _Parts:
+    """What ``create`` and ``open`` build from settings before the log they will drive."""
 
+    cls: type[Conversation]
+    agent: Agent
+    workspace: Workspace
+    confirmation: ConfirmationPolicy
+    secrets: Secrets
 
-class _PauseRequest:
-    """Whether the run must pause: asked in this process (a flag) or by any process, through
-    a pause request recorded in the log after the seq the run watches from."""
-
-    def __init__(self, store: EventStore, conversation_id: str, since: int) -> None:
-        self._store = store
-        self._conversation_id = conversation_id
-        self._local = threading.Event()
-        self._reason: str | None = None
-        """Why this process asked for the pause (None: a request in the log, the user's)."""
-        self._since = since
-
-    def watch_from(self, seq: int) -> None:
-        """Honour the requests recorded after ``seq`` (older ones were meant for older runs)."""
-        self._since = seq
-
-    def set(self, reason: str = USER_PAUSE) -> None:
-        self._reason = reason
-        self._local.set()
-
-    def clear(self) -> str:
-        """Honoured: forget the flag and every request recorded so far; returns the reason."""
-        reason = self._reason if self._local.is_set() and self._reason else USER_PAUSE
-        self._local.clear()
-        self._reason = None
-        self._since = last_seq(self._store, self._conversation_id)
-        return reason
-
-    def is_set(self) -> bool:
-        return self._local.is_set() or pause_requested_since(
-            self._store, self._conversation_id, self._since
+    def wire(self, log: ConversationLog) -> Conversation:
+        return self.cls(
+            log, self.agent, self.workspace, confirmation=self.confirmation, secrets=self.secrets
         )
 
 
@@ -677,7 +625,7 @@ class _RunGuard:
 
     def __enter__(self) -> None:
         if not self._lock.acquire(blocking=False):
-            raise ConversationError(f"conversation {self._conversation_id} is already running")
+            raise ConversationBusy(self._conversation_id)
 
     def __exit__(self, *_exc: object) -> None:
         self._lock.release()

@@ -6,6 +6,7 @@ never a head.
 
 from __future__ import annotations
 
+import threading
 from typing import Literal
 
 from treadle.events.model import MessageEvent, StateChangeEvent
@@ -18,6 +19,8 @@ QUEUED_MESSAGE_KEY = "queued_message"
 have their results."""
 
 PauseKind = Literal["pause", "interrupt"]
+USER_PAUSE = "paused by the user"
+"""The reason recorded for a pause the user asked for (the default)."""
 
 
 def pause_request_event(parent_id: str, kind: PauseKind = "pause") -> StateChangeEvent:
@@ -77,3 +80,37 @@ def undelivered_messages(
         except EventNotFound:
             messages.append(MessageEvent(id=event_id, source="user", text=text))
     return messages, seen
+
+
+class PauseRequest:
+    """Whether a run must pause: asked in this process (a flag) or by any process, through
+    a pause request recorded in the log after the seq the run watches from."""
+
+    def __init__(self, store: EventStore, conversation_id: str, since: int) -> None:
+        self._store = store
+        self._conversation_id = conversation_id
+        self._local = threading.Event()
+        self._reason: str | None = None
+        """Why this process asked for the pause (None: a request in the log, the user's)."""
+        self._since = since
+
+    def watch_from(self, seq: int) -> None:
+        """Honour the requests recorded after ``seq`` (older ones were meant for older runs)."""
+        self._since = seq
+
+    def set(self, reason: str = USER_PAUSE) -> None:
+        self._reason = reason
+        self._local.set()
+
+    def clear(self) -> str:
+        """Honoured: forget the flag and every request recorded so far; returns the reason."""
+        reason = self._reason if self._local.is_set() and self._reason else USER_PAUSE
+        self._local.clear()
+        self._reason = None
+        self._since = last_seq(self._store, self._conversation_id)
+        return reason
+
+    def is_set(self) -> bool:
+        return self._local.is_set() or pause_requested_since(
+            self._store, self._conversation_id, self._since
+        )

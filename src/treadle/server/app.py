@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 import treadle
+from treadle.runtime.conversation import MODEL_KEY_NAME
 from treadle.runtime.settings import SettingsPolicy
 from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
 from treadle.server.errors import install_error_handlers
@@ -63,6 +65,9 @@ def create_app(
         masked=security.api_keys,
     )
 
+    # The server's edge: the runtime never reads the environment; it masks the key it is given.
+    model_key = os.environ.get(MODEL_KEY_NAME) or None
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(url)
@@ -73,6 +78,7 @@ def create_app(
             policy=policy,
             idle_timeout_s=idle_timeout_s,
             max_running=max_running,
+            model_key=model_key,
         )
         app.state.treadle = ServerState(
             store=store,

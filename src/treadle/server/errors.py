@@ -15,7 +15,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Send
 
 from treadle.errors import ContractError, TreadleError
-from treadle.runtime.conversation import ConversationError
+from treadle.runtime.errors import (
+    ConversationBusy,
+    ConversationError,
+    NothingPending,
+    NotPending,
+    NotRunnable,
+    NotWaiting,
+    TooManyRunning,
+)
 from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.store.base import (
     ConversationExists,
@@ -90,6 +98,17 @@ async def json_response(send: Send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
+_CONVERSATION_ERRORS: dict[type[ConversationError], tuple[int, str]] = {
+    NothingPending: (409, "nothing_pending"),
+    NotWaiting: (409, "not_waiting"),
+    NotPending: (409, "not_pending"),
+    ConversationBusy: (409, "already_running"),
+    NotRunnable: (409, "not_runnable"),
+    TooManyRunning: (429, "too_many_running"),
+}
+"""Why a conversation cannot do that now, as HTTP (any other ConversationError: 409)."""
+
+
 def status_of(error: Exception) -> tuple[int, str]:
     """HTTP status and code for a Treadle error: outages are 503 (retry later), bad input 4xx."""
     if isinstance(error, ApiError):
@@ -105,6 +124,9 @@ def status_of(error: Exception) -> tuple[int, str]:
     if isinstance(error, ConversationExists):
         return 409, "conflict"
     if isinstance(error, ConversationError):
+        for kind, answer in _CONVERSATION_ERRORS.items():
+            if isinstance(error, kind):
+                return answer
         return 409, "conflict"
     if isinstance(error, ContractError):
         return 422, error.contract

@@ -23,7 +23,7 @@ from treadle.api import (
 from treadle.events.model import event_to_dict
 from treadle.runtime.conversation import Conversation
 from treadle.server.state import ServerState, server_state
-from treadle.store.base import ConversationInfo, ConversationNotFound
+from treadle.store.base import ConversationExists, ConversationInfo, ConversationNotFound
 
 router = APIRouter(prefix="/api/conversations", tags=["conversations"])
 State = Annotated[ServerState, Depends(server_state)]
@@ -59,9 +59,16 @@ def create_conversation(
             response.status_code = 200
             return view(state, existing)
     settings = state.check_workspace(body.settings)
-    conversation = Conversation.create(
-        state.store, settings, id=body.id, title=body.title, policy=state.policy
-    )
+    try:
+        conversation = Conversation.create(
+            state.store, settings, id=body.id, title=body.title, policy=state.policy
+        )
+    except ConversationExists:
+        if body.id is None:
+            raise
+        # Created by another request since we looked: the create stays idempotent.
+        response.status_code = 200
+        return view(state, state.store.get_conversation(body.id))
     conversation.close()
     return view(state, state.store.get_conversation(conversation.id))
 
@@ -146,7 +153,7 @@ def confirm(conversation_id: str, state: State, body: ActionChoice | None = None
         conversation_id,
         lambda c: c.confirm(chosen),
         "confirm",
-        check=lambda c: state.check_pending(c, chosen),
+        check=lambda c: c.check_pending(chosen),
     )
     return _accepted(state, conversation_id, "confirm")
 
@@ -157,7 +164,8 @@ def reject(conversation_id: str, state: State, body: RejectRequest | None = None
     state.runtime(conversation_id)  # 404 / 409
     with state.runs.exclusive(conversation_id, "only calls waiting for confirmation take a reject"):
         conversation = state.runtime(conversation_id)
-        state.check_pending(conversation, body.action_ids)
+        # Under the lease: a call without a result while a run holds it is running, not waiting.
+        conversation.check_pending(body.action_ids)
         conversation.reject(body.action_ids, reason=body.reason)
     return _accepted(state, conversation_id, "reject")
 

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from treadle.errors import TreadleError
+from treadle.runtime.errors import ConversationBusy
 from treadle.server.errors import ApiError, AsciiJSONResponse, error_body
 from treadle.server.state import ServerState, server_state
 from treadle.store.base import StoreUnavailable
@@ -56,8 +57,8 @@ def _import_all(state: ServerState, folder: Path, replace: bool) -> list[dict[st
 def _import_one(state: ServerState, folder: Path, replace: bool) -> dict[str, Any]:
     try:
         result = _import_folder(state, folder, replace)
-    except StoreUnavailable:
-        raise  # an outage (503), not this folder's fault
+    except (StoreUnavailable, ConversationBusy):
+        raise  # an outage (503), or a run holds it (409): not this folder's fault
     except (TreadleError, ValueError, RecursionError) as error:
         # The reader reports bad content as problems; anything it still raises is this
         # folder's fault too (bad input), never the server's.

@@ -31,13 +31,13 @@ from datetime import datetime
 from typing import Any
 
 from treadle.events.model import ROOT, MessageEvent
-from treadle.runtime.conversation import Conversation, ConversationError
+from treadle.runtime.conversation import Conversation
+from treadle.runtime.errors import ConversationBusy, ConversationError, NotRunnable, TooManyRunning
 from treadle.runtime.llm.base import ModelError
 from treadle.runtime.requests import PauseKind
 from treadle.runtime.settings import SettingsError, SettingsPolicy
 from treadle.runtime.status import ConversationStatus, read_status, status_event
 from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
-from treadle.server.errors import ApiError
 from treadle.server.limits import MAX_RUNNING
 from treadle.store.base import ConversationNotFound, EventStore
 from treadle.store.leases import SERVER, RunLeases, new_owner
@@ -52,7 +52,8 @@ DEFAULT_IDLE_TIMEOUT_S = 300.0
 
 NOT_RUNNABLE = (ConversationError, ModelError, SettingsError, WorkspaceError, WorkspacePathError)
 """Why a stored conversation cannot be opened here (its settings reach what this server
-refuses, or its workspace moved): 409 to a client, a recorded refusal to the watcher."""
+refuses, or its workspace moved): ``NotRunnable`` to a client, a recorded refusal to the
+watcher."""
 
 SERVER_STOPPED = "paused because the server stopped; run again to continue"
 LEASE_LOST = (
@@ -88,8 +89,11 @@ class RunManager:
         policy: SettingsPolicy | None = None,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         max_running: int = MAX_RUNNING,
+        model_key: str | None = None,
     ) -> None:
         self.store = store
+        self.model_key = model_key
+        """This process's model key (its caller read it from the environment): masked."""
         self.policy = policy or SettingsPolicy()
         """What stored settings may reach when this process opens a conversation."""
         self.leases = leases
@@ -116,7 +120,7 @@ class RunManager:
             if entry is not None and entry.created_at != info.created_at and not entry.running:
                 stale, entry = self._entries.pop(conversation_id), None
             if entry is None:
-                conversation = Conversation.open(self.store, conversation_id, policy=self.policy)
+                conversation = self._open(conversation_id)
                 entry = _Entry(conversation, info.created_at)
                 self._entries[conversation_id] = entry
             entry.last_used = time.monotonic()
@@ -124,6 +128,16 @@ class RunManager:
         if stale is not None:
             stale.conversation.close()
         return found
+
+    def _open(self, conversation_id: str) -> Conversation:
+        try:
+            return Conversation.open(
+                self.store, conversation_id, policy=self.policy, model_key=self.model_key
+            )
+        except NOT_RUNNABLE as error:
+            if isinstance(error, NotRunnable):
+                raise
+            raise NotRunnable(str(error)) from error
 
     def forget(self, conversation_id: str) -> None:
         with self._lock:
@@ -143,31 +157,27 @@ class RunManager:
     def start(
         self, conversation_id: str, operation: Operation, name: str, check: Check | None = None
     ) -> None:
-        """Run ``operation`` on the conversation in the background; 409 when it is already
-        running here or in another server. ``check`` runs first, under the lease (its
-        ApiError is the answer)."""
+        """Run ``operation`` on the conversation in the background: ``ConversationBusy`` when
+        it already runs here or in another server, ``TooManyRunning`` when this server runs
+        all it may. ``check`` runs first, under the lease (what it raises is the answer)."""
         conversation = self.conversation(conversation_id)
         try:
             # Confinement is checked again (real paths) at every start: the folder may have
             # been replaced by a symlink since the conversation was opened.
             conversation.workspace.resolve(".")
         except WorkspacePathError as error:
-            raise ApiError(409, "not_runnable", str(error)) from None
+            raise NotRunnable(str(error)) from None
         with self._lock:
             if self.is_running(conversation_id):
-                raise ApiError(409, "already_running", f"conversation {conversation_id} is running")
+                raise ConversationBusy(conversation_id, "is running")
             running = sum(entry.running for entry in self._entries.values())
             if running >= self.max_running:
-                raise ApiError(
-                    429,
-                    "too_many_running",
+                raise TooManyRunning(
                     f"this server already runs {running} conversations (its --max-running); "
-                    "retry when one ends, or pause one",
+                    "retry when one ends, or pause one"
                 )
             if not self.leases.acquire(conversation_id, self.owner, self.lease_ttl_s):
-                raise ApiError(
-                    409, "already_running", f"conversation {conversation_id} runs in another server"
-                )
+                raise ConversationBusy(conversation_id, "runs in another server")
             try:
                 if check is not None:
                     check(conversation)
@@ -192,13 +202,11 @@ class RunManager:
 
     @contextmanager
     def exclusive(self, conversation_id: str, what: str) -> Iterator[None]:
-        """Hold the run lease during a short change; 409 (naming ``what``) while the
-        conversation runs here or in another server."""
+        """Hold the run lease during a short change; ``ConversationBusy`` (naming ``what``)
+        while the conversation runs here or in another server."""
         owner = self._try_hold(conversation_id)
         if owner is None:
-            raise ApiError(
-                409, "already_running", f"conversation {conversation_id} is running: {what}"
-            )
+            raise ConversationBusy(conversation_id, f"is running: {what}")
         try:
             yield
         finally:
@@ -441,9 +449,10 @@ class RunManager:
         try:
             self.start(conversation_id, lambda c: c.run(), "takeover")
             logger.info("took over conversation %s from a crashed server", conversation_id)
-        except ApiError as error:
-            # Another server was faster, or this one runs all it may (next cycle, then).
-            logger.info("not taking over %s now: %s", conversation_id, error.message)
+        except (ConversationBusy, TooManyRunning, NotRunnable) as error:
+            # Another server was faster, this one runs all it may, or its workspace moved in
+            # between (next cycle, then).
+            logger.info("not taking over %s now: %s", conversation_id, error)
 
     def _refuse_takeover(self, conversation_id: str, error: Exception) -> None:
         """ERROR with why this server will not run it on, visible to clients (API, stream,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.settings import ConversationSettings, SettingsError, SettingsPolicy
 from treadle.runtime.status import ConversationStatus, read_status
 from treadle.server.errors import ApiError
-from treadle.server.runs import NOT_RUNNABLE, RunManager
+from treadle.server.runs import RunManager
 from treadle.server.security import SecurityConfig
 from treadle.server.stream import Hubs
 from treadle.store.base import EventStore
@@ -88,12 +87,9 @@ class ServerState:
             )
 
     def runtime(self, conversation_id: str) -> Conversation:
-        """The conversation to act on: 404 when unknown, 409 when it cannot be run here."""
-        self.store.get_conversation(conversation_id)
-        try:
-            return self.runs.conversation(conversation_id)
-        except NOT_RUNNABLE as error:
-            raise ApiError(409, "not_runnable", str(error)) from None
+        """The conversation to act on: ``ConversationNotFound`` when unknown, ``NotRunnable``
+        when it cannot be run here."""
+        return self.runs.conversation(conversation_id)
 
     def status_of(self, conversation_id: str) -> tuple[str, str | None]:
         status, reason = read_status(self.store, conversation_id)
@@ -103,30 +99,6 @@ class ServerState:
                 "lease expired); run it again to continue"
             )
         return status.value, reason
-
-    @staticmethod
-    def check_pending(conversation: Conversation, action_ids: Sequence[str] | None) -> None:
-        """409 unless the calls are waiting for confirmation. Call it holding the run lease:
-        a call without a result while a run holds it is running, not waiting."""
-        pending = {action.id for action in conversation.pending_actions()}
-        if not pending:
-            raise ApiError(409, "nothing_pending", "no call is waiting for confirmation")
-        status, _reason = conversation.stored_status()
-        if status is not ConversationStatus.WAITING_FOR_CONFIRMATION:
-            raise ApiError(
-                409,
-                "not_waiting",
-                f"the calls without a result are not waiting for confirmation (status "
-                f"{status.value}): only a conversation waiting for confirmation takes a "
-                "confirm or a reject",
-            )
-        unknown = [a for a in action_ids or () if a not in pending]
-        if unknown:
-            raise ApiError(
-                409,
-                "not_pending",
-                f"not pending: {', '.join(unknown)}; pending: {', '.join(pending)}",
-            )
 
 
 def server_state(request: Request) -> ServerState:
