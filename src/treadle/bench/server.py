@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import tempfile
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any
 import httpx
 from websockets.sync.client import connect
 
+from treadle.bench.store import build_conversation
 from treadle.bench.workload import realistic_events
 from treadle.client import RemoteError, TreadleClient
 from treadle.events.model import MessageEvent
@@ -256,12 +258,42 @@ def _concurrency(server: ServerProcess, workspace: Path) -> dict[str, Any]:
     }
 
 
+def _timed_get(url: str, params: dict[str, Any] | None = None, runs: int = 20) -> float:
+    """Median seconds of ``runs`` GETs of ``url`` (after one that warms caches)."""
+    timings: list[float] = []
+    with httpx.Client(timeout=300) as http:
+        for run in range(runs + 1):
+            begin = time.perf_counter()
+            http.get(url, params=params).raise_for_status()
+            if run:
+                timings.append(time.perf_counter() - begin)
+    return statistics.median(timings)
+
+
+def branched_figures(base_url: str, conversation_id: str) -> dict[str, float]:
+    """The branch tree, the audit (warm: served from the incremental audit cache after the
+    first request) and a text search page (a needle of the workload's tool outputs) of one
+    large branched conversation, over HTTP."""
+    url = f"{base_url}/api/conversations/{conversation_id}"
+    return {
+        "tree_s": _timed_get(f"{url}/tree"),
+        "audit_s": _timed_get(f"{url}/audit"),
+        "search_text_page_s": _timed_get(
+            f"{url}/events", {"text": "needle-not-in-any-event", "limit": 50}
+        ),
+        "search_text_common_page_s": _timed_get(
+            f"{url}/events", {"text": "exit_code", "limit": 50}
+        ),
+    }
+
+
 def run_server_bench(
     events: int = 100_000,
     subscribers: int = 50,
     fanout: int = 1000,
     missed: int = 10_000,
     streams: int = 200,
+    branched_events: int = 100_000,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="treadle-bench-server-") as tmp:
         store_url = f"sqlite:///{Path(tmp) / 'server.db'}?durability=fast"
@@ -270,12 +302,15 @@ def run_server_bench(
         log = realistic_events(events)
         for start in range(0, events, 2000):
             store.append_batch(conversation_id, log[start : start + 2000])
+        # issue 11's large conversation: a main chain with 49 side branches (50 heads)
+        build_conversation(store, "branched", branched_events, seed=4, forks=49)
         store.close()
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
         server = ServerProcess(store_url.split("?")[0], workspace_root=workspace).start()
         try:
-            figures: dict[str, Any] = {"events": events}
+            figures: dict[str, Any] = {"events": events, "branched_events": branched_events}
+            figures.update(branched_figures(server.base_url, "branched"))
             figures.update(_search_pages(server.base_url, conversation_id, 400))
             figures.update(
                 _fan_out(server.base_url, store_url, conversation_id, subscribers, fanout)

@@ -61,12 +61,23 @@ def bench_runtime(
 def bench_server(
     events: Annotated[int, typer.Option("--events", min=1000)] = 100_000,
     subscribers: Annotated[int, typer.Option("--subscribers", min=1)] = 50,
+    branched_events: Annotated[
+        int,
+        typer.Option(
+            "--branched-events",
+            min=10_000,
+            help="Size of the 50-branch conversation of tree_s, audit_s, search_text_page_s "
+            "(issue 11: 1,000,000)",
+        ),
+    ] = 100_000,
     as_json: JsonOption = False,
 ) -> None:
-    """HTTP search pages, live fan-out to WebSocket subscribers, catch-up after a reconnect."""
+    """HTTP search pages, live fan-out to WebSocket subscribers, catch-up after a reconnect;
+    branch tree, audit and text search of a large branched conversation."""
     from treadle.bench.server import run_server_bench
 
-    print_figures("treadle bench server", run_server_bench(events, subscribers), as_json)
+    figures = run_server_bench(events, subscribers, branched_events=branched_events)
+    print_figures("treadle bench server", figures, as_json)
 
 
 @bench_app.command("canvas")
