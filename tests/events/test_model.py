@@ -10,6 +10,7 @@ from treadle.events.model import (
     ROOT,
     ActionEvent,
     CondensationEvent,
+    EventBase,
     ForeignEvent,
     MessageEvent,
     ObservationEvent,
@@ -176,3 +177,19 @@ def test_no_id_or_time_is_made_up_on_read_but_python_events_get_them():
     assert first.time.tzinfo is not None
     kept = PauseEvent(id="p", timestamp="2026-01-01")
     assert (kept.id, kept.timestamp) == ("p", "2026-01-01")
+
+
+def test_every_kind_shares_the_base_kind_declaration_without_reordering_its_json():
+    """EventBase declares ``kind`` (so a type checker sees it on any event) as its last field:
+    each subclass redeclares it first, so the order of fields, and the bytes of the JSON a
+    store keeps, are those of the classes before the base declared it."""
+    assert "kind" in EventBase.model_fields
+    base = ["id", "source", "timestamp", "parent_id", "extra", "kind"]
+    for kind, cls in EVENT_CLASSES.items():
+        assert list(cls.model_fields)[: len(base)] == base, kind
+        assert cls.model_fields["kind"].default == kind
+    pause = PauseEvent(id="p", timestamp="2024-01-01T00:00:00+00:00")
+    assert event_to_json(pause) == (
+        '{"id":"p","source":"user","timestamp":"2024-01-01T00:00:00+00:00","extra":{},'
+        '"kind":"pause"}'
+    )

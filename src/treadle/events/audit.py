@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from treadle.events.links import pending_actions
 from treadle.events.model import (
@@ -18,6 +18,7 @@ from treadle.events.model import (
     ROOT,
     ActionEvent,
     EventBase,
+    FinalResult,
 )
 from treadle.events.tree import MISSING_PARENT, NO_PARENT, EventTree
 
@@ -530,7 +531,7 @@ class _BranchWalk:
     # -- actions: PROJECT-SHARED-TEXT, PROJECT-DUP-CALL, LINK-UNIQUE, LINK-ORPHAN ------------
 
     def _enter_action(self, position: int) -> None:
-        action: ActionEvent = self.events[position]  # type: ignore[assignment]
+        action = cast(ActionEvent, self.events[position])  # kinds[position] is an action
         parent = self.forest[position]
         before = self.last_visible[parent] if parent >= 0 else NO_EVENT
         self.last_visible[position] = position
@@ -556,7 +557,7 @@ class _BranchWalk:
         self.open_actions[position] = None
 
     def _leave_action(self, position: int) -> None:
-        action: ActionEvent = self.events[position]  # type: ignore[assignment]
+        action = cast(ActionEvent, self.events[position])  # kinds[position] is an action
         _restore(self.call_owner, action.tool_call_id, self.shadowed_call[position])
         _restore(self.action_at, action.id, self.shadowed_action[position])
         self.open_actions.pop(position, None)
@@ -586,7 +587,7 @@ class _BranchWalk:
 
     def _repeated_call(self, position: int, earlier: int, *, same_batch: bool) -> None:
         events = self.events
-        call = events[position].tool_call_id  # type: ignore[attr-defined]
+        call = cast(ActionEvent, events[position]).tool_call_id
         ids = [events[earlier].id, events[position].id]
         if same_batch:
             contract = "PROJECT-DUP-CALL"
@@ -639,9 +640,9 @@ class _BranchWalk:
     def _linked_action(self, position: int) -> int:
         """The action on the path that the result at ``position`` answers (LINK-ID), or NO_EVENT
         after reporting why it answers none."""
-        result = self.events[position]
-        call: str = result.tool_call_id  # type: ignore[attr-defined]
-        action_id: str | None = getattr(result, "action_id", None)
+        result = cast(FinalResult, self.events[position])  # kinds[position] is a result
+        call = result.tool_call_id
+        action_id = result.action_id
         if action_id is None:  # an agent error may answer by its call alone
             action = self.call_owner.get(call, NO_EVENT)
             if action < 0:
@@ -652,9 +653,9 @@ class _BranchWalk:
         if action < 0:
             self._link_broken(position, [result.id, action_id], self._why_not_linked(action_id))
             return NO_EVENT
-        linked: ActionEvent = self.events[action]  # type: ignore[assignment]
+        linked = cast(ActionEvent, self.events[action])
         if call != linked.tool_call_id or (
-            result.kind != "agent_error" and result.tool_name != linked.tool_name  # type: ignore[attr-defined]
+            result.kind != "agent_error" and result.tool_name != linked.tool_name
         ):
             why = "; ".join(self._mismatches(result, linked))
             self._link_broken(position, [result.id, action_id], why)
@@ -684,7 +685,7 @@ class _BranchWalk:
 
     def _answered_twice(self, position: int, action: int, earlier: int) -> None:
         events = self.events
-        call = events[action].tool_call_id  # type: ignore[attr-defined]
+        call = cast(ActionEvent, events[action]).tool_call_id
         self.findings.add(
             position,
             "LINK-ONCE",

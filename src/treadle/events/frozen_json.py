@@ -16,7 +16,7 @@ from treadle.events.json_limits import (
 )
 
 
-class FrozenDict(dict):  # type: ignore[type-arg]
+class FrozenDict(dict[str, Any]):
     """A dict that refuses every mutation; still a dict for JSON encoders and equality."""
 
     __slots__ = ()
@@ -25,9 +25,10 @@ class FrozenDict(dict):  # type: ignore[type-arg]
         raise TypeError("event data is frozen: build a new event instead of changing this one")
 
     __setitem__ = __delitem__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
-    __ior__ = _refuse  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse
 
+    # dict declares __hash__ = None (unhashable); a frozen one can be hashed like a tuple.
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(sorted(self.items(), key=lambda item: item[0])))
 

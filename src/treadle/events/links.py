@@ -6,14 +6,15 @@ Results may arrive in any order; they are matched by id, never by position (LINK
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
-from treadle.events.model import RESULT_KINDS, ActionEvent, EventBase
+from treadle.events.model import RESULT_KINDS, ActionEvent, EventBase, FinalResult
 
 
 def result_call_id(event: EventBase) -> str | None:
     """The tool call a final result answers, or None when ``event`` is not a final result."""
     if event.kind in RESULT_KINDS:
-        return event.tool_call_id  # type: ignore[attr-defined]
+        return cast(FinalResult, event).tool_call_id
     return None
 
 
@@ -36,17 +37,17 @@ class Linker:
     def feed(self, event: EventBase) -> str | None:
         """Take the next event of the path; for a final result, the id of the action it
         answers (None when it answers no open action: a duplicate or a stray result)."""
-        kind = event.kind
-        if kind == "action":
-            self.open_actions[event.id] = event  # type: ignore[assignment]
-            self._open_by_call[event.tool_call_id] = event.id  # type: ignore[attr-defined]
+        if isinstance(event, ActionEvent):
+            self.open_actions[event.id] = event
+            self._open_by_call[event.tool_call_id] = event.id
             return None
-        if kind not in RESULT_KINDS:
+        if event.kind not in RESULT_KINDS:
             return None
+        result = cast(FinalResult, event)
         open_actions, open_by_call = self.open_actions, self._open_by_call
-        action_id = getattr(event, "action_id", None)
+        action_id = result.action_id
         if action_id is None or action_id not in open_actions:
-            action_id = open_by_call.get(event.tool_call_id)  # type: ignore[attr-defined]
+            action_id = open_by_call.get(result.tool_call_id)
         answered = open_actions.pop(action_id, None) if action_id is not None else None
         if answered is None:  # a stale id left by a duplicated action id (APPEND-DUP-ID)
             return None

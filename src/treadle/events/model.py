@@ -52,6 +52,15 @@ def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def _given_by_init(field: Any) -> Any:
+    """Marks a field that ``EventBase.__init__`` fills for events made in Python (id, timestamp).
+
+    Returns ``field`` unchanged, so validation still requires it (a reader invents no identity);
+    a type checker, which sees a default that is no ``Field(...)``, lets a Python caller omit it.
+    """
+    return field
+
+
 def parse_timestamp(value: str) -> datetime:
     """The moment a timestamp names; a naive one (met on import) is read as UTC."""
     moment = datetime.fromisoformat(value)
@@ -65,10 +74,14 @@ class EventBase(BaseModel):
 
     # Required when read (a file, a store, the API): no default factory may invent an identity
     # for an event that lacks one. ``__init__`` below gives events made in Python both.
-    id: str = Field(min_length=1, description="Unique event id")
+    id: str = _given_by_init(Field(min_length=1, description="Unique event id"))
     source: Source
-    timestamp: str = Field(
-        description="ISO 8601; Treadle writes UTC with an offset, imported values are kept as given",
+    timestamp: str = _given_by_init(
+        Field(
+            description=(
+                "ISO 8601; Treadle writes UTC with an offset, imported values are kept as given"
+            ),
+        )
     )
     parent_id: str | None = Field(
         default=None,
@@ -81,6 +94,9 @@ class EventBase(BaseModel):
         default_factory=FrozenDict,
         description="Fields met on import that Treadle does not model, kept verbatim",
     )
+    # Each subclass narrows it to its own literal with that as default (the union's tag). Declared
+    # last, so each subclass's fields keep their order (and the JSON its bytes) as it redeclares it.
+    kind: str
 
     def __init__(self, /, **data: Any) -> None:
         if "id" not in data:
@@ -140,7 +156,8 @@ class MessageEvent(EventBase):
 
     kind: Literal["message"] = "message"
     role: Literal["user", "assistant"] = Field(
-        default=None,  # type: ignore[assignment]  # filled from source below
+        # None only until model_post_init fills it from source; the schema keeps the null default
+        default=None,  # type: ignore[arg-type]
         description="Chat role; defaults to 'assistant' for source agent, else 'user'",
     )
     text: str = ""

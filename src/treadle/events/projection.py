@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from treadle.errors import ContractError
-from treadle.events.model import RESULT_KINDS, CondensationEvent, EventBase
+from treadle.events.model import RESULT_KINDS, ActionEvent, CondensationEvent, EventBase
 
 Message = dict[str, Any]
 """One OpenAI chat message (``role``, ``content``, and ``tool_calls`` or ``tool_call_id``)."""
@@ -83,10 +83,9 @@ def _condensed_view(path: Sequence[EventBase]) -> list[Any]:
     """
     view: list[Any] = []
     for event in path:
-        kind = event.kind
-        if kind == "condensation":
-            view = _apply_condensation(view, event)  # type: ignore[arg-type]
-        elif kind not in _INVISIBLE_KINDS:
+        if isinstance(event, CondensationEvent):
+            view = _apply_condensation(view, event)
+        elif event.kind not in _INVISIBLE_KINDS:
             view.append(event)
     return view
 
@@ -104,11 +103,7 @@ def _partly_forgotten_responses(view: list[Any], path: Sequence[EventBase]) -> s
     """Responses with some but not all of their actions in ``view`` (the SDK's
     BatchAtomicity): sending the rest would split the model's answer, so none is sent."""
     in_view = Counter(item.llm_response_id for item in view if item.kind == "action")
-    in_path = Counter(
-        event.llm_response_id  # type: ignore[attr-defined]
-        for event in path
-        if event.kind == "action"
-    )
+    in_path = Counter(event.llm_response_id for event in path if isinstance(event, ActionEvent))
     return {response for response, count in in_view.items() if in_path[response] != count}
 
 
