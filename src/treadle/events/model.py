@@ -308,7 +308,7 @@ Event = Annotated[
     Field(discriminator="kind"),
 ]
 
-EVENT_CLASSES: dict[str, type[EventBase]] = {
+EVENT_CLASSES: dict[str, type[Event]] = {
     cls.model_fields["kind"].default: cls
     for cls in (
         MessageEvent,

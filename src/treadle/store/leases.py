@@ -106,7 +106,7 @@ class SqliteRunLeases:
     def _errors(self) -> AbstractContextManager[None]:
         return sqlite_errors(self._path, busy_timeout=30)
 
-    def _write(self, sql: str, params: tuple) -> int:
+    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         with self._lock, self._errors():
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
@@ -196,14 +196,14 @@ class PostgresRunLeases:
             " conversation_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
         )
 
-    def _execute(self, query: str, params: tuple = ()) -> _Result:
+    def _execute(self, query: str, params: tuple[Any, ...] = ()) -> _Result:
         """``query`` on a sound connection, run again on a fresh one if the connection breaks:
         each lease statement leaves the same row however often it runs (the upsert and the
         renewal of an owner are idempotent, so is a delete)."""
 
         def run() -> _Result:
             with self._pool.connection() as conn:
-                cursor = conn.execute(query, params)  # type: ignore[arg-type]  # literals
+                cursor = conn.execute(query, params)
                 return _Result(cursor.rowcount, cursor.fetchall() if cursor.description else [])
 
         return self._pool.retry(run)

@@ -96,7 +96,7 @@ def _retried(
     for writes that may be repeated (their second run leaves what one run leaves)."""
 
     @functools.wraps(method)
-    def retried(self: PostgresEventStore, *args: P.args, **kwargs: P.kwargs) -> T:
+    def retried(self: PostgresEventStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return method(self, *args, **kwargs)
         except Unreachable as error:
@@ -528,7 +528,8 @@ class PostgresEventStore:
             ).fetchone()
         if row is None:
             raise ConversationNotFound(conversation_id)
-        return row[0]
+        head_id: str | None = row[0]
+        return head_id
 
     @_retried
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:

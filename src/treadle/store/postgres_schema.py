@@ -298,7 +298,7 @@ def prepare_schema(conn: psycopg.Connection[Any], schema: str, *, create: bool) 
                 if callable(statement):
                     statement(conn)
                 else:
-                    conn.execute(statement)  # type: ignore[arg-type]  # literals above
+                    conn.execute(statement)
         if version < SCHEMA_VERSION:
             conn.execute(
                 "UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)

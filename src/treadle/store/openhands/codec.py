@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from treadle.events.frozen_json import freeze, thaw
-from treadle.events.model import EVENT_CLASSES, Event, EventBase
+from treadle.events.model import EVENT_CLASSES, Event, EventBase, ForeignEvent
 from treadle.store.openhands.kinds import (
     BY_SDK_KIND,
     BY_TREADLE_KIND,
@@ -133,10 +133,10 @@ def canonical_sdk_event(event: EventBase) -> SdkEvent:
     out: SdkEvent = {"id": event.id, "timestamp": event.timestamp, "source": event.source}
     if event.parent_id is not None:
         out["parent_id"] = event.parent_id
-    if event.kind == "foreign":
-        payload = thaw(event.payload)  # type: ignore[attr-defined]
+    if isinstance(event, ForeignEvent):
+        payload = thaw(event.payload)
         out.update({key: value for key, value in payload.items() if key not in _COMMON})
-        out["kind"] = event.foreign_kind  # type: ignore[attr-defined]
+        out["kind"] = event.foreign_kind
     else:
         mapping = BY_TREADLE_KIND[event.kind]
         out.update(mapping.write(event))
@@ -169,11 +169,11 @@ def _built(
         values = {**values, **side}
     bare = EVENT_CLASSES[treadle_kind].model_validate(values)
     if side and "extra" in side:  # saved whole by an export that could not write all of it
-        return bare  # type: ignore[return-value]
+        return bare
     extra = _difference(original, canonical_sdk_event(bare))
     if not extra:
-        return bare  # type: ignore[return-value]
-    return bare.model_copy(update={"extra": freeze(extra)})  # type: ignore[return-value]
+        return bare
+    return bare.model_copy(update={"extra": freeze(extra)})
 
 
 def _difference(original: SdkEvent, canonical: SdkEvent) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from treadle.events.frozen_json import thaw
-from treadle.events.model import EventBase
+from treadle.events.model import EventBase, ForeignEvent
 from treadle.store.openhands.rendering import (
     content_parts,
     image_urls,
@@ -75,7 +75,8 @@ class ReadFrom:
             return [text_part(value)]
         if not all(isinstance(part, dict) for part in value):
             raise InvalidSdkEvent(f"field '{self.where}{key}' should be a list of content parts")
-        return value
+        parts: list[Mapping[str, Any]] = value
+        return parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +360,6 @@ BY_TREADLE_KIND: dict[str, KindMapping] = {mapping.treadle_kind: mapping for map
 
 def sdk_kind_of(event: EventBase) -> str:
     """The SDK kind ``event`` is written as (a foreign event keeps the kind it came with)."""
-    if event.kind == "foreign":
-        return event.foreign_kind  # type: ignore[attr-defined]
+    if isinstance(event, ForeignEvent):
+        return event.foreign_kind
     return BY_TREADLE_KIND[event.kind].sdk_kind
