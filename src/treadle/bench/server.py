@@ -43,7 +43,7 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def _search_pages(base_url: str, conversation_id: str, requests: int) -> dict[str, float]:
     url = f"{base_url}/api/conversations/{conversation_id}/events"
-    filters = [
+    filters: list[dict[str, str | int]] = [
         {"kinds": "action", "limit": 100},
         {"sources": "user", "limit": 100},
         {"after_seq": 50_000, "limit": 100},

@@ -9,6 +9,7 @@ the default, 100,000, takes about a minute. Events are the realistic mix of
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import sqlite3
@@ -281,7 +282,9 @@ def measure_searches(store: EventStore, conversation: str, head: str, side: str,
         query = make(head, side, n)
         page = store.search(conversation, query)
         assert len(page.items) == 100, (name, len(page.items))
-        figures[name] = median_time(SEARCH_RUNS, lambda q=query: store.search(conversation, q))
+        figures[name] = median_time(
+            SEARCH_RUNS, functools.partial(store.search, conversation, query)
+        )
     text = EventQuery(text="no such words anywhere")
     figures["search_text_s"] = median_time(3, lambda: store.search(conversation, text))
     return figures
@@ -329,7 +332,7 @@ def postgres_bytes(url: str) -> int:
             "WHERE n.nspname = %s AND c.relkind = 'r'",
             (schema,),
         ).fetchone()
-    return int(row[0] or 0)
+    return int(row[0] or 0) if row is not None else 0
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -354,15 +357,16 @@ def run_store_bench(url: str | None = None, *, events: int = 100_000, progress: 
         fast = measure_appends(place, "fast", fast_count, seed=2)
         last_first, smoothed = growth_ratio(fast.treadle)
         raw_durable, raw_fast = durable.rate(durable.raw), fast.rate(fast.raw)
+        durable_rate, fast_rate = durable.rate(durable.treadle), fast.rate(fast.treadle)
+        assert durable_rate is not None  # each run appends at least one chunk
+        assert fast_rate is not None
         figures.update(
-            append_durable_per_s=durable.rate(durable.treadle),
-            append_fast_per_s=fast.rate(fast.treadle),
+            append_durable_per_s=durable_rate,
+            append_fast_per_s=fast_rate,
             raw_sqlite_durable_per_s=raw_durable,
             raw_sqlite_fast_per_s=raw_fast,
-            raw_durable_over_treadle=None
-            if raw_durable is None
-            else raw_durable / durable.rate(durable.treadle),
-            raw_fast_over_treadle=None if raw_fast is None else raw_fast / fast.rate(fast.treadle),
+            raw_durable_over_treadle=None if raw_durable is None else raw_durable / durable_rate,
+            raw_fast_over_treadle=None if raw_fast is None else raw_fast / fast_rate,
             appends_durable=durable_count,
             appends_fast=fast_count,
             append_growth_ratio=last_first,

@@ -29,27 +29,26 @@ def _one_line(text: str, width: int = 100) -> str:
 
 def describe(event: Event) -> str:
     """A short human summary of ``event``."""
-    kind = event.kind
-    if kind == "message":
+    if event.kind == "message":
         return f"{event.role}: {_one_line(event.text)}"
-    if kind == "system_prompt":
+    if event.kind == "system_prompt":
         return f"system prompt ({len(event.tools)} tools)"
-    if kind == "action":
+    if event.kind == "action":
         thought = f"  [{_one_line(event.thought, 60)}]" if event.thought else ""
         return f"{event.tool_name}({_one_line(event.raw_arguments, 70)}) call={event.tool_call_id}{thought}"
-    if kind == "observation":
+    if event.kind == "observation":
         return f"{event.tool_name} -> {_one_line(event.content)} (call={event.tool_call_id})"
-    if kind == "agent_error":
+    if event.kind == "agent_error":
         return f"{event.tool_name} error: {_one_line(event.error)} (call={event.tool_call_id})"
-    if kind == "user_rejection":
+    if event.kind == "user_rejection":
         return f"{event.tool_name} rejected: {_one_line(event.reason)} (call={event.tool_call_id})"
-    if kind == "condensation":
+    if event.kind == "condensation":
         return f"condensation: forgets {len(event.forgotten_event_ids)} events"
-    if kind == "state_change":
+    if event.kind == "state_change":
         return f"{event.key} = {_one_line(str(event.value), 80)}"
-    if kind == "foreign":
+    if event.kind == "foreign":
         return f"foreign {event.foreign_kind}"
-    return kind
+    return event.kind
 
 
 def render(stored: StoredEvent) -> Text:

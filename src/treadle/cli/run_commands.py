@@ -32,6 +32,7 @@ from treadle.cli.store_commands import open_existing_store
 from treadle.cli.store_options import StoreOption, open_store_or_exit
 from treadle.errors import TreadleError
 from treadle.events.audit import audit_events
+from treadle.events.model import ActionEvent, MessageEvent
 from treadle.events.projection import count_tool_calls
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import MODEL_KEY_NAME, Conversation
@@ -81,7 +82,9 @@ def _summary(console: Console, conversation: Conversation) -> None:
     steps = sum(1 for e in path if e.kind == "action" and e.usage is not None) + sum(
         1 for e in path if e.kind == "message" and e.source == "agent"
     )
-    usages = [e.usage for e in path if getattr(e, "usage", None) is not None]
+    usages = [
+        e.usage for e in path if isinstance(e, ActionEvent | MessageEvent) and e.usage is not None
+    ]
     tokens_in = sum(u.prompt_tokens for u in usages)
     tokens_out = sum(u.completion_tokens for u in usages)
     cost = sum(u.cost_usd for u in usages)
@@ -242,7 +245,7 @@ def _run_under_lease(
         except LeaseTaken as error:
             fail(f"{error}: wait for that run to end, or stop it there", EXIT_BAD_INPUT)
         except KeyboardInterrupt as stop:
-            console.print(f"[yellow]stopped by {stop or 'an interrupt'}[/]")
+            console.print(f"[yellow]stopped by {str(stop) or 'an interrupt'}[/]")
             status = ConversationStatus.PAUSED  # what was recorded, or would have been
         except TreadleError as error:  # the store failed and could not record it
             fail(f"the run of conversation {conversation.id} stopped: {error}", 1)

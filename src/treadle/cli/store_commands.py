@@ -167,6 +167,7 @@ def _store_facts(store: EventStore) -> dict[str, Any]:
     path = getattr(store, "path", None)
     if isinstance(path, Path):
         facts["file"] = str(path)
+        # A store with a file path is a SQLite store, the one with file_size().
         facts["bytes_on_disk"] = store.file_size()  # type: ignore[attr-defined]
         facts["durability"] = getattr(store, "durability", None)
     return facts
@@ -334,15 +335,14 @@ def _settings_text(settings: Any) -> str:
 
 def _summary(event: Event) -> str:
     """One line saying what the event is about."""
-    kind = event.kind
-    if kind == "action":
-        return f"{event.tool_name}({event.raw_arguments[:80]})"  # type: ignore[union-attr]
-    if kind == "observation":
-        return event.content[:100]  # type: ignore[union-attr]
-    if kind == "agent_error":
-        return event.error[:100]  # type: ignore[union-attr]
-    if kind == "state_change":
-        return f"{event.key} = {event.value!r}"[:100]  # type: ignore[union-attr]
+    if event.kind == "action":
+        return f"{event.tool_name}({event.raw_arguments[:80]})"
+    if event.kind == "observation":
+        return event.content[:100]
+    if event.kind == "agent_error":
+        return event.error[:100]
+    if event.kind == "state_change":
+        return f"{event.key} = {event.value!r}"[:100]
     text = getattr(event, "text", None) or getattr(event, "summary", None) or ""
     return str(text).replace("\n", " ")[:100]
 

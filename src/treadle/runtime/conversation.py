@@ -287,7 +287,7 @@ class Conversation:
             # The log's status, not this object's: another process may have moved it on.
             if self._log.read_status()[0] in (Status.FINISHED, Status.ERROR, Status.STUCK):
                 self._set_status(Status.IDLE, "new user message")
-        return event  # type: ignore[return-value]
+        return event  # type: ignore[return-value]  # append gives back each event's kind
 
     def run(self, max_steps: int = 50) -> ConversationStatus:
         """Ask the model and run its calls until the agent ends its turn, waits for a
@@ -433,6 +433,7 @@ class Conversation:
             self._log.append(events)
             return self._set_status(Status.FINISHED, "the agent answered and awaits the user")
         # PROJECT-DUP-CALL / LINK-UNIQUE are checked before anything is stored or run.
+        # With tool calls, every event of the response is an action (agent.response_events).
         checked = unique_call_ids(events, self._used_call_ids())  # type: ignore[arg-type]
         stored: list[ActionEvent] = self._log.append(checked.actions)  # type: ignore[assignment]
         if checked.renamed:

@@ -6,18 +6,26 @@ Reads only the tail of the active path; three identical model responses in a row
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
-from treadle.events.model import RESULT_KINDS, EventBase
+from treadle.events.model import (
+    RESULT_KINDS,
+    ActionEvent,
+    AgentErrorEvent,
+    EventBase,
+    FinalResult,
+    ObservationEvent,
+)
 
 REPEATS = 3
 
 
-def _result_text(event: EventBase) -> str:
-    return (
-        getattr(event, "content", None)
-        or getattr(event, "error", None)
-        or getattr(event, "reason", "")
-    )
+def _result_text(event: FinalResult) -> str:
+    if isinstance(event, ObservationEvent):
+        return event.content
+    if isinstance(event, AgentErrorEvent):
+        return event.error
+    return event.reason
 
 
 def response_signatures(path: Sequence[EventBase]) -> list[tuple]:
@@ -26,20 +34,21 @@ def response_signatures(path: Sequence[EventBase]) -> list[tuple]:
     call_response: dict[str, str] = {}
     results: dict[str, str] = {}
     for event in path:
-        if event.kind == "action":
-            responses.setdefault(event.llm_response_id, []).append(event)  # type: ignore[attr-defined]
-            call_response[event.tool_call_id] = event.llm_response_id  # type: ignore[attr-defined]
+        if isinstance(event, ActionEvent):
+            responses.setdefault(event.llm_response_id, []).append(event)
+            call_response[event.tool_call_id] = event.llm_response_id
         elif event.kind in RESULT_KINDS:
-            results[event.tool_call_id] = _result_text(event)  # type: ignore[attr-defined]
+            result = cast(FinalResult, event)
+            results[result.tool_call_id] = _result_text(result)
         elif event.kind == "message":
             responses.setdefault(f"message:{event.id}", []).append(event)
     signatures = []
     for events in responses.values():
         signatures.append(
             tuple(
-                (e.tool_name, e.raw_arguments, results.get(e.tool_call_id))  # type: ignore[attr-defined]
+                (e.tool_name, e.raw_arguments, results.get(e.tool_call_id))
                 if e.kind == "action"
-                else ("message", e.source, e.text)  # type: ignore[attr-defined]
+                else ("message", e.source, e.text)
                 for e in events
             )
         )

@@ -177,5 +177,7 @@ def install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(outage, treadle_error)
     app.add_exception_handler(Exception, unexpected_error)
     app.add_exception_handler(ApiError, treadle_error)
+    # Starlette types a handler as taking any Exception; these take the class they are
+    # registered for, the only one Starlette passes them.
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]

@@ -114,7 +114,7 @@ def send_message(conversation_id: str, body: SendMessage, state: State, response
 
 def _accepted(state: ServerState, conversation_id: str, operation: str) -> Accepted:
     status, _reason = state.status_of(conversation_id)
-    return Accepted(conversation_id=conversation_id, operation=operation, status=status)  # type: ignore[arg-type]
+    return Accepted(conversation_id=conversation_id, operation=operation, status=status)
 
 
 @router.post("/{conversation_id}/run", status_code=202, response_model=Accepted)

@@ -47,6 +47,9 @@ REPLAY_PAGE = 1000
 BATCH = 200
 """Most events in one frame of a batched stream."""
 
+_STORE_FAILURES: tuple[type[Exception], ...] = (StoreError, *OUTAGES)
+"""What a join or a replay may fail with: the store's errors and its outages."""
+
 
 def _split(values: list[str] | None) -> list[str] | None:
     """``?kinds=a,b`` and ``?kinds=a&kinds=b`` both mean [a, b]."""
@@ -314,7 +317,7 @@ async def stream_events(websocket: WebSocket, conversation_id: str) -> None:
         pass
     except ConversationNotFound:
         await _close(websocket, 4404, "no such conversation")
-    except (StoreError, *OUTAGES) as error:  # at the join or during the replay
+    except _STORE_FAILURES as error:  # at the join or during the replay
         await _close(websocket, *_store_failure(error))
     finally:
         # Also after a cancelled join: the join finishes in its thread first, then this runs.

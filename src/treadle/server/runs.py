@@ -318,11 +318,11 @@ class RunManager:
             drop = failed or self.idle_timeout_s <= 0
             with self._lock:
                 entry = self._entries.get(conversation.id)
-                ours = entry is not None and entry.conversation is conversation
-                if ours and drop:
+                ours = entry if entry is not None and entry.conversation is conversation else None
+                if ours is not None and drop:
                     del self._entries[conversation.id]
-                elif ours:
-                    entry.last_used = time.monotonic()
+                elif ours is not None:
+                    ours.last_used = time.monotonic()
             if drop:
                 conversation.close()
 

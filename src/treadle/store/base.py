@@ -7,7 +7,7 @@ contract suite against both.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -189,7 +189,7 @@ class EventStore(Protocol):
         *,
         poll_interval: float = 0.05,
         stop: threading.Event | None = None,
-    ) -> Iterator[StoredEvent]:
+    ) -> Generator[StoredEvent, None, None]:
         """Stored events after ``after_seq``, then new ones as they are appended. Ends (and
         frees its connection) when closed, or within ``poll_interval`` of ``stop`` being set
         from any thread, even while it waits for an event."""

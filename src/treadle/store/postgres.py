@@ -17,7 +17,7 @@ import hashlib
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -724,7 +724,7 @@ class PostgresEventStore:
         *,
         poll_interval: float = 0.05,
         stop: threading.Event | None = None,
-    ) -> Iterator[StoredEvent]:
+    ) -> Generator[StoredEvent, None, None]:
         """Stored events after ``after_seq``, then new ones as any process appends them.
 
         LISTEN comes before the first read, so an append either is in that read or notifies
@@ -743,7 +743,7 @@ class PostgresEventStore:
         after_seq: int,
         poll_interval: float,
         stop: threading.Event | None,
-    ) -> Iterator[StoredEvent]:
+    ) -> Generator[StoredEvent, None, None]:
         listener = _Listener(self._listen(conversation_id))
         with self._listeners_lock:
             self._listeners.add(listener)

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -797,7 +797,7 @@ class SqliteEventStore:
         *,
         poll_interval: float = 0.05,
         stop: threading.Event | None = None,
-    ) -> Iterator[StoredEvent]:
+    ) -> Generator[StoredEvent, None, None]:
         """Events after ``after_seq``, then new ones as any thread or process appends them.
 
         Rows are read by ``seq > last yielded`` (no duplicate); commits are atomic and seqs
@@ -811,7 +811,7 @@ class SqliteEventStore:
 
     def _follow(
         self, key: int, after_seq: int, poll_interval: float, stop: threading.Event
-    ) -> Iterator[StoredEvent]:
+    ) -> Generator[StoredEvent, None, None]:
         # A connection of its own: data_version only moves for commits of *other* connections,
         # and this thread's connection may be the one appending.
         holder = _Connection(self._connect())

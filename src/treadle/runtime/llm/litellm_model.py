@@ -16,7 +16,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -77,12 +77,8 @@ class ModelSettings:
             allowed = {normalize_base_url(url) for url in [*key_base_urls, operator_url] if url}
             if normalize_base_url(base_url) not in allowed:
                 key = None  # a base URL the operator did not allow never sees the key
-        return cls(
-            model=chosen,
-            base_url=base_url or operator_url,
-            api_key=key,
-            **({} if deadline_s is None else {"deadline_s": deadline_s}),
-        )
+        settings = cls(model=chosen, base_url=base_url or operator_url, api_key=key)
+        return settings if deadline_s is None else replace(settings, deadline_s=deadline_s)
 
     def public(self) -> dict[str, Any]:
         """What may be stored with a conversation (no key)."""

@@ -103,7 +103,7 @@ class Tool(ABC, Generic[ArgsT]):
 
     name: str
     description: str
-    arguments_model: type[ToolArguments]
+    arguments_model: type[ArgsT]
     parallel_safe: bool = False
     """True when concurrent calls (in one batch) are safe; the tool handles its own locking."""
 
@@ -114,7 +114,7 @@ class Tool(ABC, Generic[ArgsT]):
     def parse_arguments(self, arguments: dict[str, Any]) -> ArgsT:
         """The call's JSON arguments as this tool's model. Raises pydantic's ValidationError
         (or a ValueError saying what is wrong) for arguments the model must fix."""
-        return self.arguments_model.model_validate(arguments)  # type: ignore[return-value]
+        return self.arguments_model.model_validate(arguments)
 
     @abstractmethod
     def run(self, arguments: ArgsT, context: ToolContext) -> ToolResult:
