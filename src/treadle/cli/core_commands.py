@@ -140,8 +140,7 @@ def _active_path(file: Path, head: str | None, limit: int | None = None) -> list
     if head_id is None:
         return []
     try:
-        # The tree holds the Events it was given; it types them as EventBase.
-        return tree.path_to_root(head_id, limit=limit)  # type: ignore[return-value]
+        return tree.path_to_root(head_id, limit=limit)
     except ContractError as error:
         fail(str(error), EXIT_VIOLATIONS)
 

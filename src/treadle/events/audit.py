@@ -314,7 +314,7 @@ class _Findings:
 
     # -- whole-log checks -----------------------------------------------------------------
 
-    def duplicate_ids(self, tree: EventTree) -> None:
+    def duplicate_ids(self, tree: EventTree[EventBase]) -> None:
         """APPEND-DUP-ID, one violation per repeated id, naming every position it has."""
         repeats: dict[str, list[int]] = {}
         for position in tree.duplicate_positions:
@@ -715,7 +715,7 @@ def _restore(owners: dict[str, int], key: str, earlier: int) -> None:
 
 
 def _focus_head(
-    tree: EventTree, parents: Sequence[int], focus: str | None, findings: _Findings
+    tree: EventTree[EventBase], parents: Sequence[int], focus: str | None, findings: _Findings
 ) -> list[str]:
     """TREE-HEAD for the focus head, and the ids pending on its path (LINK-PENDING)."""
     if focus is None:

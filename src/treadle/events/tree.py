@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Generic, Protocol, TypeVar
 
 from treadle.errors import TreeError
 from treadle.events.model import ROOT, EventBase
@@ -27,7 +28,21 @@ def resolved_parent_id(event: EventBase, previous_id: str | None) -> str | None:
     return None if parent_id == ROOT else parent_id
 
 
-class EventTree:
+class TreeNode(Protocol):
+    """What the tree reads of an event: an event itself, or a store's payload-free shape."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def kind(self) -> str: ...
+
+
+NodeT = TypeVar("NodeT", bound=TreeNode)
+
+
+class EventTree(Generic[NodeT]):
     """An index over ``events`` in append order (position = seq).
 
     Parent resolution (TREE-PARENT): an explicit id is the parent; ``"__root__"`` is a new root;
@@ -37,8 +52,8 @@ class EventTree:
 
     __slots__ = ("_children", "_index", "_parent", "duplicate_positions", "events")
 
-    def __init__(self, events: Sequence[EventBase]) -> None:
-        self.events: Sequence[EventBase] = events
+    def __init__(self, events: Sequence[NodeT]) -> None:
+        self.events: Sequence[NodeT] = events
         index: dict[str, int] = {}
         duplicates: list[int] = []
         for position, event in enumerate(events):
@@ -78,7 +93,7 @@ class EventTree:
                 "TREE-HEAD", f"event {event_id!r} is not in the log", event_ids=[event_id]
             ) from None
 
-    def get(self, event_id: str) -> EventBase:
+    def get(self, event_id: str) -> NodeT:
         return self.events[self.position(event_id)]
 
     def parent_position(self, position: int) -> int:
@@ -124,7 +139,7 @@ class EventTree:
         chain.reverse()
         return chain
 
-    def path_to_root(self, head_id: str, limit: int | None = None) -> list[EventBase]:
+    def path_to_root(self, head_id: str, limit: int | None = None) -> list[NodeT]:
         """The active path for ``head_id``, root first (TREE-PATH); see ``path_positions``."""
         events = self.events
         return [events[position] for position in self.path_positions(head_id, limit)]
@@ -134,11 +149,11 @@ class EventTree:
     def children_positions(self, position: int) -> list[int]:
         return self._child_lists()[position]
 
-    def children(self, event_id: str) -> list[EventBase]:
+    def children(self, event_id: str) -> list[NodeT]:
         events = self.events
         return [events[child] for child in self._child_lists()[self.position(event_id)]]
 
-    def roots(self) -> list[EventBase]:
+    def roots(self) -> list[NodeT]:
         return [self.events[p] for p, parent in enumerate(self._parent) if parent == NO_PARENT]
 
     def heads(self) -> list[str]:
