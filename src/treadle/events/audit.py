@@ -200,7 +200,7 @@ class IncrementalAudit:
         self._heads = {index[head]: None for head in tree.heads()}
         default = tree.default_head()
         self._default_head = NO_EVENT if default is None else index[default]
-        self._first_continuation = [NO_EVENT] * len(events)
+        self._first_continuation: list[int] = [NO_EVENT] * len(events)
         for position in range(len(events) - 1, -1, -1):
             parent = parents[position]
             if parent >= 0 and events[position].kind != "state_change":
@@ -257,24 +257,25 @@ class _PendingOnPath:
     """``links.pending_actions`` of a path fed one event at a time (the same rule)."""
 
     def __init__(self) -> None:
-        self.open_actions: dict[str, EventBase] = {}
+        self.open_actions: dict[str, ActionEvent] = {}
         self.open_by_call: dict[str, str] = {}
 
     def add(self, event: EventBase) -> None:
-        kind = event.kind
-        if kind == "action":
+        if isinstance(event, ActionEvent):
             self.open_actions[event.id] = event
-            self.open_by_call[event.tool_call_id] = event.id  # type: ignore[attr-defined]
-        elif kind in RESULT_KINDS:
-            call: str = event.tool_call_id  # type: ignore[attr-defined]
-            action_id = getattr(event, "action_id", None)
+            self.open_by_call[event.tool_call_id] = event.id
+        elif event.kind in RESULT_KINDS:
+            result = cast(FinalResult, event)
+            action_id = result.action_id
             if action_id is None or action_id not in self.open_actions:
-                action_id = self.open_by_call.get(call)
+                action_id = self.open_by_call.get(result.tool_call_id)
             if action_id is not None:
                 answered = self.open_actions.pop(action_id, None)
-                answered_call = getattr(answered, "tool_call_id", None)
-                if answered is not None and self.open_by_call.get(answered_call) == action_id:
-                    del self.open_by_call[answered_call]
+                if (
+                    answered is not None
+                    and self.open_by_call.get(answered.tool_call_id) == action_id
+                ):
+                    del self.open_by_call[answered.tool_call_id]
 
     def ids(self) -> list[str]:
         return list(self.open_actions)

@@ -146,7 +146,7 @@ def get_tree(conversation_id: str, state: State) -> TreeView:
     summary = state.store.branch_summary(conversation_id)
     wanted = [summary.head] if summary.head is not None else []
     wanted += [i for branch in summary.branches for i in (branch.head, branch.id)]
-    events = {}
+    events: dict[str, dict[str, Any]] = {}
     for event_id in dict.fromkeys(wanted):
         if len(events) >= MAX_TREE_EVENTS:
             break
