@@ -45,7 +45,7 @@ from treadle.store.leases import SERVER, RunLeases, new_owner
 logger = logging.getLogger(__name__)
 
 Operation = Callable[[Conversation], Any]
-Check = Callable[[Conversation], None]
+Check = Callable[[Conversation], object]  # raises to refuse; what it returns is not used
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 """Seconds a conversation's object and its shell stay open after its last use or run."""
