@@ -6,10 +6,10 @@ event read in append order, the facts a stream frame carries (resolved parent, a
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from treadle.events.links import Linker
-from treadle.events.model import RESULT_KINDS, EventBase, event_to_dict
+from treadle.events.model import RESULT_KINDS, ActionEvent, EventBase, event_to_dict
 from treadle.events.tree import resolved_parent_id
 
 TranscriptItem = dict[str, Any]
@@ -84,8 +84,8 @@ def transcript(
         previous_id = event.id
         seq = seqs[position] if seqs is not None else None
         answered = linker.feed(event)
-        if kind == "action":
-            response_id = event.llm_response_id  # type: ignore[attr-defined]
+        if isinstance(event, ActionEvent):
+            response_id = event.llm_response_id
             if response is None or response["llm_response_id"] != response_id:
                 response = {
                     "type": "response",
@@ -93,8 +93,8 @@ def transcript(
                     "parent_id": parent_id,
                     "seq": seq,
                     "llm_response_id": response_id,
-                    "thought": event.thought,  # type: ignore[attr-defined]
-                    "reasoning": event.reasoning,  # type: ignore[attr-defined]
+                    "thought": event.thought,
+                    "reasoning": event.reasoning,
                     "calls": [],
                 }
                 items.append(response)
@@ -128,10 +128,10 @@ def transcript(
 def _moved_on_after(path: Sequence[EventBase], position: int) -> bool:
     """Whether a message, a system prompt or another response's call follows the action at
     ``position``: the conversation went on without its result (only unanswered calls ask)."""
-    response_id = path[position].llm_response_id  # type: ignore[attr-defined]
+    response_id = cast(ActionEvent, path[position]).llm_response_id
     for event in path[position + 1 :]:
         if event.kind in _MOVES_ON and (
-            event.kind != "action" or event.llm_response_id != response_id  # type: ignore[attr-defined]
+            not isinstance(event, ActionEvent) or event.llm_response_id != response_id
         ):
             return True
     return False

@@ -61,6 +61,7 @@ class ConversationLog:
             parent = self.head or ROOT
             chained: list[Event] = []
             for event in events:
+                # A copy is of its original's class: one of the Event union's.
                 chained.append(event.model_copy(update={"parent_id": parent}))  # type: ignore[arg-type]
                 parent = event.id
             seqs = self.store.append_batch(self.id, chained)
