@@ -238,3 +238,7 @@ def test_the_client_passes_transient_frames_without_a_seq_check():
     assert not subscription._take({"type": "run_finished", "seq": 3, "status": "idle"})
     with pytest.raises(StreamGap):
         subscription._take({**frame, "seq": 7, "status": {"status": "idle"}, "head": "u"})
+    for broken in (None, "6", 6.0):  # a stored event without an integer seq breaks the protocol
+        with pytest.raises(StreamGap, match="integer seq"):
+            subscription._take({**frame, "seq": broken, "status": {"status": "idle"}, "head": "u"})
+    assert subscription.last_seq == 5

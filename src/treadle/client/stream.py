@@ -228,6 +228,8 @@ class EventSubscription:
             return seq == self.last_seq and seq != self._finished_seq and self._note_end(seq)
         if kind != "event":
             return True  # a frame kind this client does not know: passed on as it is
+        if not isinstance(seq, int):  # a stored event always has one (docs/stream.md)
+            raise StreamGap(f"an event frame without an integer seq (got {seq!r})")
         if seq <= self.last_seq:
             return False
         if seq != self.last_seq + 1:
