@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from treadle.events.model import ActionEvent, MessageEvent
-from treadle.runtime.status import ConversationStatus, read_status
+from treadle.runtime.status import ConversationStatus, as_read, read_status
 from treadle.store.base import ConversationInfo, EventQuery, EventStore, StoreError
 from treadle.store.leases import RunLeases, open_leases
 
@@ -16,11 +16,6 @@ USAGE_TEXT = '"usage":{'
 """How a recorded usage shows in an event's stored JSON (compact, ``None`` left out): the
 text filter finds the events of model calls without decoding the others."""
 USAGE_PAGE = 1_000
-INTERRUPTED = (
-    "interrupted: the process that ran it stopped without ending the run (its run lease "
-    "expired); run it again to continue"
-)
-"""What a reader says of a run whose holder died (as the server says it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +98,8 @@ class LeaseLook:
 
 def overview(store: EventStore, info: ConversationInfo, leases: LeaseLook) -> Overview:
     status, reason = read_status(store, info.id)
-    if status is ConversationStatus.RUNNING and leases.is_held(info.id) is False:
-        reason = INTERRUPTED
+    if status is ConversationStatus.RUNNING:  # the lease is read only when it matters
+        status, reason = as_read(status, reason, leases.is_held(info.id))
     prompt, completion, cost = usage_totals(store, info.id)
     return Overview(info, status.value, reason, prompt, completion, cost)
 

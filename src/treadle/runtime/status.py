@@ -50,6 +50,22 @@ def read_status(
     return ConversationStatus.IDLE, None
 
 
+INTERRUPTED_REASON = (
+    "interrupted: the process that ran it stopped without ending the run (its run lease "
+    "expired); run it again to continue"
+)
+
+
+def as_read(
+    status: ConversationStatus, reason: str | None, lease_held: bool | None
+) -> tuple[ConversationStatus, str | None]:
+    """The status a reader should be told: a log that says RUNNING while nobody holds the run
+    lease (``lease_held`` False; None: unknown) was left by a process that died mid-run."""
+    if status is ConversationStatus.RUNNING and lease_held is False:
+        return status, INTERRUPTED_REASON
+    return status, reason
+
+
 class StreamState:
     """What the stream tells after each stored event, fed the log in seq order: the event's
     resolved parent and the action it answers (``events.view.LogFollower``), the status the

@@ -10,7 +10,7 @@ from fastapi import Request
 
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.settings import ConversationSettings, SettingsError, SettingsPolicy
-from treadle.runtime.status import ConversationStatus, read_status
+from treadle.runtime.status import ConversationStatus, as_read, read_status
 from treadle.server.errors import ApiError
 from treadle.server.runs import RunManager
 from treadle.server.security import SecurityConfig
@@ -93,11 +93,9 @@ class ServerState:
 
     def status_of(self, conversation_id: str) -> tuple[str, str | None]:
         status, reason = read_status(self.store, conversation_id)
-        if status is ConversationStatus.RUNNING and not self.runs.leases.is_held(conversation_id):
-            reason = (
-                "interrupted: the process that ran it stopped without ending the run (its run "
-                "lease expired); run it again to continue"
-            )
+        if status is ConversationStatus.RUNNING:
+            held = self.runs.leases.is_held(conversation_id)
+            status, reason = as_read(status, reason, held)
         return status.value, reason
 
 
