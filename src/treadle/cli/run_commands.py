@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import sys
 import tempfile
@@ -30,12 +29,13 @@ from treadle.cli.live_view import LiveView, describe
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
 from treadle.cli.store_commands import open_existing_store
 from treadle.cli.store_options import StoreOption, open_store_or_exit
+from treadle.environment import model_environment
 from treadle.errors import TreadleError
 from treadle.events.audit import audit_events
 from treadle.events.model import ActionEvent, MessageEvent
 from treadle.events.projection import count_tool_calls
 from treadle.runtime.confirmation import ConfirmationPolicy
-from treadle.runtime.conversation import MODEL_KEY_NAME, Conversation
+from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm import ModelError
 from treadle.runtime.llm.base import LanguageModel
 from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
@@ -54,7 +54,7 @@ EXIT_STOPPED = 3
 def model_key_from_env() -> str | None:
     """This process's model key (``TREADLE_API_KEY``), read here at the edge: the runtime
     masks what it is given and never reads the environment itself."""
-    return os.environ.get(MODEL_KEY_NAME) or None
+    return model_environment().api_key
 
 
 @contextmanager
@@ -291,7 +291,11 @@ def _litellm_model(
 ) -> LiteLLMModel:
     from treadle.runtime.llm import LiteLLMModel, ModelSettings
 
-    chosen = ModelSettings.from_env(model=model, base_url=base_url, deadline_s=deadline_s)
+    # The edge: TREADLE_MODEL, TREADLE_BASE_URL, TREADLE_API_KEY and TREADLE_MODEL_DEADLINE
+    # are read here and given to the runtime; the options come first.
+    chosen = ModelSettings.resolve(
+        model_environment(), model=model, base_url=base_url, deadline_s=deadline_s
+    )
     return LiteLLMModel(chosen, on_retry=lambda notice: console.print(f"[yellow]retry[/] {notice}"))
 
 

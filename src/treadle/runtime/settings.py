@@ -13,7 +13,7 @@ from treadle.api.settings import ConversationSettings as ConversationSettings
 from treadle.api.settings import ModelChoice as ModelChoice
 from treadle.errors import TreadleError
 from treadle.runtime.agent import Agent
-from treadle.runtime.llm import LiteLLMModel, ModelSettings, ScriptedModel
+from treadle.runtime.llm import LiteLLMModel, ModelEnvironment, ModelSettings, ScriptedModel
 from treadle.runtime.llm.base import LanguageModel, ModelError
 from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
 from treadle.runtime.tools import builtin_tools
@@ -37,6 +37,9 @@ class SettingsPolicy:
     masked: tuple[str, ...] = field(default=(), repr=False)
     """Values masked in every conversation this process opens, never given to a tool (a
     server's client API keys: the agent's bash could still read them from a file)."""
+    model_environment: ModelEnvironment = field(default=ModelEnvironment(), repr=False)
+    """What the process's environment says about the model (default model, operator base
+    URL, key, deadline), read by its edge (``treadle.environment``). Default: nothing."""
 
     def register_masked(self, secrets: Secrets) -> Secrets:
         """``secrets`` with the ``masked`` values registered (mask only, not exported)."""
@@ -84,10 +87,12 @@ def build_model(choice: ModelChoice, policy: SettingsPolicy | None = None) -> La
         except SettingsError as error:
             raise ModelError(str(error)) from None
         return ScriptedModel.from_file(path)
-    # The key comes from the environment of whichever process runs the conversation;
-    # untrusted settings get it only for the base URLs its operator allowed.
+    # The key comes from the environment of whichever process runs the conversation (read
+    # at its edge, carried by the policy); untrusted settings get it only for the base URLs
+    # its operator allowed.
     return LiteLLMModel(
-        ModelSettings.from_env(
+        ModelSettings.resolve(
+            policy.model_environment,
             model=choice.model,
             base_url=choice.base_url,
             key_base_urls=None if policy.trusted else policy.key_base_urls,

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 import treadle
-from treadle.runtime.conversation import MODEL_KEY_NAME
+from treadle.environment import model_environment
 from treadle.runtime.settings import SettingsPolicy
 from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
 from treadle.server.errors import install_error_handlers
@@ -55,6 +54,9 @@ def create_app(
     )
 
     root = Path(workspace_root).resolve() if workspace_root else None
+    # The server's edge: the environment is read here, once; the runtime is given the values
+    # (it masks the key and sends it only where the policy allows).
+    environment = model_environment()
     # Settings come from clients: untrusted (script files only inside the root, the key only
     # to the provider or to the operator's base URLs).
     policy = SettingsPolicy(
@@ -63,10 +65,9 @@ def create_app(
         key_base_urls=tuple(allow_base_urls),
         # The keys clients authenticate with are masked in every conversation's tool output.
         masked=security.api_keys,
+        model_environment=environment,
     )
-
-    # The server's edge: the runtime never reads the environment; it masks the key it is given.
-    model_key = os.environ.get(MODEL_KEY_NAME) or None
+    model_key = environment.api_key
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

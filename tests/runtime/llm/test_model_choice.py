@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from treadle.runtime.llm import ModelError, ModelSettings, ScriptedModel
+from treadle.environment import model_environment
+from treadle.runtime.llm import (
+    LiteLLMModel,
+    ModelEnvironment,
+    ModelError,
+    ModelSettings,
+    ScriptedModel,
+)
 from treadle.runtime.llm.litellm_model import normalize_base_url
 from treadle.runtime.llm.scripted import MAX_SCRIPT_BYTES
 from treadle.runtime.settings import ConversationSettings, ModelChoice, SettingsPolicy, build_model
@@ -75,13 +82,15 @@ def test_untrusted_settings_open_script_files_only_inside_the_root(tmp_path: Pat
         )
 
 
-def test_the_key_goes_only_to_allowed_base_urls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TREADLE_API_KEY", KEY)
-    monkeypatch.setenv("TREADLE_BASE_URL", "http://operator.internal:8080/v1")
+def test_the_key_goes_only_to_allowed_base_urls() -> None:
+    environment = ModelEnvironment(base_url="http://operator.internal:8080/v1", api_key=KEY)
     allowed = ["https://gateway.example.com/v1"]
 
     def key_for(base_url: str | None, key_base_urls: list[str] | None = allowed) -> str | None:
-        return ModelSettings.from_env("openai/m", base_url, key_base_urls=key_base_urls).api_key
+        settings = ModelSettings.resolve(
+            environment, "openai/m", base_url, key_base_urls=key_base_urls
+        )
+        return settings.api_key
 
     assert key_for(None) == KEY  # the operator's endpoint (TREADLE_BASE_URL)
     assert key_for("http://OPERATOR.internal:8080/v1/") == KEY
@@ -90,7 +99,9 @@ def test_the_key_goes_only_to_allowed_base_urls(monkeypatch: pytest.MonkeyPatch)
     assert key_for("https://gateway.example.com/v1/other") is None
     assert key_for("http://127.0.0.1:9/v1") is None
     assert key_for("http://127.0.0.1:9/v1", None) == KEY  # trusted: the user's own choice
-    settings = ModelSettings.from_env("openai/m", "http://127.0.0.1:9/v1", key_base_urls=())
+    settings = ModelSettings.resolve(
+        environment, "openai/m", "http://127.0.0.1:9/v1", key_base_urls=()
+    )
     assert settings.base_url == "http://127.0.0.1:9/v1"
     assert normalize_base_url("https://A.example.com/v1/") == "https://a.example.com/v1"
 
@@ -99,3 +110,30 @@ def test_the_key_is_not_in_the_settings_repr() -> None:
     settings = ModelSettings("openai/m", api_key=KEY)
     assert KEY not in repr(settings)
     assert KEY not in str(settings)
+
+
+def test_build_model_takes_the_environment_from_the_policy_never_from_os_environ(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TREADLE_API_KEY", KEY)
+    monkeypatch.setenv("TREADLE_MODEL", "openai/from-environ")
+    monkeypatch.setenv("TREADLE_BASE_URL", "http://operator.internal:8080/v1")
+    with pytest.raises(ModelError, match="no model given"):  # nothing given: no model
+        build_model(ModelChoice(kind="litellm"))
+    bare = build_model(ModelChoice(kind="litellm", model="openai/m"))
+    assert isinstance(bare, LiteLLMModel)
+    assert (bare.settings.api_key, bare.settings.base_url) == (None, None)
+    # The edge reads the environment once and the policy carries it to the runtime.
+    policy = SettingsPolicy(model_environment=model_environment())
+    given = build_model(ModelChoice(kind="litellm"), policy)
+    assert isinstance(given, LiteLLMModel)
+    assert given.settings.model == "openai/from-environ"
+    assert given.settings.base_url == "http://operator.internal:8080/v1"
+    assert given.settings.api_key == KEY
+    assert KEY not in repr(policy)  # the key stays out of the policy's repr too
+
+
+def test_the_edge_reads_unset_and_empty_variables_as_none() -> None:
+    read = model_environment({"TREADLE_MODEL": "", "TREADLE_API_KEY": KEY, "OTHER": "x"})
+    assert read == ModelEnvironment(api_key=KEY)
+    assert KEY not in repr(read)

@@ -7,7 +7,14 @@ import json
 import pytest
 
 from support.fake_openai import FakeOpenAIServer
-from treadle.runtime.llm import LiteLLMModel, ModelError, ModelSettings, ScriptedModel
+from treadle.environment import model_environment
+from treadle.runtime.llm import (
+    LiteLLMModel,
+    ModelEnvironment,
+    ModelError,
+    ModelSettings,
+    ScriptedModel,
+)
 
 TOOLS = [
     {
@@ -70,18 +77,16 @@ def test_litellm_gives_up_after_max_retries_with_a_clear_error():
     assert len(server.requests) == 3
 
 
-def test_settings_never_expose_the_key(monkeypatch):
-    monkeypatch.setenv("TREADLE_MODEL", "openai/x")
-    monkeypatch.setenv("TREADLE_API_KEY", "sk-very-secret")
-    settings = ModelSettings.from_env()
+def test_settings_never_expose_the_key():
+    settings = ModelSettings.resolve(ModelEnvironment(model="openai/x", api_key="sk-very-secret"))
     assert settings.api_key == "sk-very-secret"
     assert "sk-very-secret" not in json.dumps(settings.public())
 
 
 def test_no_model_configured_is_a_clear_error(monkeypatch):
-    monkeypatch.delenv("TREADLE_MODEL", raising=False)
+    monkeypatch.setenv("TREADLE_MODEL", "openai/x")  # the runtime does not read it
     with pytest.raises(ModelError, match="--model"):
-        ModelSettings.from_env()
+        ModelSettings.resolve(ModelEnvironment())
 
 
 def test_scripted_model_finds_its_place_from_the_messages():
@@ -180,8 +185,11 @@ def test_an_unusable_response_is_a_model_error_keeping_the_raw_response(payload_
 
 def test_the_deadline_comes_from_the_environment_and_is_checked(monkeypatch):
     monkeypatch.setenv("TREADLE_MODEL_DEADLINE", "42.5")
-    assert ModelSettings.from_env(model="openai/x").deadline_s == 42.5
-    assert ModelSettings.from_env(model="openai/x", deadline_s=3).deadline_s == 3
-    monkeypatch.setenv("TREADLE_MODEL_DEADLINE", "soon")
-    with pytest.raises(ModelError, match="not a positive number of seconds"):
-        ModelSettings.from_env(model="openai/x")
+    read = model_environment()  # the edge reads it; the runtime is given it
+    assert ModelSettings.resolve(read, model="openai/x").deadline_s == 42.5
+    assert ModelSettings.resolve(read, model="openai/x", deadline_s=3).deadline_s == 3
+    assert ModelSettings.resolve(ModelEnvironment(), model="openai/x").deadline_s == 600.0
+    bad = model_environment({"TREADLE_MODEL_DEADLINE": "soon"})
+    with pytest.raises(ModelError, match="TREADLE_MODEL_DEADLINE='soon' is not a positive"):
+        ModelSettings.resolve(bad, model="openai/x")
+    assert ModelSettings.resolve(bad, model="openai/x", deadline_s=3).deadline_s == 3  # unused

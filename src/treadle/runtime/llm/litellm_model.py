@@ -33,6 +33,22 @@ DEADLINE_ENV = "TREADLE_MODEL_DEADLINE"
 
 
 @dataclass(frozen=True)
+class ModelEnvironment:
+    """What this process's environment says about the model (TREADLE_MODEL, TREADLE_BASE_URL,
+    TREADLE_API_KEY, TREADLE_MODEL_DEADLINE), read at the edge (``treadle.environment``) and
+    given to the runtime, which never reads the environment itself. Empty: nothing set."""
+
+    model: str | None = None
+    """The default model when settings name none."""
+    base_url: str | None = None
+    """The operator's base URL: the default one, and always allowed the key."""
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, log or traceback
+    deadline: str | None = None
+    """``DEADLINE_ENV`` as written: checked when a model is built without a deadline of its
+    own, so a bad value fails only the runs that would use it."""
+
+
+@dataclass(frozen=True)
 class ModelSettings:
     """How to reach the model. The API key is used for calls only: never stored or logged."""
 
@@ -47,8 +63,9 @@ class ModelSettings:
     temperature: float | None = None
 
     @classmethod
-    def from_env(
+    def resolve(
         cls,
+        environment: ModelEnvironment,
         model: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -56,23 +73,22 @@ class ModelSettings:
         *,
         key_base_urls: Collection[str] | None = None,
     ) -> ModelSettings:
-        """Options first, then TREADLE_MODEL / TREADLE_BASE_URL / TREADLE_API_KEY /
-        TREADLE_MODEL_DEADLINE (seconds).
+        """Options first, then what ``environment`` (read by the caller, at its edge) says.
 
         ``key_base_urls`` (a server passes its operator's list): the base URLs this process's
-        key may go to besides the provider's own endpoint and TREADLE_BASE_URL; any other
+        key may go to besides the provider's own endpoint and the operator's base URL; any other
         ``base_url`` gets no key. None: the key goes wherever ``base_url`` says (the user's run).
         """
-        chosen = model or os.environ.get("TREADLE_MODEL")
+        chosen = model or environment.model
         if not chosen:
             raise ModelError(
                 "no model given: pass --model (e.g. openai/gpt-4o-mini, or openai/NAME with "
                 "--base-url for an OpenAI-compatible server) or set TREADLE_MODEL"
             )
         if deadline_s is None:
-            deadline_s = _deadline_from_env()
-        operator_url = os.environ.get("TREADLE_BASE_URL") or None
-        key = api_key or os.environ.get("TREADLE_API_KEY")
+            deadline_s = _parse_deadline(environment.deadline)
+        operator_url = environment.base_url or None
+        key = api_key or environment.api_key
         if base_url and key_base_urls is not None:
             allowed = {normalize_base_url(url) for url in [*key_base_urls, operator_url] if url}
             if normalize_base_url(base_url) not in allowed:
@@ -107,8 +123,8 @@ def normalize_base_url(url: str) -> str:
     )
 
 
-def _deadline_from_env() -> float | None:
-    text = os.environ.get(DEADLINE_ENV)
+def _parse_deadline(text: str | None) -> float | None:
+    """``DEADLINE_ENV``'s value in seconds (None: not set); a ModelError naming it if bad."""
     if not text:
         return None
     try:
@@ -121,6 +137,7 @@ def _deadline_from_env() -> float | None:
 
 
 def _import_litellm() -> Any:
+    # Configures the library, reads nothing: LiteLLM's price map from its package (offline).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
