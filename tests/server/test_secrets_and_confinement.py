@@ -211,3 +211,30 @@ def test_tools_inherit_no_key_and_auth_keys_stay_out_of_argv(
         assert secret not in output
     for name in ("TREADLE_API_KEY", "OPENAI_API_KEY"):
         assert f"{name}=" not in output
+
+
+def test_create_app_reads_the_model_environment_once_and_hands_it_to_the_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from treadle.runtime.llm import ModelEnvironment
+    from treadle.server.app import create_app
+
+    monkeypatch.setenv("TREADLE_MODEL", "openai/operator-default")
+    monkeypatch.setenv("TREADLE_BASE_URL", "http://operator.internal:8080/v1")
+    monkeypatch.setenv("TREADLE_API_KEY", MODEL_KEY)
+    monkeypatch.setenv("TREADLE_MODEL_DEADLINE", "42")
+    app = create_app(f"sqlite:///{tmp_path / 'edge.db'}")
+    for name in ("TREADLE_MODEL", "TREADLE_BASE_URL", "TREADLE_API_KEY"):
+        monkeypatch.delenv(name)  # read at the edge already: later changes reach no run
+    with TestClient(app):
+        state = app.state.treadle
+        assert state.policy.model_environment == ModelEnvironment(
+            model="openai/operator-default",
+            base_url="http://operator.internal:8080/v1",
+            api_key=MODEL_KEY,
+            deadline="42",
+        )
+        assert state.runs.model_key == MODEL_KEY
+        assert state.runs.policy is state.policy
