@@ -8,6 +8,11 @@ medians of ``runs`` loads after one warm-up load, read from the page's own perfo
 ms since navigation start, each set once its frame is painted: ``treadle:first-event`` (the newest
 events are on screen) and ``treadle:interactive`` (and the controls work and the live stream is
 connected). The heap is V8's used JS heap after a forced GC (CDP), with the DOM node count.
+
+The request count (issue 11) opens a branched conversation (BRANCHES branches) in a cold tab, opens
+its Branches tab, and counts the page's HTTP requests (Playwright's request events) from the
+navigation until the tree is drawn and the page is quiet (its list and its audit loaded): those
+to ``/api/`` apart from the static files (the page, its modules, styles and icon).
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from treadle.bench.chromium import CHROMIUM_ARGS, CHROMIUM_PATH
 from treadle.bench.workload import realistic_events
-from treadle.events.model import ROOT, ActionEvent, Event, ObservationEvent
+from treadle.events.model import ROOT, ActionEvent, Event, MessageEvent, ObservationEvent
 from treadle.server.process import ServerProcess
 from treadle.store.urls import open_store
 
@@ -31,6 +37,9 @@ VIEWPORT = {"width": 1366, "height": 820}
 CHUNK = 1_000
 OLDER_PAGES = 10
 """Older pages loaded (scrolling back) before the second heap figure."""
+BRANCHES = 4
+"""Heads of the conversation whose requests are counted (one main line, three forks)."""
+BRANCHED_EVENTS = 200
 
 
 # -- the conversations -------------------------------------------------------------------------
@@ -54,16 +63,22 @@ def clean_chunks(total: int, *, seed: int = 7) -> Iterator[list[Event]]:
 
 def _answered_prefix(events: list[Event]) -> list[Event]:
     """The longest prefix after which no call waits for its result (all of it when none does)."""
+    settled = _settled_positions(events)
+    return events[: max(settled[-1] if settled else 0, 1)]
+
+
+def _settled_positions(events: list[Event]) -> list[int]:
+    """The lengths of the prefixes after which no call waits for its result."""
     pending: set[str] = set()
-    cut = 0
+    positions = []
     for position, event in enumerate(events, start=1):
         if isinstance(event, ActionEvent):
             pending.add(event.tool_call_id)
         elif isinstance(event, ObservationEvent):
             pending.discard(event.tool_call_id)
         if not pending:
-            cut = position
-    return events[: max(cut, 1)]
+            positions.append(position)
+    return positions
 
 
 def _renamed(event: Event, prefix: str) -> Event:
@@ -90,6 +105,29 @@ def fill_conversations(store_url: str, sizes: Sequence[int]) -> dict[int, str]:
                 store.append_batch(info.id, events)
             ids[size] = info.id
         return ids
+    finally:
+        store.close()
+
+
+def fill_branched(store_url: str, total: int = BRANCHED_EVENTS) -> str:
+    """A conversation of about ``total`` events with BRANCHES heads: the main line, and
+    BRANCHES - 1 user messages sent again from earlier points where no call waits (each with
+    an answer), so /tree has branch points and the audit stays clean; the head stays on the
+    main line."""
+    store = open_store(store_url)
+    try:
+        info = store.create_conversation(title=f"bench canvas {BRANCHES} branches")
+        chain = [event for events in clean_chunks(total, seed=3) for event in events]
+        store.append_batch(info.id, chain)
+        settled = _settled_positions(chain)
+        for fork in range(1, BRANCHES):
+            base = chain[settled[len(settled) * fork // BRANCHES] - 1]
+            question = MessageEvent(
+                source="user", text=f"again from here ({fork})", parent_id=base.id
+            )
+            answer = MessageEvent(source="agent", text=f"answer {fork}", parent_id=question.id)
+            store.append_batch(info.id, [question, answer], move_head=False)
+        return info.id
     finally:
         store.close()
 
@@ -164,6 +202,7 @@ def run_canvas_bench(
     try:
         start = time.perf_counter()
         ids = fill_conversations(store_url, sizes)
+        branched = fill_branched(store_url)
         figures["fill_s"] = time.perf_counter() - start
         server = ServerProcess(store_url).start()
         try:
@@ -175,6 +214,7 @@ def run_canvas_bench(
                 for size in sizes:
                     url = f"{server.base_url}/#/c/{ids[size]}"
                     figures.update(measure_size(browser, url, size, runs, size == max(sizes)))
+                figures.update(count_requests(browser, f"{server.base_url}/#/c/{branched}"))
                 browser.close()
         finally:
             server.stop()
@@ -200,6 +240,36 @@ def measure_size(browser: Any, url: str, size: int, runs: int, deep: bool) -> di
         f"interactive_ms_{size}": statistics.median(interactive),
     }
     return {**out, **figures} if deep else out
+
+
+def count_requests(browser: Any, url: str) -> dict[str, Any]:
+    """The HTTP requests a cold tab makes to show the conversation at ``url`` with its Branches
+    tab open: API ones and static files apart, and the API paths in the order asked."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    urls: list[str] = []
+    page.on("request", lambda request: urls.append(request.url))
+    try:
+        page.goto(url)
+        page.wait_for_selector("body[data-interactive='true']", timeout=120_000)
+        page.get_by_role("button", name="Branches", exact=True).click()
+        page.wait_for_selector("#panel-body .branch-tree .head", timeout=120_000)
+        settle(page)
+        page.wait_for_selector("#conversation-list li", timeout=120_000)
+        # Counted now: the list's timed refresh (every 5 s) is not part of showing the page.
+        shown = list(urls)
+        heads = page.locator("#panel-body .head").count()
+    finally:
+        context.close()
+    conversation_id = unquote(urlsplit(url).fragment.removeprefix("/c/"))
+    paths = [urlsplit(address).path for address in shown]
+    api = [path for path in paths if path.startswith("/api/")]
+    return {
+        "open_canvas_requests": len(api),
+        "open_canvas_static_requests": len(paths) - len(api),
+        "open_canvas_branches": heads,
+        "open_canvas_api_paths": " ".join(path.replace(conversation_id, "ID") for path in api),
+    }
 
 
 def settle(page: Any) -> None:
