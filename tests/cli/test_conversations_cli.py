@@ -4,14 +4,13 @@ runs them, on real SQLite and PostgreSQL stores."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.cli import run_treadle
 from support.postgres import fresh_schema_url
 from treadle.events.model import (
     ROOT,
@@ -25,16 +24,7 @@ from treadle.store.urls import open_store
 
 
 def treadle(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "250"}
-    env.pop("TREADLE_STORE", None)
-    return subprocess.run(
-        [sys.executable, "-m", "treadle", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        input=stdin,
-    )
+    return run_treadle(*args, stdin=stdin, columns=250)
 
 
 def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, *fragments: str):

@@ -4,11 +4,10 @@ command line, with its stored settings or with settings given for an imported on
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+from support.cli import run_treadle
 from support.scripts import write_script
 from treadle.events.audit import audit_events
 from treadle.runtime.status import read_status
@@ -17,17 +16,7 @@ from treadle.store.urls import open_store
 
 
 def treadle(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("TREADLE_STORE", None)
-    env.pop("TREADLE_MODEL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "treadle", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_treadle(*args, columns=200, drop=("TREADLE_STORE", "TREADLE_MODEL"))
 
 
 def terminal(command: str) -> dict:

@@ -6,29 +6,17 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from support.cli import run_treadle
 from treadle.events.model import ROOT, MessageEvent, StateChangeEvent
 from treadle.store.urls import open_store
 
 
 def treadle(*args: str, env_store: str | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    env = dict(os.environ)
-    env.pop("TREADLE_STORE", None)
-    if env_store is not None:
-        env["TREADLE_STORE"] = env_store
-    return subprocess.run(
-        [sys.executable, "-m", "treadle", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
+    return run_treadle(*args, env=None if env_store is None else {"TREADLE_STORE": env_store})
 
 
 def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, fragment: str):

@@ -13,12 +13,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psycopg
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from support.postgres import POSTGRES_BASE_URL, fresh_schema_url
+from support.postgres import backends, fresh_schema_url
 from support.server_process import ServerProcess
 from support.waiting import wait_until
 from treadle.client import TreadleClient
@@ -51,17 +50,6 @@ def _threads(pid: int) -> int:
 
 def _fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def _backends(store_url: str, role: str = "%") -> int:
-    """The server's PostgreSQL connections on the test's schema (by application_name)."""
-    schema = store_url.split("schema=")[1]
-    with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
-            (f"treadle-{role}:{schema}",),
-        ).fetchone()
-    return row[0] if row else 0
 
 
 def _settle(measure: Callable[[], dict[str, int]], bound: dict[str, int]) -> dict[str, int]:
@@ -131,8 +119,8 @@ def test_200_streams_opened_and_closed_return_threads_fds_and_connections_to_bas
         def measure() -> dict[str, int]:
             figures = {"threads": _threads(pid), "fds": _fds(pid)}
             if postgres:
-                figures["connections"] = _backends(any_store_url)
-                figures["subscriptions"] = _backends(any_store_url, "subscribe")
+                figures["connections"] = backends(any_store_url)
+                figures["subscriptions"] = backends(any_store_url, "subscribe")
             return figures
 
         with ThreadPoolExecutor(AT_ONCE) as pool:
@@ -149,7 +137,7 @@ def test_200_streams_opened_and_closed_return_threads_fds_and_connections_to_bas
                 if postgres and start == 0:  # the count sees them while they are open
                     # (a hub connects in its own thread, a moment after its stream's replay)
                     wait_until(
-                        lambda: _backends(any_store_url, "subscribe") == AT_ONCE,
+                        lambda: backends(any_store_url, "subscribe") == AT_ONCE,
                         15,
                         "one subscription per open stream",
                     )

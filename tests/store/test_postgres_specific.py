@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 import psycopg
 import pytest
 
+from support.postgres import backends
 from support.waiting import wait_until
 from treadle.errors import AppendError
 from treadle.events.model import ROOT, MessageEvent
@@ -464,12 +465,7 @@ def test_closing_the_store_ends_a_waiting_subscriber(postgres_url):
 
 
 def _subscriber_connections(url: str) -> int:
-    with _admin(url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-            (f"treadle-subscribe:{_schema(url)}",),
-        ).fetchone()
-    return row[0]
+    return backends(url, "subscribe")
 
 
 def test_deleting_the_conversation_ends_its_subscribers(postgres_url):

@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
-import psycopg
-
-from support.postgres import POSTGRES_BASE_URL
+from support.postgres import backends
 from support.waiting import wait_until
 from treadle.events.model import MessageEvent
 from treadle.store.base import EventStore, StoredEvent
@@ -19,13 +17,7 @@ def _subscription_connections(store: EventStore) -> int:
     on the store's database (its subscription opens a connection of its own)."""
     url = store.url
     if url.startswith("postgresql"):
-        schema = url.split("schema=")[1]
-        with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-                (f"treadle-subscribe:{schema}",),
-            ).fetchone()
-        return row[0] if row else 0
+        return backends(url, "subscribe")
     database = str(store.path)  # type: ignore[attr-defined]
     links = []
     for fd in os.listdir("/proc/self/fd"):

@@ -28,3 +28,18 @@ def fresh_schema_url(prefix: str = "treadle_test") -> Iterator[str]:
         yield f"{POSTGRES_BASE_URL}?schema={schema}"
     finally:
         drop_schema(schema)
+
+
+def backends(store_url: str, role: str = "%") -> int:
+    """Live PostgreSQL connections of a store on its schema, by the application name the store
+    gives them (``treadle-<role>:<schema>``; role ``store``, ``subscribe``, ``leases``, or ``%``
+    for all)."""
+    import psycopg
+
+    schema = store_url.split("schema=")[1].split("&")[0]
+    with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
+            (f"treadle-{role}:{schema}",),
+        ).fetchone()
+    return row[0] if row else 0
