@@ -118,9 +118,13 @@ class RemoteConversation:
         raise TimeoutError(f"conversation {self.id} still running after {timeout_s} s")
 
     def pause(self) -> None:
+        """Stop the run at its next safe point (the calls in progress end first)."""
         self._call("POST", "/pause")
 
     def interrupt(self) -> None:
+        """Stop the calls in progress now (their processes are killed, each is closed with an
+        error marked ``interrupted: "user"``), then pause. Accepted at once; ``wait`` for the
+        run to end."""
         self._call("POST", "/interrupt")
 
     def confirm(

@@ -220,8 +220,9 @@ class ObservationEvent(EventBase):
 
 
 class AgentErrorEvent(EventBase):
-    """A bad tool call, a tool's ValueError, or a call closed by a restart; answers its call
-    by ``tool_call_id`` (the tool name may not exist, the action may have no arguments)."""
+    """A bad tool call, a tool's ValueError, or a call closed by an interrupt or a restart
+    (``interrupted``); answers its call by ``tool_call_id`` (the tool name may not exist, the
+    action may have no arguments)."""
 
     kind: Literal["agent_error"] = "agent_error"
     source: Source = "agent"
@@ -229,6 +230,12 @@ class AgentErrorEvent(EventBase):
     tool_name: str
     action_id: str | None = None
     error: str
+    interrupted: Literal["user", "crash"] | None = Field(
+        default=None,
+        description="Set when the call was closed without running to its end: `user` (the "
+        "user interrupted the run) or `crash` (the process that ran it stopped; closed when "
+        "the conversation was run again)",
+    )
 
 
 class UserRejectionEvent(EventBase):

@@ -10,14 +10,13 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from treadle.api.settings import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT  # settings data
 from treadle.events.json_limits import JsonLimitError, load_json
 from treadle.events.model import (
     ActionEvent,
     AgentErrorEvent,
-    Event,
     MessageEvent,
     ObservationEvent,
     SystemPromptEvent,
@@ -199,14 +198,41 @@ def _parse_arguments(raw: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def interrupted_error(action: ActionEvent) -> Event:
-    """The agent error that closes a call a crash or kill left without a result (RUN)."""
+InterruptedBy = Literal["user", "crash"]
+
+INTERRUPTED_BY_USER = (
+    "This call was interrupted by the user: it was stopped before it returned (a command and "
+    "the processes it started were killed). It may or may not have taken effect: check the "
+    "workspace before repeating it, and ask the user before starting it again."
+)
+INTERRUPTED_BY_CRASH = (
+    "This call was interrupted (the run stopped before it returned). It may or may not "
+    "have taken effect: check the workspace before repeating it."
+)
+
+
+NOT_STARTED_BY_USER = (
+    "This call was not run: the user interrupted the run before it started. Ask the user "
+    "before making it again."
+)
+
+
+def interrupted_error(
+    action: ActionEvent, by: InterruptedBy = "crash", output: str = "", *, started: bool = True
+) -> AgentErrorEvent:
+    """The agent error that closes a call the user interrupted (``by="user"``, with the
+    ``output`` it gave once stopped, if any; ``started`` False: it never ran) or a crash or
+    kill left without a result (RUN)."""
+    if by == "user":
+        error = INTERRUPTED_BY_USER if started else NOT_STARTED_BY_USER
+    else:
+        error = INTERRUPTED_BY_CRASH
+    if output:
+        error += "\nWhat it returned once stopped:\n" + output
     return AgentErrorEvent(
         tool_call_id=action.tool_call_id,
         tool_name=action.tool_name,
         action_id=action.id,
-        error=(
-            "This call was interrupted (the run stopped before it returned). It may or may not "
-            "have taken effect: check the workspace before repeating it."
-        ),
+        error=storable_text(error),
+        interrupted=by,
     )

@@ -1,8 +1,10 @@
 """A conversation: the state machine that drives an agent over a stored event log.
 
-Owns the run loop, the statuses of RUN, confirmation, pause, crash recovery (calls left open
-by a kill are closed before the model is asked again), fork and branch switching. Where events
-go (the store, chained onto the head, callbacks told after) is ``runtime/log.py``.
+Owns the run loop, the statuses of RUN, confirmation, pause, interrupt (the calls in progress
+stopped now, closed with an error marked ``interrupted: "user"``, then PAUSED), crash recovery
+(calls left open by a kill are closed before the model is asked again), fork and branch
+switching. Where events go (the store, chained onto the head, callbacks told after) is
+``runtime/log.py``.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from treadle.events.model import (
     ActionEvent,
     Event,
     MessageEvent,
+    ObservationEvent,
     PauseEvent,
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
 from treadle.runtime.agent import (
     Agent,
+    InterruptedBy,
     duplicate_call_error,
     interrupted_error,
     unique_call_ids,
@@ -46,9 +50,11 @@ from treadle.runtime.errors import (
     NotRunnable,
     NotWaiting,
 )
+from treadle.runtime.interrupts import InterruptWatcher
 from treadle.runtime.llm.base import LanguageModel, ModelError
 from treadle.runtime.log import ConversationLog, EventCallback
 from treadle.runtime.requests import (
+    USER_INTERRUPT,
     USER_PAUSE,
     PauseKind,
     PauseRequest,
@@ -300,7 +306,12 @@ class Conversation:
             return self._status
         self._close_interrupted_calls()
         self._pause_requested.watch_from(self._log.last_seq())
+        self.context.interruption.clear()
         self._set_status(Status.RUNNING)
+        with self._interrupt_watcher():
+            return self._steps(max_steps)
+
+    def _steps(self, max_steps: int) -> ConversationStatus:
         for _ in range(max_steps):
             self.deliver_queued_messages()  # every call so far has its result
             if self._pause_requested.is_set():
@@ -332,6 +343,35 @@ class Conversation:
         if not local_only:
             self.request_pause(kind)
 
+    def interrupt(self) -> None:
+        """Stop the calls in progress now (a command and what it started are killed), close
+        each with an error marked ``interrupted: "user"``, and pause. When nothing runs here,
+        the request is recorded in the log: the process that runs the conversation (another
+        one) notices it within ``WATCH_INTERVAL_S``; when nothing runs at all, it pauses now."""
+        if self._run_lock.acquire(blocking=False):  # nothing runs in this process
+            try:
+                self.request_pause("interrupt")
+            finally:
+                self._run_lock.release()
+            return
+        self.request_pause("interrupt")  # the user's request, on record
+        self._interrupt_now()
+
+    def _interrupt_now(self) -> None:
+        """Make the run in this process stop its calls: no further call starts, and each
+        tool stops its calls in progress (``Tool.interrupt``)."""
+        self._pause_requested.set(USER_INTERRUPT, "interrupt")
+        self.context.interruption.set()
+        self.agent.tools.interrupt(self.context)
+
+    def _interrupt_watcher(self) -> InterruptWatcher:
+        """While a run or confirmation runs here, notice an interrupt recorded by any process."""
+        return InterruptWatcher(
+            self._pause_requested.interrupt_requested,
+            self._interrupt_now,
+            name=f"treadle-interrupt-watch-{self.id[:8]}",
+        )
+
     def request_pause(self, kind: PauseKind = "pause") -> None:
         """Record that the user asked the run in progress to pause: whichever process holds
         the run stops at its next safe point (see ``PauseRequest``)."""
@@ -352,8 +392,10 @@ class Conversation:
 
     def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
         self._pause_requested.watch_from(self._log.last_seq())
+        self.context.interruption.clear()
         self._set_status(Status.RUNNING, "confirmed by the user")
-        outcome = self._execute(chosen)
+        with self._interrupt_watcher():
+            outcome = self._execute(chosen)
         return outcome or self._after_user_decision()
 
     def reject(
@@ -486,7 +528,7 @@ class Conversation:
         delays = iter(STORE_RETRY_DELAYS_S)
         while True:
             try:
-                self._close_open_calls(f"The run failed before this call returned: {cause}")
+                self._close_open_calls(None, f"The run failed before this call returned: {cause}")
                 return self._set_status(Status.ERROR, cause)
             except StoreUnavailable:
                 delay = next(delays, None)
@@ -497,37 +539,51 @@ class Conversation:
                 raise error from None
 
     def _record_stop(self, why: str) -> None:
-        """An interrupted run: open calls closed, the stop recorded (PAUSED, with the reason)."""
+        """An interrupted run (Ctrl-C, SIGTERM): open calls closed as interrupted by the user
+        (a command in progress was stopped with what it started, ``BashSession.run``), the stop
+        recorded (PAUSED, with the reason)."""
         try:
-            self._close_open_calls(None)
+            self._close_open_calls("user")
             self._log.append([PauseEvent()])
             self._set_status(Status.PAUSED, f"stopped by {why}; run again to continue")
         except Exception:  # the store cannot take it: the interrupt still ends the run
             logger.exception("could not record the stop of conversation %s", self.id)
 
-    def _close_open_calls(self, reason: str | None) -> None:
-        """Answer every call without a result with an agent error (``reason``, or the
-        standard "interrupted" text), so the projection stays valid."""
+    def _close_open_calls(self, by: InterruptedBy | None, reason: str | None = None) -> None:
+        """Answer every call without a result with an agent error, so the projection stays
+        valid: interrupted ``by`` the user or a crash, or (None) with ``reason`` as its text."""
         for action in self.pending_actions():
-            event = interrupted_error(action)
-            if reason is not None:
-                event = event.model_copy(update={"error": reason})
+            event = interrupted_error(action, by or "crash")
+            if by is None:
+                event = event.model_copy(
+                    update={"error": reason or event.error, "interrupted": None}
+                )
             self._log.append([event])
 
     def _execute(self, actions: Sequence[ActionEvent]) -> ConversationStatus | None:
         ended_turn = False
         failure = None
         answered: set[str] = set()
+        by_call = {action.tool_call_id: action for action in actions}
+        interruption = self.context.interruption
         for outcome in self.agent.run_calls(
             actions, self.context, should_start=lambda: not self._pause_requested.is_set()
         ):
-            self._log.append([outcome.event])
-            answered.add(outcome.event.tool_call_id)
-            ended_turn = ended_turn or outcome.ends_turn
-            failure = failure or outcome.failure
+            event = outcome.event
+            if interruption.is_set():
+                # Stopped by the user (or ended as the interrupt came): the model is told so,
+                # with what the tool returned once stopped; a failure it caused is no failure.
+                returned = event.content if isinstance(event, ObservationEvent) else event.error
+                event = interrupted_error(by_call[event.tool_call_id], "user", returned)
+            else:
+                ended_turn = ended_turn or outcome.ends_turn
+                failure = failure or outcome.failure
+            self._log.append([event])
+            answered.add(event.tool_call_id)
         for action in actions:
             if action.tool_call_id not in answered:  # paused before it started: close it
-                self._log.append([interrupted_error(action)])
+                by: InterruptedBy = "user" if self._pause_requested.by_user() else "crash"
+                self._log.append([interrupted_error(action, by, started=False)])
         if failure:
             return self._set_status(Status.ERROR, failure)
         if ended_turn:
@@ -565,7 +621,7 @@ class Conversation:
 
     def _close_interrupted_calls(self) -> None:
         """RUN: calls a crash left without a result are answered before the model is asked."""
-        self._close_open_calls(None)
+        self._close_open_calls("crash")
 
     def _record_pause(self) -> ConversationStatus:
         reason = self._pause_requested.clear()

@@ -13,7 +13,8 @@ from treadle.events.model import MessageEvent, StateChangeEvent
 from treadle.store.base import EventNotFound, EventQuery, EventStore
 
 PAUSE_REQUEST_KEY = "pause_request"
-"""``{"kind": "pause"|"interrupt"}``: the user asked the run to stop at its next safe point."""
+"""``{"kind": "pause"|"interrupt"}``: the user asked the run to stop at its next safe point
+(pause), or to stop the calls in progress now and then pause (interrupt)."""
 QUEUED_MESSAGE_KEY = "queued_message"
 """``{"event_id", "text"}``: a user message to store, with that id, once the calls in flight
 have their results."""
@@ -21,6 +22,10 @@ have their results."""
 PauseKind = Literal["pause", "interrupt"]
 USER_PAUSE = "paused by the user"
 """The reason recorded for a pause the user asked for (the default)."""
+USER_INTERRUPT = (
+    "interrupted by the user: the calls in progress were stopped; run again to continue"
+)
+"""The reason recorded for the pause that ends a run the user interrupted."""
 
 
 def pause_request_event(parent_id: str, kind: PauseKind = "pause") -> StateChangeEvent:
@@ -58,8 +63,20 @@ def _records(
     return found
 
 
+def requested_since(store: EventStore, conversation_id: str, after_seq: int) -> PauseKind | None:
+    """ "interrupt" when an interrupt was recorded after ``after_seq``, else "pause" when a
+    pause was, else None."""
+    kinds = {
+        record.value.get("kind") if isinstance(record.value, dict) else None
+        for _seq, record in _records(store, conversation_id, PAUSE_REQUEST_KEY, after_seq)
+    }
+    if "interrupt" in kinds:
+        return "interrupt"
+    return "pause" if kinds else None
+
+
 def pause_requested_since(store: EventStore, conversation_id: str, after_seq: int) -> bool:
-    return bool(_records(store, conversation_id, PAUSE_REQUEST_KEY, after_seq))
+    return requested_since(store, conversation_id, after_seq) is not None
 
 
 def undelivered_messages(
@@ -83,13 +100,15 @@ def undelivered_messages(
 
 
 class PauseRequest:
-    """Whether a run must pause: asked in this process (a flag) or by any process, through
-    a pause request recorded in the log after the seq the run watches from."""
+    """Whether a run must pause, and whether it was interrupted: asked in this process (a
+    flag) or by any process, through a pause request recorded in the log after the seq the run
+    watches from."""
 
     def __init__(self, store: EventStore, conversation_id: str, since: int) -> None:
         self._store = store
         self._conversation_id = conversation_id
         self._local = threading.Event()
+        self._local_interrupt = threading.Event()
         self._reason: str | None = None
         """Why this process asked for the pause (None: a request in the log, the user's)."""
         self._since = since
@@ -98,14 +117,22 @@ class PauseRequest:
         """Honour the requests recorded after ``seq`` (older ones were meant for older runs)."""
         self._since = seq
 
-    def set(self, reason: str = USER_PAUSE) -> None:
+    def set(self, reason: str = USER_PAUSE, kind: PauseKind = "pause") -> None:
         self._reason = reason
+        if kind == "interrupt":
+            self._local_interrupt.set()
         self._local.set()
 
     def clear(self) -> str:
         """Honoured: forget the flag and every request recorded so far; returns the reason."""
-        reason = self._reason if self._local.is_set() and self._reason else USER_PAUSE
+        if self._local.is_set() and self._reason:
+            reason = self._reason
+        elif self.interrupt_requested():
+            reason = USER_INTERRUPT
+        else:
+            reason = USER_PAUSE
         self._local.clear()
+        self._local_interrupt.clear()
         self._reason = None
         self._since = last_seq(self._store, self._conversation_id)
         return reason
@@ -113,4 +140,15 @@ class PauseRequest:
     def is_set(self) -> bool:
         return self._local.is_set() or pause_requested_since(
             self._store, self._conversation_id, self._since
+        )
+
+    def by_user(self) -> bool:
+        """Whether the pause is the user's (asked through the API, the CLI or the log), not
+        this process's own stop (it lost its lease, its server stops)."""
+        return not self._local.is_set() or self._reason in (USER_PAUSE, USER_INTERRUPT)
+
+    def interrupt_requested(self) -> bool:
+        """Whether an interrupt (not a mere pause) was asked, here or in the log."""
+        return self._local_interrupt.is_set() or (
+            requested_since(self._store, self._conversation_id, self._since) == "interrupt"
         )

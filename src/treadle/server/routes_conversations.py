@@ -137,10 +137,12 @@ def pause(conversation_id: str, state: State) -> Accepted:
 
 @router.post("/{conversation_id}/interrupt", status_code=202, response_model=Accepted)
 def interrupt(conversation_id: str, state: State) -> Accepted:
-    """Stop as soon as possible: no new model call or tool call starts (a running command
-    finishes or hits its timeout)."""
+    """Stop the calls in progress now (a command and the processes it started are killed),
+    close each with an error marked ``interrupted: "user"``, then pause; sent to any server
+    sharing the store, it reaches the process that runs the conversation within a second.
+    When nothing runs the conversation, it pauses now."""
     state.runtime(conversation_id)  # 404 / 409
-    state.runs.pause(conversation_id, "interrupt")
+    state.runs.interrupt(conversation_id)
     return _accepted(state, conversation_id, "interrupt")
 
 

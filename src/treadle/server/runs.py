@@ -10,7 +10,9 @@ status ERROR with the reason, and the dead holder's lease is cleared.
 Across processes: a short change (reject, switch branch, delete, replace, a message or a pause
 while nothing runs) holds the lease too, so it never lands inside another server's run; a pause
 or a message sent while a run holds the lease is recorded in the log (``runtime/requests.py``)
-and honoured by the holder at its next safe point.
+and honoured by the holder at its next safe point; an interrupt is recorded the same way, and
+the holder's watcher (``runtime/interrupts.py``) stops the calls in progress as soon as it
+sees it.
 
 Lifetimes: a conversation's object (and with it its tools' processes, e.g. its shell) is kept
 for ``idle_timeout_s`` after its last use or run, then closed and dropped; 0 closes it as soon
@@ -225,6 +227,24 @@ class RunManager:
             return
         try:
             self.conversation(conversation_id).pause(kind)  # nothing runs: paused now
+        finally:
+            self.leases.release(conversation_id, owner)
+
+    def interrupt(self, conversation_id: str) -> None:
+        """Stop the calls in progress now, then pause: in this process directly when its run
+        is here; else recorded in the log, where the process that runs it (any server, or a
+        CLI run) notices it within ``runtime.interrupts.WATCH_INTERVAL_S``. When nothing runs
+        the conversation it pauses now, as ``pause`` does."""
+        owner = self._try_hold(conversation_id)
+        if owner is None:
+            conversation = self.conversation(conversation_id)
+            if self.is_running(conversation_id):
+                conversation.interrupt()  # our run: stopped now, and a request in the log
+            else:
+                conversation.request_pause("interrupt")  # another process runs it
+            return
+        try:
+            self.conversation(conversation_id).pause("interrupt")  # nothing runs: paused now
         finally:
             self.leases.release(conversation_id, owner)
 

@@ -3,6 +3,7 @@ typed error a bad call becomes (the agent turns it into an agent-error event for
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ class ToolContext:
     workspace: Workspace
     secrets: Secrets = field(default_factory=Secrets)
     conversation_id: str = "default"
+    interruption: threading.Event = field(default_factory=threading.Event)
+    """Set when the user interrupted the run: a tool stops what it does for this conversation
+    as soon as it can (``Tool.interrupt`` is called once it is set)."""
 
 
 ArgsT = TypeVar("ArgsT", bound=ToolArguments)
@@ -110,6 +114,12 @@ class Tool(ABC, Generic[ArgsT]):
     def risky(self, arguments: ArgsT) -> bool:
         """A hint for the 'risky' confirmation policy: may this call change or leak anything?"""
         return False
+
+    def interrupt(self, context: ToolContext) -> None:
+        """``context.interruption`` was just set: stop this conversation's calls in progress
+        now (from another thread; they still return, and their result is replaced by an
+        "interrupted" error). By default nothing: a short call ends by itself."""
+        return None
 
     def parse_arguments(self, arguments: dict[str, Any]) -> ArgsT:
         """The call's JSON arguments as this tool's model. Raises pydantic's ValidationError

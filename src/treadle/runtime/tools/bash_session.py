@@ -8,6 +8,14 @@ private file and ``source``d (so multi-line scripts and long lines work, with st
 it cannot swallow the next command); bash's PROMPT_COMMAND then prints a marker carrying a fresh
 random nonce, the exit code and the working directory. Output before the marker is the command's.
 
+Interrupt (the user's, not a timeout): ``run`` is given a ``stop`` event; another thread sets it
+and calls ``wake``. The running command is then stopped now: the shell gets SIGINT (bash abandons
+the rest of the command line) and every process the command started (``process_tree``: its
+children and the background jobs it started, not those of earlier commands) is killed, again
+until the shell prints its marker. The shell survives, with its cwd and variables; if it does not
+answer within ``INTERRUPT_GRACE`` it is killed, and the next command starts a new one. The same
+happens when an exception (Ctrl-C's KeyboardInterrupt) unwinds out of ``run``.
+
 Limits: ``close`` (and interpreter exit) hangs up the terminal, which ends bash and its jobs. If
 the Python process is killed outright mid-command, the hangup still ends bash and that command,
 but background jobs it started with ``&`` can survive as orphans.
@@ -31,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import termios
+import threading
 import time
 import weakref
 from collections.abc import Mapping
@@ -38,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treadle.errors import TreadleError
+from treadle.runtime.tools.process_tree import boot_tick, kill_started_since
 
 DEFAULT_MAX_OUTPUT_BYTES = 30_000
 """Output kept per command (head and tail halves); the model's context is the scarce resource."""
@@ -45,6 +55,9 @@ DEFAULT_MAX_OUTPUT_BYTES = 30_000
 STARTUP_TIMEOUT = 10.0
 INTERRUPT_GRACE = 1.0
 """How long a command gets to stop after Ctrl-C, then after SIGKILL, before the shell is dropped."""
+_KILL_SWEEP_S = 0.05
+"""While an interrupted command's shell has not printed its marker, how often what the command
+started (or what bash started next, before it saw the SIGINT) is killed again."""
 
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "TMPDIR")
 """All a shell takes from this process's environment: never its keys (TREADLE_API_KEY,
@@ -75,6 +88,11 @@ _INIT = (
 )
 
 
+_STALE_MARKER = re.compile(rb"\n__TREADLE_[0-9a-f]{16}__ \d+ [^\n]*\n")
+"""A marker printed after its command was already answered (an interrupt that raced the end of
+a command makes bash print a second prompt): never part of the next command's output."""
+
+
 class BashSessionError(TreadleError):
     """The shell could not be started or stopped responding to its own protocol."""
 
@@ -94,6 +112,8 @@ class CommandOutcome:
     truncated_bytes: int
     total_bytes: int
     shell_alive: bool
+    interrupted: bool = False
+    """Stopped by ``run``'s ``stop`` event (the user), not by its timeout."""
 
     @property
     def output(self) -> str:
@@ -200,12 +220,20 @@ class BashSession:
         self._fd = master
         self._alive = True
         self._finalizer = weakref.finalize(self, _terminate, self._process, master, self._tmpdir)
+        # ``wake`` writes here so that a ``run`` waiting for output checks its ``stop`` now.
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_finalizer = weakref.finalize(self, _close_fds, self._wake_read, self._wake_write)
+        self._shell_pid = self._process.pid
+        """The interactive bash (the process owning the terminal), which ``_stop_command``
+        signals: the one started here, unless a wrapper (a sandbox) started it."""
         try:
             # If this process dies without closing us (SIGKILL), the hung-up shell exits and
             # removes its own temp folder.
             remove = f"rm -rf -- {shlex.quote(str(self._tmpdir))}"
             cleanup = f"trap {shlex.quote(remove)} EXIT"
             self._sync([_INIT, cleanup], STARTUP_TIMEOUT)
+            with contextlib.suppress(OSError):
+                self._shell_pid = os.tcgetpgrp(master)  # at its prompt: bash's own group
         except BashSessionError:
             self.close()
             raise
@@ -233,22 +261,37 @@ class BashSession:
         self._sync(lines, STARTUP_TIMEOUT)
         self._exported = wanted
 
-    def run(self, command: str, timeout: float) -> CommandOutcome:
-        """Run ``command`` (any bash, several lines allowed) and return its merged output."""
+    def run(
+        self, command: str, timeout: float, stop: threading.Event | None = None
+    ) -> CommandOutcome:
+        """Run ``command`` (any bash, several lines allowed) and return its merged output.
+        When ``stop`` is set (before or while it runs; another thread then calls ``wake``),
+        the command is stopped now with what it started (see the module's docstring)."""
         if not self.alive:
             raise BashSessionError("the shell has exited: start a new session")
-        early = self._drain()
+        early = _STALE_MARKER.sub(b"", self._drain())
+        since = boot_tick()
         self._script.write_text(command if command.endswith("\n") else command + "\n")
         nonce = secrets.token_hex(8)
         marker = re.compile(rb"\n__TREADLE_" + nonce.encode() + rb"__ (\d+) ([^\n]*)\n")
         output = _BoundedOutput(self._max_output // 2, self._max_output - self._max_output // 2)
         if early:
             output.feed(early)
+        if stop is not None and stop.is_set():  # stopped before it started: never run it
+            return CommandOutcome("", "", None, None, False, 0, 0, True, interrupted=True)
         self._write(
             f"__treadle_nonce={nonce}; source {shlex.quote(str(self._script))} </dev/null\n"
         )
-        match = self._read_until(marker, output, time.monotonic() + timeout)
-        timed_out = match is None and self.alive
+        try:
+            match = self._read_until(marker, output, time.monotonic() + timeout, stop)
+        except BaseException:  # Ctrl-C in this thread: the command must not outlive the call
+            if self._stop_command(marker, output, since) is None:
+                self.close()
+            raise
+        interrupted = match is None and stop is not None and stop.is_set()
+        if interrupted:
+            match = self._stop_command(marker, output, since)
+        timed_out = match is None and not interrupted and self.alive
         if timed_out:
             match = self._interrupt(marker, output)
         if match is None:
@@ -257,12 +300,13 @@ class BashSession:
             return CommandOutcome(
                 head=_decode(head),
                 tail=_decode(tail),
-                exit_code=None if timed_out else self._process.returncode,
+                exit_code=None if timed_out or interrupted else self._process.returncode,
                 cwd=None,
                 timed_out=timed_out,
                 truncated_bytes=cut,
                 total_bytes=len(head) + cut + len(tail),
                 shell_alive=False,
+                interrupted=interrupted,
             )
         head, tail, cut = output.body(match.start())
         return CommandOutcome(
@@ -274,12 +318,41 @@ class BashSession:
             truncated_bytes=cut,
             total_bytes=len(head) + cut + len(tail),
             shell_alive=True,
+            interrupted=interrupted,
         )
+
+    def wake(self) -> None:
+        """Make a ``run`` in progress check its ``stop`` event now. Any thread may call it."""
+        with contextlib.suppress(OSError):  # full (already woken) or closed (session ended)
+            os.write(self._wake_write, b"!")
 
     def close(self) -> None:
         """Hang up the terminal (bash passes SIGHUP to its jobs), then kill what remains."""
         self._alive = False
         self._finalizer()
+        self._wake_finalizer()
+
+    def _stop_command(
+        self, marker: re.Pattern[bytes], output: _BoundedOutput, since: int
+    ) -> re.Match[bytes] | None:
+        """Stop the running command and what it started since ``since`` (see the module's
+        docstring); the marker when the shell came back to its prompt, else None."""
+        deadline = time.monotonic() + INTERRUPT_GRACE
+        roots = (self._process.pid, self._shell_pid)
+        with contextlib.suppress(OSError):
+            # Bash abandons the rest of the command line (a script, a loop) rather than run
+            # its next line when the process in front is killed.
+            os.kill(self._shell_pid, signal.SIGINT)
+        while True:
+            kill_started_since(roots, since)
+            match = self._read_until(
+                marker, output, min(deadline, time.monotonic() + _KILL_SWEEP_S)
+            )
+            if match is not None:
+                kill_started_since(roots, since)  # background jobs it started
+                return match
+            if not self.alive or time.monotonic() >= deadline:
+                return None
 
     def _interrupt(
         self, marker: re.Pattern[bytes], output: _BoundedOutput
@@ -319,8 +392,14 @@ class BashSession:
             data = data[written:]
 
     def _read_until(
-        self, marker: re.Pattern[bytes], output: _BoundedOutput, deadline: float
+        self,
+        marker: re.Pattern[bytes],
+        output: _BoundedOutput,
+        deadline: float,
+        stop: threading.Event | None = None,
     ) -> re.Match[bytes] | None:
+        """The marker once read; None at ``deadline``, when the shell is gone, or when
+        ``stop`` is set (checked whenever ``wake`` is called)."""
         while True:
             match = output.find(marker)
             if match is not None:
@@ -328,7 +407,9 @@ class BashSession:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._alive:
                 return None
-            if not _readable(self._fd, remaining):
+            if stop is not None and stop.is_set():
+                return None
+            if not self._wait_readable(remaining, stop is not None):
                 continue
             data = self._read_available()
             if data is None:
@@ -347,6 +428,19 @@ class BashSession:
             self._alive = False
             return None
         return data
+
+    def _wait_readable(self, timeout: float, wakeable: bool) -> bool:
+        """Whether the shell has output within ``timeout``; False early when woken."""
+        if not wakeable:
+            return _readable(self._fd, timeout)
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._wake_read, select.POLLIN)
+        ready = {fd for fd, _event in poller.poll(math.ceil(max(timeout, 0.0) * 1000))}
+        if self._wake_read in ready:
+            with contextlib.suppress(OSError):
+                os.read(self._wake_read, 4096)
+        return self._fd in ready
 
     def _drain(self) -> bytes:
         """Output that arrived between commands (a background job's, job notices)."""
@@ -373,6 +467,12 @@ def _decode(data: bytes) -> str:
     # The newline the marker printed before itself is part of the marker pattern, so the
     # command's own output (last newline included) is kept exactly.
     return data.decode("utf-8", "replace")
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _terminate(process: subprocess.Popen[bytes], fd: int, tmpdir: Path) -> None:

@@ -108,10 +108,21 @@ class TerminalTool(Tool[TerminalArguments]):
                 )
             slot.session.export(context.secrets.env())
             timeout = arguments.timeout or self.default_timeout
-            outcome = slot.session.run(arguments.command, timeout)
+            outcome = slot.session.run(arguments.command, timeout, context.interruption)
             if not outcome.shell_alive:
                 slot.session = None
         return _result(outcome, timeout, notes, context.secrets)
+
+    def interrupt(self, context: ToolContext) -> None:
+        """Stop the conversation's running command now (``context.interruption`` is set): the
+        session kills what it started; the shell stays unless it does not answer."""
+        with self._lock:
+            slot = self._slots.get((context.conversation_id, str(context.workspace.root)))
+        # Not under slot.lock: the running call holds it. Reading the attribute is atomic, and
+        # a session made after this look sees the event set before it runs anything.
+        session = slot.session if slot is not None else None
+        if session is not None:
+            session.wake()
 
     def close(self) -> None:
         with self._lock:
@@ -135,7 +146,18 @@ def _result(
     lines = [*notes]
     if output:
         lines.append(output.removesuffix("\n"))
-    if outcome.timed_out and outcome.shell_alive:
+    if outcome.interrupted and outcome.shell_alive:
+        lines.append(
+            "[interrupted by the user: the command and the processes it started were killed; "
+            f"the shell is still usable; cwd: {outcome.cwd}]"
+        )
+    elif outcome.interrupted:
+        lines.append(
+            "[interrupted by the user: the command and the processes it started were killed, "
+            "and the shell did not answer, so it was killed too; the next command starts a new "
+            "shell in the workspace folder]"
+        )
+    elif outcome.timed_out and outcome.shell_alive:
         lines.append(
             f"[timed out after {timeout:g} s: the command was interrupted "
             f"(exit code {outcome.exit_code}); the shell is still usable; cwd: {outcome.cwd}]"
@@ -155,12 +177,13 @@ def _result(
         lines.append(f"[exit code {outcome.exit_code}; cwd: {outcome.cwd}]")
     return ToolResult(
         content="\n".join(lines),
-        is_error=outcome.timed_out,
+        is_error=outcome.timed_out or outcome.interrupted,
         data={
             "exit_code": outcome.exit_code,
             "cwd": outcome.cwd,
             "timed_out": outcome.timed_out,
             "truncated_bytes": outcome.truncated_bytes,
             "shell_ended": not outcome.shell_alive,
+            "interrupted": outcome.interrupted,
         },
     )

@@ -3,6 +3,7 @@ model, execution, ValueError -> ``ToolCallError``, and secrets masked before the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -13,6 +14,8 @@ from treadle.events.frozen_json import thaw
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.tools.base import Tool, ToolArguments, ToolCallError, ToolContext, ToolResult
 from treadle.runtime.tools.schema import parameters_summary
+
+logger = logging.getLogger(__name__)
 
 _MAX_ECHOED_INPUT = 80
 """How much of a bad value an error message quotes back to the model."""
@@ -143,6 +146,15 @@ class ToolSet(Mapping[str, Tool[Any]]):
         """True when every named tool exists and says concurrent calls are safe."""
         names = list(tool_names)
         return all(name in self._tools and self._tools[name].parallel_safe for name in names)
+
+    def interrupt(self, context: ToolContext) -> None:
+        """Tell every tool that ``context``'s run was interrupted (``Tool.interrupt``); one
+        failing does not keep the others running."""
+        for tool in self._tools.values():
+            try:
+                tool.interrupt(context)
+            except Exception:
+                logger.exception("interrupting tool %s failed", tool.name)
 
     def close(self) -> None:
         """Close every tool (terminal sessions, MCP connections); errors do not stop the rest."""

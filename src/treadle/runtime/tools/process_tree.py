@@ -1,0 +1,90 @@
+"""The processes a command started, found in ``/proc`` and killed: what an interrupt stops.
+
+A command run by a shell is every process that descends from the shell (by parent) or sits in
+its session, and that started at or after the command's start. That covers its foreground
+pipeline, the background jobs it started with ``&`` (their own process groups under job
+control), and orphans reparented away from the shell that stay in its session; it leaves the
+shell itself and the background jobs of earlier commands (a server started before) alone.
+
+Limits: start times have the kernel's clock-tick resolution (10 ms), so a background job started
+by the previous command within the same tick as this command's start counts as this command's;
+a process that both left the session (``setsid``) and was reparented away (a double-forked
+daemon) is not found: a sandbox's pid namespace is what contains those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def boot_tick() -> int:
+    """Now, in the clock ticks since boot that ``/proc/<pid>/stat`` gives start times in."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS_PER_S)
+
+
+@dataclass(frozen=True, slots=True)
+class _Process:
+    pid: int
+    ppid: int
+    session: int
+    start_tick: int
+
+
+def _processes() -> list[_Process]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:  # ended meanwhile
+            continue
+        # The command name (field 2) may hold spaces and parentheses: split after the last ")".
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        try:
+            found.append(_Process(int(name), int(fields[1]), int(fields[3]), int(fields[19])))
+        except (IndexError, ValueError):
+            continue
+    return found
+
+
+def started_since(roots: Iterable[int], since_tick: int) -> list[int]:
+    """The pids that descend from one of ``roots`` or share a session led by one of them, and
+    started at or after ``since_tick`` (``boot_tick``); never the roots themselves."""
+    root_set = set(roots)
+    processes = _processes()
+    children: dict[int, list[_Process]] = {}
+    for process in processes:
+        children.setdefault(process.ppid, []).append(process)
+    tree: set[int] = set()
+    stack = list(root_set)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child.pid not in tree:
+                tree.add(child.pid)
+                stack.append(child.pid)
+    return [
+        process.pid
+        for process in processes
+        if process.pid not in root_set
+        and process.start_tick >= since_tick
+        and (process.pid in tree or process.session in root_set)
+    ]
+
+
+def kill_started_since(roots: Iterable[int], since_tick: int) -> list[int]:
+    """SIGKILL what ``started_since`` finds; returns the pids signalled. A process may fork
+    between the look and the kill: callers repeat until nothing is found."""
+    pids = started_since(roots, since_tick)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
