@@ -1,0 +1,143 @@
+"""The terminal's interrupt against a real bash: the running command and every process it
+started (background jobs too) are killed now, the rest of its command line never runs, the
+shell survives with its state, and earlier background jobs are left alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from support.waiting import wait_until
+from treadle.runtime.tools import ToolContext, ToolResult, ToolSet
+from treadle.runtime.tools.bash_session import BashSession
+
+STOPPED_WITHIN_S = 1.5
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _pid(path: Path) -> int:
+    wait_until(lambda: path.exists() and path.read_text().strip() != "", what=str(path))
+    return int(path.read_text())
+
+
+class _Call:
+    """A terminal call running in a thread, as a conversation's run makes it."""
+
+    def __init__(self, tools: ToolSet, context: ToolContext, command: str) -> None:
+        self.result: ToolResult | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(tools, context, command), daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, tools: ToolSet, context: ToolContext, command: str) -> None:
+        self.result = tools.call("terminal", {"command": command, "timeout": 60}, context)
+
+    def join(self, timeout_s: float) -> ToolResult:
+        self._thread.join(timeout_s)
+        assert self.result is not None, f"the call did not return within {timeout_s} s"
+        return self.result
+
+
+def _interrupt(tools: ToolSet, context: ToolContext) -> float:
+    context.interruption.set()
+    tools.interrupt(context)
+    return time.monotonic()
+
+
+def test_interrupt_kills_the_command_and_its_background_jobs_and_keeps_the_shell(
+    tools: ToolSet, context: ToolContext
+) -> None:
+    root = context.workspace.root
+    tools.call("terminal", {"command": "export KEPT=yes; sleep 300 & echo $! > old.pid"}, context)
+    old_job = _pid(root / "old.pid")
+    call = _Call(
+        tools,
+        context,
+        "sleep 300 & echo $! > bg.pid; bash -c 'echo $$ > fg.pid; exec sleep 30'; touch ran-on",
+    )
+    started = [_pid(root / "fg.pid"), _pid(root / "bg.pid")]
+    sent = _interrupt(tools, context)
+    result = call.join(10)
+    assert time.monotonic() - sent < STOPPED_WITHIN_S
+    assert result.data["interrupted"] is True
+    assert result.is_error is True
+    assert "interrupted by the user" in result.content
+    wait_until(lambda: not any(_alive(pid) for pid in started), timeout_s=2, what="killed")
+    assert not (root / "ran-on").exists()
+    assert _alive(old_job)  # an earlier command's job is not this command's
+
+    context.interruption.clear()  # the next run
+    after = tools.call("terminal", {"command": 'echo "still $KEPT"; kill %1'}, context)
+    assert after.content.splitlines()[0] == "still yes"
+    assert after.data["shell_ended"] is False
+    wait_until(lambda: not _alive(old_job), timeout_s=5, what="the old job ends")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "while true; do :; done",  # bash itself, no child process
+        "for i in $(seq 100); do sleep 1; done",  # a new child after each kill
+        "sh -c 'trap \"\" INT TERM; sleep 100'",  # a child that ignores SIGINT
+    ],
+)
+def test_interrupt_stops_loops_and_stubborn_children(
+    tools: ToolSet, context: ToolContext, command: str
+) -> None:
+    call = _Call(tools, context, f"touch started; {command}")
+    wait_until(lambda: (context.workspace.root / "started").exists())
+    time.sleep(0.2)  # well inside the command
+    sent = _interrupt(tools, context)
+    result = call.join(10)
+    assert time.monotonic() - sent < STOPPED_WITHIN_S
+    assert result.data["interrupted"] is True
+    context.interruption.clear()
+    assert tools.call("terminal", {"command": "echo $((6 * 7))"}, context).content.startswith(
+        "42\n"
+    )
+
+
+def test_a_call_interrupted_before_it_starts_never_runs(
+    tools: ToolSet, context: ToolContext
+) -> None:
+    context.interruption.set()
+    result = tools.call("terminal", {"command": "touch ran"}, context)
+    assert result.data["interrupted"] is True
+    assert not (context.workspace.root / "ran").exists()
+
+
+def test_ctrl_c_in_the_running_thread_stops_the_command(tmp_path: Path) -> None:
+    session = BashSession(tmp_path)
+    main = threading.get_ident()
+    timer = threading.Timer(0.5, signal.pthread_kill, (main, signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            session.run("sleep 300 & echo $! > bg.pid; sleep 30; touch ran-on", 60)
+        assert not _alive(_pid(tmp_path / "bg.pid"))
+        assert not (tmp_path / "ran-on").exists()
+        assert session.run("echo ok", 10).head == "ok\n"  # the same shell goes on
+    finally:
+        timer.cancel()
+        session.close()
+
+
+def test_a_session_frees_its_descriptors(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    session = BashSession(tmp_path)
+    assert len(os.listdir("/proc/self/fd")) > before
+    session.close()
+    assert len(os.listdir("/proc/self/fd")) == before
