@@ -9,11 +9,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+from support.cli import run_treadle
 from support.fake_openai import FakeOpenAIServer
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.events.audit import audit_events
+from treadle.events.projection import project_messages
 from treadle.runtime.status import read_status
 from treadle.store.leases import SERVER, open_leases
 from treadle.store.urls import open_store
@@ -194,6 +197,47 @@ def test_sigterm_during_a_tool_call_closes_the_call_and_records_the_stop(tmp_pat
     events = _check_stopped(process, store_url, "SIGTERM")
     (closed,) = [e for e in events if e.kind == "agent_error"]
     assert "interrupted" in closed.error
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_ctrl_c_mid_command_kills_it_and_its_jobs_exits_3_and_the_model_is_told(tmp_path):
+    ws = tmp_path / "ws"
+    command = (
+        "sleep 300 & echo $! > bg.pid; bash -c 'echo $$ > fg.pid; exec sleep 60'; touch ran-on"
+    )
+    process, store_url = _start_run(tmp_path, *_script(tmp_path, command))
+    _wait_until(lambda: (ws / "bg.pid").exists() and (ws / "fg.pid").exists(), process)
+    _wait_until(lambda: bool((ws / "fg.pid").read_text().strip()), process)
+    pids = [int((ws / name).read_text()) for name in ("fg.pid", "bg.pid")]
+    process.send_signal(signal.SIGINT)
+    events = _check_stopped(process, store_url, "SIGINT")
+    assert not any(_alive(pid) for pid in pids)  # gone before the process exited
+    assert not (ws / "ran-on").exists()
+    (closed,) = [e for e in events if e.kind == "agent_error"]
+    assert closed.interrupted == "user"
+    assert "interrupted by the user" in closed.error
+
+    info, _events = _stored(store_url)
+    again = run_treadle(
+        "run", "--conversation", info.id, "--store", store_url, env={"COLUMNS": "200"}
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    _info, events = _stored(store_url)
+    assert audit_events(events).clean
+    store = open_store(store_url)
+    try:
+        path = store.path_to_root(info.id, store.head(info.id))
+    finally:
+        store.close()
+    (tool_message,) = [m for m in project_messages(path) if m["role"] == "tool"]
+    assert tool_message["content"] == closed.error
 
 
 def test_the_model_deadline_bounds_a_provider_that_never_answers_and_retries_are_shown(tmp_path):
