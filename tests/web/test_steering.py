@@ -9,6 +9,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from support.canvas import open_conversation, screenshot
+from support.waiting import wait_until
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.runtime.confirmation import ConfirmationPolicy
@@ -83,3 +84,36 @@ def test_pause_stops_a_run_between_steps(
     expect(page.locator(".conversation")).to_have_attribute("data-status", "paused")
     expect(page.locator(".item-pause")).to_have_count(1)
     assert page.locator(".item-response").count() < len(steps)
+
+
+def test_interrupt_stops_the_running_command_now(
+    page: Page, web_server: ServerProcess, web_client: TreadleClient, web_folder: Path
+) -> None:
+    marker = web_folder / "interrupt-started"
+    command = f"touch {marker}; sleep 60; touch {web_folder / 'interrupt-ran-on'}"
+    steps = [
+        {"tool_calls": [{"name": "terminal", "arguments": {"command": command}}]},
+        {"text": "Understood: you stopped it."},
+    ]
+    settings = ConversationSettings.scripted_inline(steps, web_folder)
+    conversation = web_client.create_conversation(settings, title="Interrupt")
+    open_conversation(page, web_server.base_url, conversation.id)
+    page.fill(".composer textarea", "Wait a minute")
+    page.get_by_role("button", name="Send & run").click()
+    expect(page.locator(".call.state-running")).to_be_visible()
+    wait_until(marker.exists)
+
+    page.get_by_role("button", name="Interrupt", exact=True).click()
+    # Well before the 60 s command could end: it was killed.
+    expect(page.locator(".conversation")).to_have_attribute("data-status", "paused", timeout=5_000)
+    result = page.locator(".result-agent_error.is-interrupted")
+    expect(result).to_contain_text("Interrupted by the user")
+    expect(result).to_contain_text("interrupted by the user")
+    expect(page.locator(".status-reason")).to_contain_text("interrupted by the user")
+    screenshot(page, "interrupted")
+    assert not (web_folder / "interrupt-ran-on").exists()
+
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.locator(".conversation")).to_have_attribute("data-status", "finished")
+    expect(page.locator(".item-message.from-agent")).to_contain_text("you stopped it")
+    assert conversation.audit().violations == []

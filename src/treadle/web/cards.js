@@ -134,11 +134,14 @@ function pendingNote(state) {
   return el("div", { class: "result result-pending", text });
 }
 
+/** An agent error that closed a call stopped before its end says who stopped it. */
+const INTERRUPTED_LABELS = { user: "Interrupted by the user", crash: "Interrupted (its run stopped)" };
+
 function renderResult(entry, ctx) {
   const event = entry.event;
   const label = {
     observation: event.is_error ? "Result (error)" : "Result",
-    agent_error: "Agent error",
+    agent_error: INTERRUPTED_LABELS[event.interrupted] ?? "Agent error",
     user_rejection: `Rejected by the ${event.rejected_by ?? "user"}`,
   }[event.kind] ?? event.kind;
   const body = {
@@ -147,7 +150,8 @@ function renderResult(entry, ctx) {
     user_rejection: () => el("div", { class: "reason", text: event.reason ?? "" }),
   }[event.kind];
   const exit = event.data?.exit_code;
-  return el("div", { class: `result result-${event.kind}${event.is_error ? " is-error" : ""}`, dataset: { eventId: event.id } },
+  const marks = `${event.is_error ? " is-error" : ""}${event.interrupted ? " is-interrupted" : ""}`;
+  return el("div", { class: `result result-${event.kind}${marks}`, dataset: { eventId: event.id } },
     el("div", { class: "result-head" },
       el("span", { class: "label", text: label }),
       exit !== undefined ? el("span", { class: "chip", text: `exit ${exit}` }) : null,

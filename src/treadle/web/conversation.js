@@ -1,4 +1,4 @@
-// One open conversation: its header (status, run, pause), the active branch as a live
+// One open conversation: its header (status, run, pause, interrupt), the active branch as a live
 // transcript, the composer, and the side panel's tabs (inspect, search, branches, audit).
 import { api, conversationPath } from "./api.js";
 import { loadAudit, renderAudit } from "./audit.js";
@@ -50,7 +50,8 @@ export class ConversationScreen {
         this.title, this.badge, this.counter,
         el("span", { class: "spacer" }),
         el("button", { type: "button", class: "primary", text: "Run", onclick: () => this.steering.runAgain() }),
-        el("button", { type: "button", text: "Pause", onclick: () => this.steering.pause() }),
+        el("button", { type: "button", text: "Pause", title: "Stop before the next call: the calls in progress end first", onclick: () => this.steering.pause() }),
+        el("button", { type: "button", class: "interrupt", text: "Interrupt", title: "Stop the calls in progress now (their processes are killed), then pause", onclick: () => this.steering.interrupt() }),
         el("span", { class: "divider" }),
         el("button", { type: "button", class: "quiet", text: "Branches", onclick: () => this.showTab("branches") }),
         el("button", { type: "button", class: "quiet", text: "Search", onclick: () => this.showTab("search") }),

@@ -1,4 +1,4 @@
-// Steering: the composer (send, send and run), run and pause, and the decision on calls that
+// Steering: the composer (send, send and run), run, pause and interrupt, and the decision on calls that
 // wait for confirmation, by button or keyboard (j/k select, y/n decide, Y/N decide all).
 import { api, conversationPath } from "./api.js";
 import { el, toast } from "./dom.js";
@@ -80,6 +80,11 @@ export class Steering {
 
   async pause() {
     await this.intent("/pause", {});
+  }
+
+  /** Stops the calls in progress now (the server kills their processes), then pauses. */
+  async interrupt() {
+    await this.intent("/interrupt", {});
   }
 
   async confirm(actionId) {
