@@ -37,6 +37,15 @@ def pixel() -> ImageContent:
 
 
 @server.tool()
+def wait(seconds: float) -> str:
+    """Answer after ``seconds`` (a slow call, to interrupt)."""
+    import time
+
+    time.sleep(seconds)
+    return f"waited {seconds} s"
+
+
+@server.tool()
 def env_value(name: str) -> str:
     """The value of an environment variable of the server process."""
     import os

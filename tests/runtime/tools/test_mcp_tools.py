@@ -3,6 +3,7 @@
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +41,7 @@ def stdio_tools(errlog: TextIO) -> Iterator[ToolSet]:
 
 
 def test_tools_are_listed_with_their_schemas(stdio_tools: ToolSet) -> None:
-    assert sorted(stdio_tools) == ["add", "env_value", "fail", "pixel_png", "shout"]
+    assert sorted(stdio_tools) == ["add", "env_value", "fail", "pixel_png", "shout", "wait"]
     schema = stdio_tools["add"].openai_schema()
     assert schema == {
         "type": "function",
@@ -62,6 +63,27 @@ def test_tools_are_listed_with_their_schemas(stdio_tools: ToolSet) -> None:
     assert stdio_tools["shout"].parallel_safe is False
     assert stdio_tools.is_risky("shout", stdio_tools.validate("shout", {"text": "x"})) is True
     assert stdio_tools.is_risky("add", stdio_tools.validate("add", {"a": 1, "b": 2})) is False
+
+
+def test_an_interrupt_abandons_a_call_in_flight_and_the_connection_goes_on(
+    stdio_tools: ToolSet, context: ToolContext
+) -> None:
+    results: list = []
+    call = threading.Thread(
+        target=lambda: results.append(stdio_tools.call("wait", {"seconds": 30}, context))
+    )
+    call.start()
+    time.sleep(0.5)  # the call is in flight
+    interrupted = time.monotonic()
+    context.interruption.set()
+    stdio_tools.interrupt(context)
+    call.join(10)
+    assert time.monotonic() - interrupted < 2
+    (result,) = results
+    assert result.is_error and result.data["interrupted"] is True
+    assert stdio_tools.call("wait", {"seconds": 30}, context).data["interrupted"] is True
+    context.interruption.clear()  # the next run: the same connection serves it
+    assert stdio_tools.call("add", {"a": 2, "b": 40}, context).content == "42"
 
 
 def test_calls_return_text_and_structured_content(

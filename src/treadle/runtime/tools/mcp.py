@@ -35,6 +35,10 @@ class MCPConnectionError(TreadleError):
     fix, so it propagates (the agent records it)."""
 
 
+class MCPCallCancelled(TreadleError):
+    """A call cancelled because the run was interrupted: its answer, if any, is dropped."""
+
+
 class MCPServerSpec(BaseModel):
     """How to reach one MCP server: a command (stdio) or a URL (streamable HTTP). Plain data, so
     a conversation can store it with its settings and reconnect after a restart. Put no secret in
@@ -73,6 +77,9 @@ class MCPConnection:
         self.spec = spec
         self._errlog = errlog if errlog is not None else sys.stderr
         self._client: Client | None = None
+        self._calls: set[concurrent.futures.Future[mcp_types.CallToolResult]] = set()
+        """The calls in flight, which ``cancel_calls`` abandons."""
+        self._calls_lock = threading.Lock()
         self._stopping: asyncio.Event | None = None
         self._failure: BaseException | None = None
         self._loop = asyncio.new_event_loop()
@@ -132,9 +139,12 @@ class MCPConnection:
     def alive(self) -> bool:
         return self._client is not None
 
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """One ``tools/call``. Raises ``MCPError`` for a protocol-level refusal or timeout, and
-        ``MCPConnectionError`` when the server is gone."""
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], stop: threading.Event | None = None
+    ) -> mcp_types.CallToolResult:
+        """One ``tools/call``. Raises ``MCPError`` for a protocol-level refusal or timeout,
+        ``MCPConnectionError`` when the server is gone, and ``MCPCallCancelled`` when ``stop``
+        is set (before it, or then ``cancel_calls`` is called while it runs)."""
         client = self._client
         if client is None:
             raise MCPConnectionError(
@@ -146,6 +156,10 @@ class MCPConnection:
         future = asyncio.run_coroutine_threadsafe(
             client.call_tool(name, arguments, read_timeout_seconds=timeout), self._loop
         )
+        with self._calls_lock:
+            self._calls.add(future)
+        if stop is not None and stop.is_set():  # interrupted before ``cancel_calls`` saw it
+            future.cancel()
         try:
             # The SDK enforces the timeout itself; this bound only guards against a stuck loop.
             return future.result(timeout=timeout + _CLOSE_TIMEOUT)
@@ -154,6 +168,19 @@ class MCPConnection:
             raise MCPError(
                 code=mcp_types.REQUEST_TIMEOUT, message=f"no answer within {timeout:g} s"
             ) from None
+        except concurrent.futures.CancelledError:
+            raise MCPCallCancelled(f"the call to {name} was cancelled") from None
+        finally:
+            with self._calls_lock:
+                self._calls.discard(future)
+
+    def cancel_calls(self) -> None:
+        """Abandon the calls in flight (their tasks are cancelled; the server may still finish
+        them, and their answers are dropped). Any thread may call it."""
+        with self._calls_lock:
+            calls = list(self._calls)
+        for future in calls:
+            future.cancel()
 
     def close(self) -> None:
         """End the session (stops a stdio server process) and the loop thread. Idempotent."""
@@ -234,7 +261,16 @@ class MCPTool(Tool[MCPArguments]):
 
     def run(self, arguments: MCPArguments, context: ToolContext) -> ToolResult:
         try:
-            result = self.connection.call_tool(self.remote_name, dict(arguments.model_extra or {}))
+            result = self.connection.call_tool(
+                self.remote_name, dict(arguments.model_extra or {}), context.interruption
+            )
+        except MCPCallCancelled:
+            return ToolResult(
+                content="[the call was cancelled: the run was interrupted; the MCP server may "
+                "still complete it]",
+                is_error=True,
+                data={"interrupted": True},
+            )
         except MCPError as error:
             if error.code == mcp_types.REQUEST_TIMEOUT:
                 return ToolResult(
@@ -252,6 +288,10 @@ class MCPTool(Tool[MCPArguments]):
                 f"the MCP server refused the call (error {error.code}): {error.message}"
             ) from error
         return _to_result(result)
+
+    def interrupt(self, context: ToolContext) -> None:
+        # A connection belongs to one conversation's tool set: all its calls are that run's.
+        self.connection.cancel_calls()
 
     def close(self) -> None:
         self.connection.close()
