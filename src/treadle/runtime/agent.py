@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from treadle.api.settings import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT  # settings data
@@ -20,6 +20,12 @@ from treadle.events.model import (
     MessageEvent,
     ObservationEvent,
     SystemPromptEvent,
+)
+from treadle.runtime.interrupts import (
+    ABANDON_GRACE_S,
+    Abandoned,
+    in_thread,
+    result_unless_interrupted,
 )
 from treadle.runtime.llm.base import LanguageModel, ModelResponse
 from treadle.runtime.text import storable_text
@@ -90,19 +96,23 @@ class Agent:
 
         Calls run in parallel threads when every tool says it is safe; otherwise one by one,
         and ``should_start`` is asked before each (a pause stops before the next call).
-        A batch is not a transaction: one failed call does not undo another.
+        A batch is not a transaction: one failed call does not undo another. When the run is
+        interrupted (``context.interruption``), a parallel call that does not return within
+        ``ABANDON_GRACE_S`` is abandoned: it is answered as interrupted, its thread left to end.
         """
         names = [action.tool_name for action in actions]
         if len(actions) > 1 and self.tools.can_run_in_parallel(names):
-            pool = ThreadPoolExecutor(max_workers=len(actions))
-            try:
-                futures = [pool.submit(self._run_one, action, context) for action in actions]
-                for future in futures:  # call order, whatever order they completed in
-                    yield future.result()
-            finally:
-                # On an interrupt (Ctrl-C, SIGTERM) the run must end now, not when the slowest
-                # call ends: its thread finishes alone and its result is dropped.
-                pool.shutdown(wait=False, cancel_futures=True)
+            # Threads of their own, daemons: on an interrupt (the user's, Ctrl-C, SIGTERM) the
+            # run ends now, not when the slowest call ends, and never waits for it at exit.
+            futures = [
+                in_thread(partial(self._run_one, action, context), f"treadle-call-{action.id[:8]}")
+                for action in actions
+            ]
+            for action, future in zip(actions, futures, strict=True):  # call order
+                try:
+                    yield result_unless_interrupted(future, context.interruption)
+                except Abandoned:
+                    yield CallOutcome(interrupted_error(action, "user", ABANDONED))
             return
         for action in actions:
             if not should_start():
@@ -211,6 +221,10 @@ INTERRUPTED_BY_CRASH = (
 )
 
 
+ABANDONED = (
+    f"[it did not stop within {ABANDON_GRACE_S:g} s of the interrupt: it was abandoned, and "
+    "whatever it still does is not recorded]"
+)
 NOT_STARTED_BY_USER = (
     "This call was not run: the user interrupted the run before it started. Ask the user "
     "before making it again."

@@ -22,6 +22,7 @@ from treadle.events.links import pending_actions
 from treadle.events.model import (
     ROOT,
     ActionEvent,
+    AgentErrorEvent,
     Event,
     MessageEvent,
     ObservationEvent,
@@ -50,8 +51,13 @@ from treadle.runtime.errors import (
     NotRunnable,
     NotWaiting,
 )
-from treadle.runtime.interrupts import InterruptWatcher
-from treadle.runtime.llm.base import LanguageModel, ModelError
+from treadle.runtime.interrupts import (
+    Abandoned,
+    InterruptWatcher,
+    in_thread,
+    result_unless_interrupted,
+)
+from treadle.runtime.llm.base import LanguageModel, ModelError, ModelResponse
 from treadle.runtime.log import ConversationLog, EventCallback
 from treadle.runtime.requests import (
     USER_INTERRUPT,
@@ -455,9 +461,11 @@ class Conversation:
         """One model call and its consequences; a status when the run must stop."""
         self._ensure_system_prompt()
         try:
-            response = self.agent.ask(self.messages())
+            response = self._ask(self.messages())
         except ModelError as error:
             return self._record_model_error(error)
+        except Abandoned:  # interrupted while the model thought: its answer is not wanted
+            return self._record_pause()
         try:
             events = self.agent.response_events(response)
         except ValidationError as error:  # e.g. a field a provider left empty
@@ -491,6 +499,12 @@ class Conversation:
         if needs_confirmation(self.confirmation, actions, self.agent.tools, self.risk_analyzer):
             return self._set_status(Status.WAITING_FOR_CONFIRMATION)
         return self._execute(actions)
+
+    def _ask(self, messages: list[dict]) -> ModelResponse:
+        """The model's answer, asked in a thread of its own so that an interrupt need not wait
+        for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
+        future = in_thread(lambda: self.agent.ask(messages), f"treadle-model-{self.id[:8]}")
+        return result_unless_interrupted(future, self.context.interruption, grace_s=0)
 
     def _used_call_ids(self) -> set[str]:
         return {e.tool_call_id for e in self._log.path() if isinstance(e, ActionEvent)}
@@ -570,7 +584,9 @@ class Conversation:
             actions, self.context, should_start=lambda: not self._pause_requested.is_set()
         ):
             event = outcome.event
-            if interruption.is_set():
+            if isinstance(event, AgentErrorEvent) and event.interrupted == "user":
+                pass  # abandoned after the interrupt: already says so
+            elif interruption.is_set():
                 # Stopped by the user (or ended as the interrupt came): the model is told so,
                 # with what the tool returned once stopped; a failure it caused is no failure.
                 returned = event.content if isinstance(event, ObservationEvent) else event.error
