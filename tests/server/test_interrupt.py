@@ -143,7 +143,10 @@ def test_interrupt_sent_to_the_other_server_reaches_the_run(
     runner = ServerProcess(shared_store_url, log_dir=tmp_path).start()
     other = ServerProcess(shared_store_url, log_dir=tmp_path).start()
     try:
-        with TreadleClient(runner.base_url) as via_runner, TreadleClient(other.base_url) as via_other:
+        with (
+            TreadleClient(runner.base_url) as via_runner,
+            TreadleClient(other.base_url) as via_other,
+        ):
             conversation = via_runner.create_conversation(settings)
             receiver = via_other.conversation(conversation.id)
             _interrupt_mid_command(

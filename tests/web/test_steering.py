@@ -9,8 +9,8 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from support.canvas import open_conversation, screenshot
-from support.waiting import wait_until
 from support.server_process import ServerProcess
+from support.waiting import wait_until
 from treadle.client import TreadleClient
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.settings import ConversationSettings

@@ -80,7 +80,8 @@ def test_an_interrupt_abandons_a_call_in_flight_and_the_connection_goes_on(
     call.join(10)
     assert time.monotonic() - interrupted < 2
     (result,) = results
-    assert result.is_error and result.data["interrupted"] is True
+    assert result.is_error
+    assert result.data["interrupted"] is True
     assert stdio_tools.call("wait", {"seconds": 30}, context).data["interrupted"] is True
     context.interruption.clear()  # the next run: the same connection serves it
     assert stdio_tools.call("add", {"a": 2, "b": 40}, context).content == "42"

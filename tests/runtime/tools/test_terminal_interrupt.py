@@ -15,6 +15,7 @@ import pytest
 from support.waiting import wait_until
 from treadle.runtime.tools import ToolContext, ToolResult, ToolSet
 from treadle.runtime.tools.bash_session import BashSession
+from treadle.runtime.tools.process_tree import _PID_MAX, Mark
 
 STOPPED_WITHIN_S = 1.5
 
@@ -141,3 +142,15 @@ def test_a_session_frees_its_descriptors(tmp_path: Path) -> None:
     assert len(os.listdir("/proc/self/fd")) > before
     session.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_mark_orders_processes_by_tick_then_by_pid_across_the_wrap() -> None:
+    marked = Mark(tick=100, last_pid=500)
+    assert marked.precedes(pid=10, start_tick=101)  # a later tick, whatever the pid
+    assert not marked.precedes(pid=900, start_tick=99)
+    assert marked.precedes(pid=501, start_tick=100)  # same tick: handed out after
+    assert not marked.precedes(pid=500, start_tick=100)
+    assert not marked.precedes(pid=499, start_tick=100)
+    wrapped = Mark(tick=100, last_pid=_PID_MAX - 1)
+    assert wrapped.precedes(pid=300, start_tick=100)  # handed out after the wrap
+    assert Mark(tick=100, last_pid=None).precedes(pid=1, start_tick=100)  # unknown: the command's

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treadle.errors import TreadleError
-from treadle.runtime.tools.process_tree import boot_tick, kill_started_since
+from treadle.runtime.tools.process_tree import Mark, kill_started_since, mark
 
 DEFAULT_MAX_OUTPUT_BYTES = 30_000
 """Output kept per command (head and tail halves); the model's context is the scarce resource."""
@@ -270,7 +270,7 @@ class BashSession:
         if not self.alive:
             raise BashSessionError("the shell has exited: start a new session")
         early = _STALE_MARKER.sub(b"", self._drain())
-        since = boot_tick()
+        since = mark()
         self._script.write_text(command if command.endswith("\n") else command + "\n")
         nonce = secrets.token_hex(8)
         marker = re.compile(rb"\n__TREADLE_" + nonce.encode() + rb"__ (\d+) ([^\n]*)\n")
@@ -333,7 +333,7 @@ class BashSession:
         self._wake_finalizer()
 
     def _stop_command(
-        self, marker: re.Pattern[bytes], output: _BoundedOutput, since: int
+        self, marker: re.Pattern[bytes], output: _BoundedOutput, since: Mark
     ) -> re.Match[bytes] | None:
         """Stop the running command and what it started since ``since`` (see the module's
         docstring); the marker when the shell came back to its prompt, else None."""
