@@ -17,6 +17,7 @@ from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.events.audit import audit_events
 from treadle.events.projection import project_messages
+from treadle.runtime.conversation import Conversation
 from treadle.runtime.status import read_status
 from treadle.store.leases import SERVER, open_leases
 from treadle.store.urls import open_store
@@ -238,6 +239,29 @@ def test_ctrl_c_mid_command_kills_it_and_its_jobs_exits_3_and_the_model_is_told(
         store.close()
     (tool_message,) = [m for m in project_messages(path) if m["role"] == "tool"]
     assert tool_message["content"] == closed.error
+
+
+def test_an_interrupt_recorded_by_another_process_stops_a_cli_run(tmp_path):
+    ws = tmp_path / "ws"
+    process, store_url = _start_run(tmp_path, *_script(tmp_path, "touch started; sleep 60"))
+    _wait_until((ws / "started").exists, process)
+    info, _events = _stored(store_url)
+    store = open_store(store_url)
+    try:
+        with Conversation.open(store, info.id) as other:
+            sent = time.monotonic()
+            other.interrupt()  # recorded in the log, as a server sharing the store does
+    finally:
+        store.close()
+    out, err = process.communicate(timeout=30)
+    # Seconds (the watcher's second, then the process's exit), not the command's 60.
+    assert time.monotonic() - sent < 5
+    assert process.returncode == 3, out + err
+    _info, events = _stored(store_url)
+    assert audit_events(events).clean
+    (closed,) = [e for e in events if e.kind == "agent_error"]
+    assert closed.interrupted == "user"
+    assert read_status_of(store_url, info.id)[1].startswith("interrupted by the user")
 
 
 def test_the_model_deadline_bounds_a_provider_that_never_answers_and_retries_are_shown(tmp_path):

@@ -78,7 +78,7 @@ def test_interrupt_kills_the_command_and_its_background_jobs_and_keeps_the_shell
     assert "interrupted by the user" in result.content
     wait_until(lambda: not any(_alive(pid) for pid in started), timeout_s=2, what="killed")
     assert not (root / "ran-on").exists()
-    assert _alive(old_job)  # an earlier command's job is not this command's
+    assert _alive(old_job), result.content  # an earlier command's job is not this one's
 
     context.interruption.clear()  # the next run
     after = tools.call("terminal", {"command": 'echo "still $KEPT"; kill %1'}, context)
