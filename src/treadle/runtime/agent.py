@@ -213,7 +213,7 @@ InterruptedBy = Literal["user", "crash"]
 INTERRUPTED_BY_USER = (
     "This call was interrupted by the user: it was stopped before it returned (a command and "
     "the processes it started were killed). It may or may not have taken effect: check the "
-    "workspace before repeating it, and ask the user before starting it again."
+    "workspace before repeating it."
 )
 INTERRUPTED_BY_CRASH = (
     "This call was interrupted (the run stopped before it returned). It may or may not "
@@ -226,8 +226,8 @@ ABANDONED = (
     "whatever it still does is not recorded]"
 )
 NOT_STARTED_BY_USER = (
-    "This call was not run: the user interrupted the run before it started. Ask the user "
-    "before making it again."
+    "This call was not run: the user paused or interrupted the run before it started. Make "
+    "it again if it is still needed."
 )
 
 
