@@ -17,7 +17,7 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.interrupts import ABANDON_GRACE_S
 from treadle.runtime.llm.base import ModelResponse, ToolCall
 from treadle.runtime.log import ConversationLog
-from treadle.runtime.requests import USER_INTERRUPT
+from treadle.runtime.requests import USER_INTERRUPT, PauseRequest
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.tools import Tool, ToolArguments, ToolContext, ToolResult, ToolSet
@@ -194,3 +194,19 @@ def test_a_parallel_call_that_ignores_the_interrupt_is_abandoned(store, workspac
     finally:
         stubborn.release.set()
         conversation.close()
+
+
+def test_an_interrupt_noticed_as_a_run_ended_is_not_meant_for_the_next_run(store, workspace):
+    runner = scripted(store, workspace, [FINISH])
+    try:
+        requests = PauseRequest(store, runner.id, -1)
+        requests.set(USER_INTERRUPT, "interrupt")  # the watcher's, as the last run ended
+        assert requests.interrupt_requested()
+        requests.forget_interrupt()  # the next run starts
+        assert not requests.is_set()
+        assert not requests.interrupt_requested()
+        requests.set()  # a pause asked here is kept for the run it reaches
+        requests.forget_interrupt()
+        assert requests.is_set()
+    finally:
+        runner.close()

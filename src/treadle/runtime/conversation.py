@@ -312,6 +312,7 @@ class Conversation:
             return self._status
         self._close_interrupted_calls()
         self._pause_requested.watch_from(self._log.last_seq())
+        self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
         self._set_status(Status.RUNNING)
         with self._interrupt_watcher():
@@ -398,6 +399,7 @@ class Conversation:
 
     def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
         self._pause_requested.watch_from(self._log.last_seq())
+        self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
         self._set_status(Status.RUNNING, "confirmed by the user")
         with self._interrupt_watcher():

@@ -142,6 +142,15 @@ class PauseRequest:
             self._store, self._conversation_id, self._since
         )
 
+    def forget_interrupt(self) -> None:
+        """A new run starts: an interrupt this process noticed for the last one (the run
+        ended as it came) is not meant for it. A pause asked here still is."""
+        if self._local_interrupt.is_set():
+            self._local_interrupt.clear()
+            if self._reason == USER_INTERRUPT:
+                self._local.clear()
+                self._reason = None
+
     def by_user(self) -> bool:
         """Whether the pause is the user's (asked through the API, the CLI or the log), not
         this process's own stop (it lost its lease, its server stops)."""
