@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from treadle.bench.workload import realistic_events
+from treadle.bench.workload import realistic_chunks, realistic_events
 from treadle.events.model import ROOT, Event, event_to_json
 from treadle.store.base import EventQuery, EventStore
 from treadle.store.common import timestamp_us
@@ -42,14 +42,7 @@ SEARCH_RUNS = 7
 def event_chunks(total: int, *, seed: int, first_parent: str = ROOT) -> Iterator[list[Event]]:
     """``total`` realistic events forming one chain, in lists of up to CHUNK (so a
     million-event conversation never sits in memory at once)."""
-    parent = first_parent
-    made = 0
-    while made < total:
-        events = realistic_events(min(CHUNK, total - made), seed=seed + made)
-        events[0] = events[0].model_copy(update={"parent_id": parent})
-        yield events
-        parent = events[-1].id
-        made += len(events)
+    return realistic_chunks(total, CHUNK, seed=seed, first_parent=first_parent)
 
 
 def median_time(runs: int, action: Callable[[], Any]) -> float:
