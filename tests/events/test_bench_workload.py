@@ -4,6 +4,8 @@ of a log full of violations."""
 
 from __future__ import annotations
 
+import itertools
+
 from treadle.bench.workload import realistic_chunks, realistic_events
 from treadle.events.audit import audit_events
 from treadle.events.model import ActionEvent
@@ -13,7 +15,7 @@ def test_chunks_form_one_chain_with_a_clean_audit() -> None:
     chunks = list(realistic_chunks(5000, 333, seed=3))
     assert [len(chunk) for chunk in chunks] == [333] * 15 + [5]
     events = [event for chunk in chunks for event in chunk]
-    assert all(event.parent_id == before.id for before, event in zip(events, events[1:]))
+    assert all(event.parent_id == before.id for before, event in itertools.pairwise(events))
     report = audit_events(events)
     assert report.violations == []
     assert report.heads == [events[-1].id]

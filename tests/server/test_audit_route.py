@@ -13,7 +13,8 @@ from treadle.store.urls import open_store
 
 def _full(store, conversation_id: str, head: str | None = None) -> dict:
     events = [row.event for row in store.get_range(conversation_id, 0, 2**62)]
-    return audit_events(events, head=head or store.head(conversation_id)).to_json_dict()
+    report = audit_events(events, head=head or store.head(conversation_id))
+    return report.to_summary_dict(1000)
 
 
 def test_audit_follows_appends_forks_and_re_creation(server, store_url) -> None:

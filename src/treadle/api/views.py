@@ -104,7 +104,12 @@ class ViolationView(BaseModel):
 
 class AuditView(BaseModel):
     """``GET /audit`` (the ``treadle audit --json`` object): violations, notices that are not
-    violations, the pending calls on the head's path, counts by kind, the heads."""
+    violations, the pending calls on the head's path, counts by kind, the heads.
+
+    The server lists the first ``violations_limit`` violations (default 1000) in log order;
+    ``violations_total``, ``violation_counts`` (by contract name) and ``truncated`` count them
+    all. (``treadle audit --json`` lists every one and has no such fields: then the list is
+    the whole.)"""
 
     violations: list[ViolationView]
     pending: list[str]
@@ -112,10 +117,18 @@ class AuditView(BaseModel):
     heads: list[str]
     head: str | None = None
     notices: list[ViolationView] = Field(default_factory=list)
+    violations_total: int | None = None
+    violation_counts: dict[str, int] | None = None
+    truncated: bool = False
+
+    @property
+    def total(self) -> int:
+        """Violations found, listed or not."""
+        return len(self.violations) if self.violations_total is None else self.violations_total
 
     @property
     def clean(self) -> bool:
-        return not self.violations
+        return self.total == 0
 
 
 class Accepted(BaseModel):

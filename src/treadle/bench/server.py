@@ -270,13 +270,23 @@ def _timed_get(url: str, params: dict[str, Any] | None = None, runs: int = 20) -
     return statistics.median(timings)
 
 
-def branched_figures(base_url: str, conversation_id: str) -> dict[str, float]:
-    """The branch tree, the audit (warm: served from the incremental audit cache after the
-    first request) and a text search page (a needle of the workload's tool outputs) of one
-    large branched conversation, over HTTP."""
+def branched_figures(
+    base_url: str, conversation_id: str, store_url: str | None = None
+) -> dict[str, float]:
+    """The branch tree, the audit and a text search page (a needle of the workload's tool
+    outputs) of one large branched conversation, over HTTP. The audit three ways: the first
+    request of the server process (``audit_first_s``: it reads and walks the whole log),
+    repeated with nothing appended (``audit_s``: the kept answer), and with 10 events appended
+    through another store handle before each request (``audit_after_append_s``: the kept
+    audit extended by 10 events)."""
     url = f"{base_url}/api/conversations/{conversation_id}"
-    return {
+    with httpx.Client(timeout=600) as http:
+        begin = time.perf_counter()
+        http.get(f"{url}/audit").raise_for_status()
+        first = time.perf_counter() - begin
+    figures = {
         "tree_s": _timed_get(f"{url}/tree"),
+        "audit_first_s": first,
         "audit_s": _timed_get(f"{url}/audit"),
         "search_text_page_s": _timed_get(
             f"{url}/events", {"text": "needle-not-in-any-event", "limit": 50}
@@ -285,6 +295,26 @@ def branched_figures(base_url: str, conversation_id: str) -> dict[str, float]:
             f"{url}/events", {"text": "exit_code", "limit": 50}
         ),
     }
+    if store_url is not None:
+        figures["audit_after_append_s"] = _audit_after_appends(url, store_url, conversation_id)
+    return figures
+
+
+def _audit_after_appends(url: str, store_url: str, conversation_id: str, runs: int = 7) -> float:
+    store = open_store(store_url)
+    timings: list[float] = []
+    try:
+        with httpx.Client(timeout=300) as http:
+            for run in range(runs):
+                batch = realistic_events(10, seed=100 + run)
+                batch[0] = batch[0].model_copy(update={"parent_id": store.head(conversation_id)})
+                store.append_batch(conversation_id, batch)
+                begin = time.perf_counter()
+                http.get(f"{url}/audit").raise_for_status()
+                timings.append(time.perf_counter() - begin)
+    finally:
+        store.close()
+    return statistics.median(timings)
 
 
 def run_server_bench(
@@ -310,7 +340,13 @@ def run_server_bench(
         server = ServerProcess(store_url.split("?")[0], workspace_root=workspace).start()
         try:
             figures: dict[str, Any] = {"events": events, "branched_events": branched_events}
-            figures.update(branched_figures(server.base_url, "branched"))
+            assert server.process is not None
+            rss_before = _process(server.process.pid)["rss_kib"]
+            figures.update(branched_figures(server.base_url, "branched", store_url))
+            # what the kept audit of the branched conversation (and its reads) added
+            figures["audit_rss_added_mib"] = round(
+                (_process(server.process.pid)["rss_kib"] - rss_before) / 1024, 1
+            )
             figures.update(_search_pages(server.base_url, conversation_id, 400))
             figures.update(
                 _fan_out(server.base_url, store_url, conversation_id, subscribers, fanout)

@@ -184,8 +184,11 @@ class RemoteConversation:
         service takes them: plain JSON objects."""
         return _adapt(_MESSAGES, self._call("GET", "/messages", params=_params({"head": head})))
 
-    def audit(self, head: str | None = None) -> AuditView:
-        return _read(AuditView, self._call("GET", "/audit", params=_params({"head": head})))
+    def audit(self, head: str | None = None, violations_limit: int | None = None) -> AuditView:
+        """The audit of the whole log: the first ``violations_limit`` violations (the server's
+        default: 1000) and exact totals (``AuditView.total``, ``violation_counts``)."""
+        params = _params({"head": head, "violations_limit": violations_limit})
+        return _read(AuditView, self._call("GET", "/audit", params=params))
 
     def tree(self) -> TreeView:
         return _read(TreeView, self._call("GET", "/tree"))

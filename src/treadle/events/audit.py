@@ -5,25 +5,35 @@ One iterative walk of the event forest, linear in the log; a broken tree is repo
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
-from treadle.events.links import pending_actions
+from treadle.events.audit_facts import AuditFacts, facts_of
 from treadle.events.model import (
     EVENT_KINDS,
     MODEL_VISIBLE_KINDS,
     RESULT_KINDS,
     ROOT,
-    ActionEvent,
     EventBase,
-    FinalResult,
 )
 from treadle.events.tree import MISSING_PARENT, NO_PARENT, EventTree
 
 NO_EVENT = -1
 """Position meaning "no such event" in the walk's int lists."""
+
+# The walk's per-event int lists are arrays of C ints: 4 bytes an event and no int object
+# each (an audit kept for a growing log holds a dozen of them).
+
+
+def _no_events(count: int) -> array[int]:
+    return array("i", [NO_EVENT]) * count
+
+
+def _positions(values: Iterable[int]) -> array[int]:
+    return array("i", values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,19 +83,44 @@ class AuditReport:
             "notices": [notice.to_json_dict() for notice in self.notices],
         }
 
+    def to_summary_dict(self, violations_limit: int) -> dict[str, Any]:
+        """The ``GET /audit`` object: ``to_json_dict`` with only the first ``violations_limit``
+        violations (log order), and ``violations_total``, ``violation_counts`` (by contract)
+        and ``truncated`` saying what the list leaves out. A log can hold millions of
+        violations: the answer stays small, its totals exact."""
+        shown = self.violations[: max(violations_limit, 0)]
+        return {
+            "violations": [violation.to_json_dict() for violation in shown],
+            "pending": list(self.pending),
+            "counts": dict(self.counts),
+            "heads": list(self.heads),
+            "head": self.head,
+            "notices": [notice.to_json_dict() for notice in self.notices],
+            "violations_total": len(self.violations),
+            "violation_counts": dict(Counter(self.contracts())),
+            "truncated": len(shown) < len(self.violations),
+        }
 
-def audit_events(events: Sequence[EventBase], *, head: str | None = None) -> AuditReport:
+
+def audit_events(
+    events: Sequence[EventBase] | Sequence[AuditFacts], *, head: str | None = None
+) -> AuditReport:
     """Check ``events`` (in append order) on every branch and report all violations found.
 
     ``head`` is the focus of the path checks (TREE-HEAD, pending); it defaults to the tree's
     default head. Never raises on a bad tree: cycles, missing parents and duplicate ids become
-    violations, and the rest of the log is still checked.
+    violations, and the rest of the log is still checked. The audit reads only each event's
+    ``AuditFacts``: give those (a store's ``audit_facts``) to skip decoding payloads.
     """
+    return _audit([facts_of(event) for event in events], head)
+
+
+def _audit(events: list[AuditFacts], head: str | None) -> AuditReport:
     tree = EventTree(events)
     kinds = [event.kind for event in events]
     findings = _Findings(events)
     findings.duplicate_ids(tree)
-    parents = [tree.parent_position(position) for position in range(len(events))]
+    parents = _positions(tree.parent_position(position) for position in range(len(events)))
     forest = _forest_parents(parents, findings)
     _BranchWalk(tree, kinds, forest, findings).walk()
     focus = head if head is not None else tree.default_head()
@@ -104,9 +139,9 @@ class _Ids(Protocol):
     """What the walk asks of the log besides positions: ``EventTree`` is one."""
 
     @property
-    def events(self) -> Sequence[EventBase]: ...
+    def events(self) -> Sequence[AuditFacts]: ...
     def __contains__(self, event_id: object) -> bool: ...
-    def get(self, event_id: str) -> EventBase: ...
+    def get(self, event_id: str) -> AuditFacts: ...
 
 
 class IncrementalAudit:
@@ -119,9 +154,10 @@ class IncrementalAudit:
     missing parent, a log with such faults already) audits the whole log again.
     """
 
-    def __init__(self, events: Sequence[EventBase] = ()) -> None:
-        self.events: list[EventBase] = []
-        self._rebuild(list(events))
+    def __init__(self, events: Sequence[EventBase] | Sequence[AuditFacts] = ()) -> None:
+        self.events: list[AuditFacts] = []
+        """What the audit read of each event: its ``AuditFacts``, never the event itself."""
+        self._rebuild([facts_of(event) for event in events])
 
     def __len__(self) -> int:
         return len(self.events)
@@ -131,21 +167,22 @@ class IncrementalAudit:
     def __contains__(self, event_id: object) -> bool:
         return event_id in self._index
 
-    def get(self, event_id: str) -> EventBase:
+    def get(self, event_id: str) -> AuditFacts:
         return self.events[self._index[event_id]]
 
     # -- growing --------------------------------------------------------------------------
 
-    def extend(self, events: Sequence[EventBase]) -> None:
+    def extend(self, events: Sequence[EventBase] | Sequence[AuditFacts]) -> None:
         """Take ``events`` appended after the ones given so far (in append order)."""
-        for number, event in enumerate(events):
+        for number in range(len(events)):
+            event = facts_of(events[number])
             parent = self._continues(event)
             if parent is None:
-                self._rebuild([*self.events, *events[number:]])
+                self._rebuild([*self.events, *(facts_of(e) for e in events[number:])])
                 return
             self._walk_one(event, parent)
 
-    def _continues(self, event: EventBase) -> int | None:
+    def _continues(self, event: AuditFacts) -> int | None:
         """The parent position of ``event`` when it extends the walk's last path, else None."""
         if not self._clean or event.id in self._index:
             return None
@@ -158,7 +195,7 @@ class IncrementalAudit:
             parent = self._index.get(parent_id, MISSING_PARENT)
         return parent if parent >= 0 and parent == self._walk.last_entered else None
 
-    def _walk_one(self, event: EventBase, parent: int) -> None:
+    def _walk_one(self, event: AuditFacts, parent: int) -> None:
         walk = self._walk
         self.events.append(event)
         position = walk.grow(parent, event.kind)
@@ -180,13 +217,13 @@ class IncrementalAudit:
                 if self._first_continuation[parent] < 0:
                     self._first_continuation[parent] = position
 
-    def _rebuild(self, events: list[EventBase]) -> None:
+    def _rebuild(self, events: list[AuditFacts]) -> None:
         """Audit ``events`` in full (as ``audit_events``) and keep what extending needs."""
         self.events = events
         tree = EventTree(events)
         self._findings = findings = _Findings(events)
         findings.duplicate_ids(tree)
-        parents = [tree.parent_position(position) for position in range(len(events))]
+        parents = _positions(tree.parent_position(position) for position in range(len(events)))
         forest = _forest_parents(parents, findings)
         self._clean = not tree.duplicate_positions and forest == parents
         index: dict[str, int] = {}
@@ -200,7 +237,7 @@ class IncrementalAudit:
         self._heads = {index[head]: None for head in tree.heads()}
         default = tree.default_head()
         self._default_head = NO_EVENT if default is None else index[default]
-        self._first_continuation: list[int] = [NO_EVENT] * len(events)
+        self._first_continuation: array[int] = _no_events(len(events))
         for position in range(len(events) - 1, -1, -1):
             parent = parents[position]
             if parent >= 0 and events[position].kind != "state_change":
@@ -215,7 +252,7 @@ class IncrementalAudit:
     def report(self, head: str | None = None) -> AuditReport:
         """As ``audit_events(events, head=head)``: O(violations + heads) on the latest path."""
         if not self._clean:  # faults in the tree: the full focus checks (rare: stores refuse)
-            return audit_events(self.events, head=head)
+            return _audit(self.events, head)
         events = self.events
         focus = head
         if focus is None and self._default_head >= 0:
@@ -249,26 +286,25 @@ class IncrementalAudit:
             last = self._parents[last]
         if last == position:
             return self._pending.ids()
-        path = [self.events[p] for p in _walkable_path(self._parents, position)]
-        return [action.id for action in pending_actions(path)]
+        return _pending_on([self.events[p] for p in _walkable_path(self._parents, position)])
 
 
 class _PendingOnPath:
-    """``links.pending_actions`` of a path fed one event at a time (the same rule)."""
+    """``links.pending_actions`` of a path fed one event at a time (the same rule, on the
+    audit's records; tests/events/test_audit_incremental.py compares them)."""
 
     def __init__(self) -> None:
-        self.open_actions: dict[str, ActionEvent] = {}
+        self.open_actions: dict[str, AuditFacts] = {}
         self.open_by_call: dict[str, str] = {}
 
-    def add(self, event: EventBase) -> None:
-        if isinstance(event, ActionEvent):
+    def add(self, event: AuditFacts) -> None:
+        if event.kind == "action":
             self.open_actions[event.id] = event
             self.open_by_call[event.tool_call_id] = event.id
         elif event.kind in RESULT_KINDS:
-            result = cast(FinalResult, event)
-            action_id = result.action_id
+            action_id = event.action_id
             if action_id is None or action_id not in self.open_actions:
-                action_id = self.open_by_call.get(result.tool_call_id)
+                action_id = self.open_by_call.get(event.tool_call_id)
             if action_id is not None:
                 answered = self.open_actions.pop(action_id, None)
                 if (
@@ -297,7 +333,7 @@ def _lag_notice(focus: str, later: str) -> Violation:
 class _Findings:
     """Collects violations with the position of the event at fault, to report in log order."""
 
-    def __init__(self, events: Sequence[EventBase]) -> None:
+    def __init__(self, events: Sequence[AuditFacts]) -> None:
         self.events = events
         self.found: list[tuple[int, Violation]] = []
         self.notices: list[Violation] = []
@@ -315,7 +351,7 @@ class _Findings:
 
     # -- whole-log checks -----------------------------------------------------------------
 
-    def duplicate_ids(self, tree: EventTree[EventBase]) -> None:
+    def duplicate_ids(self, tree: EventTree[AuditFacts]) -> None:
         """APPEND-DUP-ID, one violation per repeated id, naming every position it has."""
         repeats: dict[str, list[int]] = {}
         for position in tree.duplicate_positions:
@@ -361,10 +397,10 @@ class _Findings:
         )
 
 
-def _forest_parents(parents: list[int], findings: _Findings) -> list[int]:
+def _forest_parents(parents: array[int], findings: _Findings) -> array[int]:
     """The parents to walk: a missing parent (TREE-MISSING) and one link of every cycle
     (TREE-CYCLE) become roots, so the events below them are still checked."""
-    forest = parents.copy()
+    forest = parents[:]
     suspects: list[int] = []  # a parent at or after its child: only these can close a cycle
     for position, parent in enumerate(parents):
         if parent >= position:
@@ -420,7 +456,7 @@ class _BranchWalk:
     """
 
     def __init__(
-        self, tree: _Ids, kinds: list[str], forest: list[int], findings: _Findings
+        self, tree: _Ids, kinds: list[str], forest: array[int], findings: _Findings
     ) -> None:
         events = tree.events
         count = len(events)
@@ -429,13 +465,13 @@ class _BranchWalk:
         self.kinds = kinds
         self.forest = forest
         self.findings = findings
-        self.last_visible = [NO_EVENT] * count
+        self.last_visible = _no_events(count)
         """Position of the last model-visible event on the path ending at each event."""
-        self.batch_first = [NO_EVENT] * count
+        self.batch_first = _no_events(count)
         """For an action: the first action of its batch (PROJECT-BATCH) on its path."""
         self.response_of: list[str | None] = [None] * count
         """For an action: its llm_response_id, read once."""
-        self.answered_by = [NO_EVENT] * count
+        self.answered_by = _no_events(count)
         """For an action on the path: the final result on the path that closed it."""
         self.call_owner: dict[str, int] = {}
         """tool_call_id -> the latest action on the path with that call."""
@@ -445,9 +481,9 @@ class _BranchWalk:
         """Actions on the path without a final result, not yet reported as LINK-ORPHAN. They
         all share one llm_response_id: a later action of another response flushes the rest."""
         # Undo records, by the position of the event that made the change.
-        self.shadowed_call = [NO_EVENT] * count
-        self.shadowed_action = [NO_EVENT] * count
-        self.closed = [NO_EVENT] * count
+        self.shadowed_call = _no_events(count)
+        self.shadowed_action = _no_events(count)
+        self.closed = _no_events(count)
         self.reopen = bytearray(count)
         self.last_entered = NO_EVENT
         """The event the walk visited last: its path is the state the walk ends with."""
@@ -459,7 +495,7 @@ class _BranchWalk:
                 self._forget_path()
                 self._walk_tree(root, first_child, next_sibling)
 
-    def _walk_tree(self, root: int, first_child: list[int], next_sibling: list[int]) -> None:
+    def _walk_tree(self, root: int, first_child: array[int], next_sibling: array[int]) -> None:
         """Depth-first from ``root``, children in append order. An event's changes are undone
         on leaving it only when a later branch still waits (``waiting``): on the last branch
         of a tree, which is the whole of a chain, nothing is left to undo them for."""
@@ -532,7 +568,7 @@ class _BranchWalk:
     # -- actions: PROJECT-SHARED-TEXT, PROJECT-DUP-CALL, LINK-UNIQUE, LINK-ORPHAN ------------
 
     def _enter_action(self, position: int) -> None:
-        action = cast(ActionEvent, self.events[position])  # kinds[position] is an action
+        action = self.events[position]
         parent = self.forest[position]
         before = self.last_visible[parent] if parent >= 0 else NO_EVENT
         self.last_visible[position] = position
@@ -558,7 +594,7 @@ class _BranchWalk:
         self.open_actions[position] = None
 
     def _leave_action(self, position: int) -> None:
-        action = cast(ActionEvent, self.events[position])  # kinds[position] is an action
+        action = self.events[position]
         _restore(self.call_owner, action.tool_call_id, self.shadowed_call[position])
         _restore(self.action_at, action.id, self.shadowed_action[position])
         self.open_actions.pop(position, None)
@@ -588,7 +624,7 @@ class _BranchWalk:
 
     def _repeated_call(self, position: int, earlier: int, *, same_batch: bool) -> None:
         events = self.events
-        call = cast(ActionEvent, events[position]).tool_call_id
+        call = events[position].tool_call_id
         ids = [events[earlier].id, events[position].id]
         if same_batch:
             contract = "PROJECT-DUP-CALL"
@@ -641,7 +677,7 @@ class _BranchWalk:
     def _linked_action(self, position: int) -> int:
         """The action on the path that the result at ``position`` answers (LINK-ID), or NO_EVENT
         after reporting why it answers none."""
-        result = cast(FinalResult, self.events[position])  # kinds[position] is a result
+        result = self.events[position]
         call = result.tool_call_id
         action_id = result.action_id
         if action_id is None:  # an agent error may answer by its call alone
@@ -654,7 +690,7 @@ class _BranchWalk:
         if action < 0:
             self._link_broken(position, [result.id, action_id], self._why_not_linked(action_id))
             return NO_EVENT
-        linked = cast(ActionEvent, self.events[action])
+        linked = self.events[action]
         if call != linked.tool_call_id or (
             result.kind != "agent_error" and result.tool_name != linked.tool_name
         ):
@@ -663,7 +699,7 @@ class _BranchWalk:
             return NO_EVENT
         return action
 
-    def _mismatches(self, result: EventBase, action: ActionEvent) -> list[str]:
+    def _mismatches(self, result: AuditFacts, action: AuditFacts) -> list[str]:
         # An agent error's tool name may be one that does not exist: only its call is checked.
         fields = ["tool_call_id"] if result.kind == "agent_error" else ["tool_call_id", "tool_name"]
         return [
@@ -686,7 +722,7 @@ class _BranchWalk:
 
     def _answered_twice(self, position: int, action: int, earlier: int) -> None:
         events = self.events
-        call = cast(ActionEvent, events[action]).tool_call_id
+        call = events[action].tool_call_id
         self.findings.add(
             position,
             "LINK-ONCE",
@@ -697,10 +733,10 @@ class _BranchWalk:
         )
 
 
-def _child_links(forest: Sequence[int]) -> tuple[list[int], list[int]]:
+def _child_links(forest: Sequence[int]) -> tuple[array[int], array[int]]:
     """Children as linked lists (latest child first): two int lists, not a list per event."""
-    first_child = [NO_EVENT] * len(forest)
-    next_sibling = [NO_EVENT] * len(forest)
+    first_child = _no_events(len(forest))
+    next_sibling = _no_events(len(forest))
     for position, parent in enumerate(forest):
         if parent >= 0:
             next_sibling[position] = first_child[parent]
@@ -716,7 +752,7 @@ def _restore(owners: dict[str, int], key: str, earlier: int) -> None:
 
 
 def _focus_head(
-    tree: EventTree[EventBase], parents: Sequence[int], focus: str | None, findings: _Findings
+    tree: EventTree[AuditFacts], parents: Sequence[int], focus: str | None, findings: _Findings
 ) -> list[str]:
     """TREE-HEAD for the focus head, and the ids pending on its path (LINK-PENDING)."""
     if focus is None:
@@ -731,7 +767,14 @@ def _focus_head(
     if not head_on_cycle and position in parents and tree.lags(focus):
         later = next(c for c in tree.children(focus) if c.kind != "state_change")
         findings.notices.append(_lag_notice(focus, later.id))
-    return [action.id for action in pending_actions([tree.events[p] for p in path])]
+    return _pending_on([tree.events[p] for p in path])
+
+
+def _pending_on(path: Sequence[AuditFacts]) -> list[str]:
+    pending = _PendingOnPath()
+    for event in path:
+        pending.add(event)
+    return pending.ids()
 
 
 def _walkable_path(parents: Sequence[int], head: int) -> list[int]:

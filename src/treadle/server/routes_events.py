@@ -10,13 +10,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Depends, Query, Response, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from treadle.api import (
     SEQ_MAX,
     SEQ_MIN,
+    AuditView,
     CountView,
     EventPageView,
     StoredEventView,
@@ -27,7 +28,7 @@ from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
 from treadle.events.tree import resolved_parent_id
 from treadle.events.view import Beside, transcript
-from treadle.server.audit_cache import audit_cache
+from treadle.server.audit_cache import VIOLATIONS_LIMIT, audit_cache
 from treadle.server.errors import OUTAGES
 from treadle.server.security import ws_key_required
 from treadle.server.state import ServerState, server_state
@@ -43,6 +44,8 @@ from treadle.store.base import (
 router = APIRouter(prefix="/api/conversations/{conversation_id}", tags=["events"])
 State = Annotated[ServerState, Depends(server_state)]
 
+VIOLATIONS_LIMIT_MAX = 100_000
+"""Most violations one audit answer lists (the totals count every one)."""
 REPLAY_PAGE = 1000
 BATCH = 200
 """Most events in one frame of a batched stream."""
@@ -125,13 +128,21 @@ def get_messages(conversation_id: str, state: State, head: str | None = None) ->
     return project_messages(state.store.path_to_root(conversation_id, head))
 
 
-@router.get("/audit")
-def get_audit(conversation_id: str, state: State, head: str | None = None) -> dict[str, Any]:
+@router.get("/audit", response_model=AuditView)
+def get_audit(
+    conversation_id: str,
+    state: State,
+    head: str | None = None,
+    violations_limit: Annotated[int, Query(ge=0, le=VIOLATIONS_LIMIT_MAX)] = VIOLATIONS_LIMIT,
+) -> Response:
     """The audit of the whole stored log (every branch); ``head`` focuses the path checks.
-    Served from the process's audit of the conversation, extended by the events since."""
-    return (
-        audit_cache(state.store).report(state.store, conversation_id, head or None).to_json_dict()
+    Lists the first ``violations_limit`` violations in log order; ``violations_total``,
+    ``violation_counts`` and ``truncated`` count them all. Served from the process's audit of
+    the conversation, extended by the events since, and its answer kept until the next."""
+    answer = audit_cache(state.store).answer(
+        state.store, conversation_id, head or None, violations_limit
     )
+    return Response(answer, media_type="application/json")
 
 
 MAX_TREE_EVENTS = 500

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from treadle.errors import TreadleError
+from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary
 from treadle.events.model import Event
 
@@ -169,6 +170,11 @@ class EventStore(Protocol):
     ) -> list[Event]: ...
     def shapes(self, conversation_id: str) -> list[EventShape]:
         """Every event's (seq, id, parent id, kind) in seq order, without payloads."""
+        ...
+
+    def audit_facts(self, conversation_id: str, start_seq: int, end_seq: int) -> list[AuditFacts]:
+        """What the audit reads of the events with ``start_seq <= seq < end_seq`` (seq order),
+        from columns and a few payload fields: no event is decoded."""
         ...
 
     def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:

@@ -16,6 +16,7 @@ from pydantic_core import PydanticSerializationError
 from treadle.api.ids import CONVERSATION_ID_MAX as CONVERSATION_ID_MAX  # its old home
 from treadle.api.ids import conversation_id_problem
 from treadle.errors import AppendError
+from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import NO_BASE, BranchSummary, Line, Node, summarize
 from treadle.events.json_limits import JsonLimitError, check_json_depth, check_json_value
 from treadle.events.model import ROOT, Event, event_from_json, event_to_json, parse_timestamp
@@ -298,3 +299,44 @@ def summary_from_index(
     missing = sorted({found[base].line for base in bases} - found.keys())
     found.update((node.seq, node) for node in nodes(missing))
     return summarize(lines, found, below, head)
+
+
+LINK_KINDS = ("action", "observation", "agent_error", "user_rejection")
+"""Kinds whose payload has link fields the audit reads (an action and the final results)."""
+
+
+def audit_facts_from_rows(rows: Sequence[Sequence[Any]], start_seq: int) -> list[AuditFacts]:
+    """``AuditFacts`` from rows of (seq, id, parent_seq, parent id when the parent is before
+    ``start_seq``, kind, source, tool_call_id, tool_name, action_id, llm_response_id,
+    has shared text) in seq order from ``start_seq``: a parent inside the range is named by
+    the id of its row (parent_seq is its position), a root by ``"__root__"``.
+
+    Equal strings become one object (a parent's id and its children's parent_id, an action's
+    call id and its result's, every "terminal"): a kept audit holds each once."""
+    ids: list[str] = []
+    facts: list[AuditFacts] = []
+    one: dict[str, str] = {ROOT: ROOT}
+    same = one.setdefault
+    for _, event_id, parent_seq, earlier, kind, source, call, name, action, response, text in rows:
+        event_id = same(event_id, event_id)
+        if parent_seq is None or parent_seq < 0:
+            parent_id = ROOT
+        elif parent_seq >= start_seq:
+            parent_id = ids[parent_seq - start_seq]
+        else:
+            parent_id = same(earlier, earlier)
+        ids.append(event_id)
+        facts.append(
+            AuditFacts(
+                event_id,
+                parent_id,
+                same(kind, kind),
+                same(source, source),
+                same(call, call) if call else "",
+                same(name, name) if name else "",
+                same(action, action) if action else None,
+                same(response, response) if response else None,
+                bool(text),
+            )
+        )
+    return facts

@@ -27,6 +27,7 @@ from psycopg import errors, sql
 from psycopg.pq import TransactionStatus
 
 from treadle.errors import AppendError
+from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event, event_to_json
 from treadle.store.base import (
@@ -42,8 +43,10 @@ from treadle.store.base import (
     shapes_from_rows,
 )
 from treadle.store.common import (
+    LINK_KINDS,
     PlannedEvent,
     assign_branches,
+    audit_facts_from_rows,
     check_conversation_id,
     check_query,
     check_text,
@@ -554,6 +557,15 @@ class PostgresEventStore:
         return shapes_from_rows(rows)
 
     @_retried
+    def audit_facts(self, conversation_id: str, start_seq: int, end_seq: int) -> list[AuditFacts]:
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(
+                _AUDIT_FACTS_SQL, {"key": key, "start": start_seq, "end": end_seq}
+            ).fetchall()
+        return audit_facts_from_rows(rows, start_seq)
+
+    @_retried
     def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)
@@ -911,6 +923,21 @@ def _notice_seq(payload: str) -> int:
         return int(json.loads(payload)["seq"])
     except (ValueError, KeyError, TypeError):
         return NO_LIMIT  # not ours to judge: read the table
+
+
+_AUDIT_FACTS_SQL = (
+    "SELECT e.seq, e.id, e.parent_seq, CASE WHEN e.parent_seq < %(start)s THEN "
+    "(SELECT p.id FROM events p WHERE p.conversation = e.conversation AND p.seq = e.parent_seq) "
+    "END, e.kind, e.source, j.tool_call_id, j.tool_name, j.action_id, j.llm_response_id, "
+    "CASE WHEN e.kind = 'action' THEN coalesce(j.thought, '') <> '' "
+    "OR coalesce(j.reasoning, '') <> '' END "
+    "FROM events e CROSS JOIN LATERAL json_to_record("
+    f"CASE WHEN e.kind IN {LINK_KINDS!s} THEN e.payload::json END) AS j(tool_call_id text, "
+    "tool_name text, action_id text, llm_response_id text, thought text, reasoning text) "
+    "WHERE e.conversation = %(key)s AND e.seq >= %(start)s AND e.seq < %(end)s ORDER BY e.seq"
+)
+"""``audit_facts``: columns, and the link fields of actions and results (their payload parsed
+once per row by a function in FROM: a ``->>`` per field would parse it once per field)."""
 
 
 def _stored(row: Sequence[Any]) -> StoredEvent:

@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import quote
 
 from treadle.errors import AppendError
+from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event
 from treadle.store.base import (
@@ -56,7 +57,9 @@ from treadle.store.base import (
     shapes_from_rows,
 )
 from treadle.store.common import (
+    LINK_KINDS,
     assign_branches,
+    audit_facts_from_rows,
     check_conversation_id,
     check_query,
     check_text,
@@ -671,6 +674,12 @@ class SqliteEventStore:
             ).fetchall()
         return shapes_from_rows(rows)
 
+    def audit_facts(self, conversation_id: str, start_seq: int, end_seq: int) -> list[AuditFacts]:
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(_AUDIT_FACTS_SQL, (key, start_seq, end_seq)).fetchall()
+        return audit_facts_from_rows(rows, start_seq)
+
     def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
         with self._reading() as conn:
             key = self._key(conn, conversation_id)
@@ -880,6 +889,22 @@ class SqliteEventStore:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+_AUDIT_FACTS_SQL = (
+    "SELECT e.seq, e.id, e.parent_seq, CASE WHEN e.parent_seq >= 0 AND e.parent_seq < ?2 THEN "
+    "(SELECT p.id FROM events p WHERE p.conversation = e.conversation AND p.seq = e.parent_seq) "
+    "END, e.kind, e.source, "
+    f"CASE WHEN e.kind IN {LINK_KINDS!s} THEN json_extract(e.payload, '$.tool_call_id') END, "
+    f"CASE WHEN e.kind IN {LINK_KINDS!s} THEN json_extract(e.payload, '$.tool_name') END, "
+    f"CASE WHEN e.kind IN {LINK_KINDS!s} THEN json_extract(e.payload, '$.action_id') END, "
+    "CASE WHEN e.kind = 'action' THEN json_extract(e.payload, '$.llm_response_id') END, "
+    "CASE WHEN e.kind = 'action' THEN json_extract(e.payload, '$.thought') <> '' "
+    "OR ifnull(json_extract(e.payload, '$.reasoning'), '') <> '' END "
+    "FROM events e WHERE e.conversation = ?1 AND e.seq >= ?2 AND e.seq < ?3 ORDER BY e.seq"
+)
+"""``audit_facts``: columns, and the link fields of actions and results read from the
+payload by SQLite's JSON functions (one parse per row: SQLite caches the parsed payload)."""
 
 
 def _decode(payload: str, path: Path, seq: int | None = None) -> Event:

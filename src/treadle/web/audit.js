@@ -1,5 +1,6 @@
-// The audit of the whole log (every branch): loaded after the first screen (it reads the
-// whole log), marks the events each violation concerns and lists them in the panel.
+// The audit of the whole log (every branch): loaded after the first screen, marks the events
+// each violation concerns and lists them in the panel. The server lists the first violations
+// (violations_limit, 1000 by default) and counts them all (violations_total, violation_counts).
 import { api, conversationPath } from "./api.js";
 import { el } from "./dom.js";
 
@@ -12,7 +13,12 @@ export async function loadAudit(conversationId) {
       byEvent.get(id).push(violation);
     }
   }
-  return { report, byEvent };
+  return { report, byEvent, total: violationsTotal(report) };
+}
+
+/** Violations found, listed or not (a server before the totals sends only the list). */
+export function violationsTotal(report) {
+  return report.violations_total ?? report.violations.length;
 }
 
 export function renderAudit(body, screen) {
@@ -21,12 +27,16 @@ export function renderAudit(body, screen) {
     body.append(el("p", { class: "note", text: "The audit is loading…" }));
     return;
   }
-  const { report } = audit;
+  const { report, total } = audit;
   const violations = report.violations;
   body.append(
-    el("h3", { text: violations.length ? plural(violations.length, "contract violation") : "No contract violation" }),
+    el("h3", { text: total ? plural(total, "contract violation") : "No contract violation" }),
     el("p", { class: "note", text: `Checked every branch: ${Object.values(report.counts ?? {}).reduce((a, b) => a + b, 0)} events, ${plural(report.heads.length, "head")}, ${plural(report.pending.length, "pending call")}.` }),
   );
+  if (report.truncated) {
+    const counts = Object.entries(report.violation_counts ?? {}).map(([name, n]) => `${name}: ${n.toLocaleString()}`).join(", ");
+    body.append(el("p", { class: "note truncated", text: `The first ${plural(violations.length, "violation")} in log order are listed (${counts}).` }));
+  }
   const list = el("ul", { class: "violations" });
   for (const violation of violations) {
     list.append(el("li", { class: "violation-row" },

@@ -12,7 +12,6 @@ import { EventStream } from "./stream.js";
 import { Timeline } from "./timeline.js";
 import { TranscriptView } from "./transcript.js";
 
-const AUTO_AUDIT_MAX_EVENTS = 20000; // beyond this the audit (a read of the whole log) waits for a click
 // Statuses whose reason the user must see (why a run failed, got stuck or stopped); a run
 // whose process died shows as "running" with a reason starting "interrupted".
 const REASON_LABELS = { error: "Failed", stuck: "Stuck", paused: "Paused" };
@@ -97,8 +96,9 @@ export class ConversationScreen {
     await streamLive;
     if (this.closed) return;
     markPainted("treadle:interactive", () => { document.body.dataset.interactive = "true"; });
-    if (view.event_count <= AUTO_AUDIT_MAX_EVENTS) setTimeout(() => this.refreshAudit(), 0);
-    else this.auditButton.textContent = "Audit (not run)";
+    // Every conversation shows its audit: the server extends its kept audit by the events
+    // since its last answer (a first read of a large log may take a while; the page does not wait).
+    setTimeout(() => this.refreshAudit(), 0);
   }
 
   close() {
@@ -251,7 +251,7 @@ export class ConversationScreen {
 
   runFinished() {
     this.app.conversationChanged();
-    if (this.audit || this.view.event_count <= AUTO_AUDIT_MAX_EVENTS) this.refreshAudit();
+    this.refreshAudit();
   }
 
   /** The head moved (a branch switch here or elsewhere): show the new branch. */
@@ -294,7 +294,7 @@ export class ConversationScreen {
       return;
     }
     if (this.closed) return;
-    const count = this.audit.report.violations.length;
+    const count = this.audit.total;
     this.auditButton.textContent = count ? `Audit: ${count} ${count === 1 ? "violation" : "violations"}` : "Audit: clean";
     this.auditButton.classList.toggle("alarm", count > 0);
     this.transcript.refresh();
