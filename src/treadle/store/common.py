@@ -5,7 +5,7 @@ resolution, head moves, time keys, query validation and paging. Backends only fe
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -305,7 +305,7 @@ LINK_KINDS = ("action", "observation", "agent_error", "user_rejection")
 """Kinds whose payload has link fields the audit reads (an action and the final results)."""
 
 
-def audit_facts_from_rows(rows: Sequence[Sequence[Any]], start_seq: int) -> list[AuditFacts]:
+def audit_facts_from_rows(rows: Iterable[Sequence[Any]], start_seq: int) -> list[AuditFacts]:
     """``AuditFacts`` from rows of (seq, id, parent_seq, parent id when the parent is before
     ``start_seq``, kind, source, tool_call_id, tool_name, action_id, llm_response_id,
     has shared text) in seq order from ``start_seq``: a parent inside the range is named by

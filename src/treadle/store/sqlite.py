@@ -677,8 +677,10 @@ class SqliteEventStore:
     def audit_facts(self, conversation_id: str, start_seq: int, end_seq: int) -> list[AuditFacts]:
         with self._reading() as conn:
             key = self._key(conn, conversation_id)
-            rows = conn.execute(_AUDIT_FACTS_SQL, (key, start_seq, end_seq)).fetchall()
-        return audit_facts_from_rows(rows, start_seq)
+            # converted as they are read: a million rows are never all held as tuples
+            return audit_facts_from_rows(
+                conn.execute(_AUDIT_FACTS_SQL, (key, start_seq, end_seq)), start_seq
+            )
 
     def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
         with self._reading() as conn:
