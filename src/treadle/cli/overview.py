@@ -1,21 +1,16 @@
 """What a list of conversations shows of each one (``Overview``): status as a reader should
-see it, and the tokens and cost of every model call in its log. Used by ``treadle
-conversations`` and ``treadle log``."""
+see it, and the tokens and cost of every model call in its log (the totals the store keeps
+with the conversation, read with its row). Used by ``treadle conversations`` and ``treadle
+log``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from treadle.events.model import ActionEvent, MessageEvent
 from treadle.runtime.status import ConversationStatus, as_read, read_status
-from treadle.store.base import ConversationInfo, EventQuery, EventStore, StoreError
+from treadle.store.base import ConversationInfo, EventStore, StoreError
 from treadle.store.leases import RunLeases, open_leases
-
-USAGE_TEXT = '"usage":{'
-"""How a recorded usage shows in an event's stored JSON (compact, ``None`` left out): the
-text filter finds the events of model calls without decoding the others."""
-USAGE_PAGE = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,28 +43,6 @@ class Overview:
         }
 
 
-def usage_totals(store: EventStore, conversation_id: str) -> tuple[int, int, float]:
-    """(prompt tokens, completion tokens, cost in USD) of every model call the log records.
-    Only the events carrying a usage (one per model response) are read and decoded."""
-    prompt = completion = 0
-    cost = 0.0
-    after: int | None = None
-    while True:
-        query = EventQuery(
-            kinds=["action", "message"], text=USAGE_TEXT, after_seq=after, limit=USAGE_PAGE
-        )
-        page = store.search(conversation_id, query)
-        for stored in page.items:
-            event = stored.event
-            if isinstance(event, ActionEvent | MessageEvent) and event.usage is not None:
-                prompt += event.usage.prompt_tokens
-                completion += event.usage.completion_tokens
-                cost += event.usage.cost_usd
-        if page.next_cursor is None:
-            return prompt, completion, cost
-        after = page.next_cursor
-
-
 class LeaseLook:
     """Whether a run still has a live holder, for a reading command: the lease table is
     opened only when a conversation says it is running, and closed with this object."""
@@ -100,8 +73,10 @@ def overview(store: EventStore, info: ConversationInfo, leases: LeaseLook) -> Ov
     status, reason = read_status(store, info.id)
     if status is ConversationStatus.RUNNING:  # the lease is read only when it matters
         status, reason = as_read(status, reason, leases.is_held(info.id))
-    prompt, completion, cost = usage_totals(store, info.id)
-    return Overview(info, status.value, reason, prompt, completion, cost)
+    # the totals the store keeps with the conversation's row (store/usage_totals.py)
+    return Overview(
+        info, status.value, reason, info.prompt_tokens, info.completion_tokens, info.cost_usd
+    )
 
 
 def status_text(item: Overview) -> str:

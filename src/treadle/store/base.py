@@ -92,6 +92,11 @@ class ConversationInfo:
     event_count: int
     metadata: dict[str, Any] = field(default_factory=dict)
     """The runtime's settings, the origin of an import, ... (JSON object)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    """Usage totals of every model call in the log, every branch (``treadle.events.usage``),
+    kept by the append (``treadle.store.usage_totals``): cost is a float sum."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -245,8 +245,8 @@ def read_payload(payload: str, store: str, seq: int | None = None) -> Event:
 
 
 def conversation_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> ConversationInfo:
-    """A conversations row (id, title, created_at, updated_at, head_id, event_count, metadata)
-    as ConversationInfo; ``moment`` reads a time column. A damaged row is a StoreError naming
+    """A conversations row (id, title, created_at, updated_at, head_id, event_count, metadata,
+    prompt_tokens, completion_tokens, cost_usd) as ConversationInfo; ``moment`` reads a time column. A damaged row is a StoreError naming
     the conversation and the column, never a bare ValueError."""
     column = "created_at"
     try:
@@ -259,6 +259,8 @@ def conversation_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> 
         metadata = row[6] if isinstance(row[6], dict) else json.loads(row[6])
         if not isinstance(metadata, dict):
             raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
+        column = "usage totals"
+        prompt, completion, cost = int(row[7]), int(row[8]), float(row[9])
     except (TypeError, ValueError) as error:
         raise StoreError(
             f"the store is damaged: conversation {row[0]!r} has a bad {column} "
@@ -272,6 +274,9 @@ def conversation_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> 
         head_id=row[4],
         event_count=event_count,
         metadata=metadata,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=cost,
     )
 
 

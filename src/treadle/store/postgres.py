@@ -81,12 +81,15 @@ from treadle.store.postgres_sql import (
     page_sql,
     path_segments,
 )
+from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
 
 _SUBSCRIBE_BATCH = 500
 _MAX_TAILS = 10_000
 _IN_TRANSACTION = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
-_CONVERSATION_COLUMNS = "id, title, created_at, updated_at, head_id, event_count, metadata::text"
+_CONVERSATION_COLUMNS = (
+    f"id, title, created_at, updated_at, head_id, event_count, metadata::text, {USAGE_COLUMNS}"
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -487,7 +490,7 @@ class PostgresEventStore:
             f"VALUES {values}; "
             # a head that does not move is left as stored (set_head may have moved it)
             "UPDATE conversations SET event_count = %s, head_id = coalesce(%s, head_id), "
-            "updated_at = now() WHERE key = %s; "
+            f"updated_at = now(), {USAGE_UPDATE.format('%s')} WHERE key = %s; "
             # delivered at commit, only if it commits: no subscriber sees a rolled-back seq
             "SELECT pg_notify(%s, %s); "
             "COMMIT",
@@ -496,6 +499,7 @@ class PostgresEventStore:
                 *(value for row in rows for value in row),
                 last.seq + 1,
                 new_head,
+                *batch_usage([p.event for p in planned]),
                 key,
                 self._channel(conversation_id),
                 _notice(conversation_id, last.seq),

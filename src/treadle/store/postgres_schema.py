@@ -21,6 +21,7 @@ from psycopg.pq import TransactionStatus
 
 from treadle.events.branches import index_shapes
 from treadle.store.base import StoreError, StoreUnavailable, shapes_from_rows
+from treadle.store.usage_totals import postgres_add_usage_totals
 
 T = TypeVar("T")
 
@@ -149,6 +150,8 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
         "CREATE TRIGGER events_tree_line BEFORE INSERT ON events "
         "FOR EACH ROW EXECUTE FUNCTION treadle_tree_line()",
     ),
+    # running usage totals per conversation (store/usage_totals.py)
+    (postgres_add_usage_totals,),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -85,6 +85,7 @@ from treadle.store.sqlite_search import (
     path_payloads,
     path_segments,
 )
+from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
 
 DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
 
@@ -391,7 +392,9 @@ class SqliteEventStore:
 
     # -- conversations ----------------------------------------------------------------------
 
-    _CONVERSATION_COLUMNS = "id, title, created_at, updated_at, head_id, event_count, metadata"
+    _CONVERSATION_COLUMNS = (
+        f"id, title, created_at, updated_at, head_id, event_count, metadata, {USAGE_COLUMNS}"
+    )
 
     def create_conversation(
         self,
@@ -614,8 +617,13 @@ class SqliteEventStore:
                 "APPEND-DUP-ID", f"the store refused a duplicate: {error}", event_ids=wanted
             ) from None
         conn.execute(
-            "UPDATE conversations SET event_count = ?, head_id = ?, updated_at = ? WHERE key = ?",
-            (count + len(rows), moved_head(events, head, move_head=move_head), _now(), key),
+            "UPDATE conversations SET event_count = ?, head_id = ?, updated_at = ?, "
+            f"{USAGE_UPDATE.format('?')} WHERE key = ?",
+            (
+                *(count + len(rows), moved_head(events, head, move_head=move_head), _now()),
+                *batch_usage(events),
+                key,
+            ),
         )
         return [item.seq for item in planned]
 

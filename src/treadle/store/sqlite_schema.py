@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from treadle.events.branches import index_shapes
 from treadle.store.base import StoreError, shapes_from_rows
+from treadle.store.usage_totals import sqlite_add_usage_totals
 
 APPLICATION = "treadle"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -120,7 +121,12 @@ def _migration_3(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migration_1, _migration_2, _migration_3]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _migration_1,
+    _migration_2,
+    _migration_3,
+    sqlite_add_usage_totals,  # running usage totals per conversation (store/usage_totals.py)
+]
 """``MIGRATIONS[v]`` upgrades a store from schema version v to v + 1, inside the transaction
 that then records v + 1. A new store runs them all. Append new ones; never edit one that has
 been released (stores in the field ran it)."""
