@@ -11,8 +11,8 @@ by reading the rows after its own last seq. An answer is kept for (that key, foc
 violations limit): a moved head or a new event makes another key.
 
 An audit holds what the walk reads of each event (``AuditFacts``, read from the store's
-columns without decoding payloads) and its int arrays: about 450 bytes an event (a 1,000,000-
-event conversation: ~450 MB; bench/README.md). ``EVENTS_KEPT`` bounds the events held over all
+columns without decoding payloads) and its int arrays: about 0.5 KB an event (a 1,000,000-
+event conversation: ~500 MiB of RSS; bench/README.md). ``EVENTS_KEPT`` bounds the events held over all
 conversations: the least recently read audits are dropped first (the one being read is kept
 even when it alone is larger).
 """
