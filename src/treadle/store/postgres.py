@@ -564,10 +564,11 @@ class PostgresEventStore:
     def audit_facts(self, conversation_id: str, start_seq: int, end_seq: int) -> list[AuditFacts]:
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)
-            rows = conn.execute(
-                _AUDIT_FACTS_SQL, {"key": key, "start": start_seq, "end": end_seq}
-            ).fetchall()
-        return audit_facts_from_rows(rows, start_seq)
+            # converted as the cursor yields them: the rows are never all Python tuples at once
+            return audit_facts_from_rows(
+                conn.execute(_AUDIT_FACTS_SQL, {"key": key, "start": start_seq, "end": end_seq}),
+                start_seq,
+            )
 
     @_retried
     def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
