@@ -21,6 +21,9 @@ Each event row also records its *branch*: the seq of the first event of the chai
 extends. An event extends its parent's segment when the parent is that segment's last event,
 else it starts a new one. A path is then a few (branch, seq range) segments, one per fork on it,
 so a path window, a full path and a branch-filtered search page are index range scans.
+
+Text search is served by a trigram index filled by a thread of the store behind the appends,
+exact and without lag all the same (treadle.store.sqlite_text).
 """
 
 from __future__ import annotations
@@ -86,6 +89,14 @@ from treadle.store.sqlite_search import (
     path_segments,
 )
 from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
+from treadle.store.sqlite_text import (
+    TAIL_TO_INDEX,
+    TextIndexer,
+    drop_conversation,
+    index_chunk,
+    indexable,
+    indexed_count,
+)
 
 DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
 
@@ -221,6 +232,8 @@ class SqliteEventStore:
         self._registry_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._closed = False
+        self._indexer = TextIndexer(self._index_text_chunk, f"treadle-text-index {self.path.name}")
+        self._indexer_sync = threading.local()
         self._identity: tuple[int, int] | None = None
         """(device, inode) of the file this store opened; None only while opening, the one
         time a connection may create the file."""
@@ -375,6 +388,7 @@ class SqliteEventStore:
 
     def close(self) -> None:
         """Close every connection of this store (call it when no thread uses the store)."""
+        self._indexer.stop()  # first: its chunk in progress still needs its connection
         self._closed = True
         with self._registry_lock:
             holders = list(self._connections) + list(self._subscriptions)
@@ -458,6 +472,7 @@ class SqliteEventStore:
     def delete_conversation(self, conversation_id: str) -> None:
         with self._writing() as conn:
             key = self._key(conn, conversation_id)
+            drop_conversation(conn, key)  # needs the payloads: before the events go
             conn.execute("DELETE FROM events WHERE conversation = ?", (key,))
             conn.execute("DELETE FROM tree_lines WHERE conversation = ?", (key,))
             conn.execute("DELETE FROM conversations WHERE key = ?", (key,))
@@ -784,9 +799,10 @@ class SqliteEventStore:
     def search(self, conversation_id: str, query: EventQuery) -> EventPage:
         check_query(query)
         with self._reading() as conn:
-            key, _, _ = self._conversation_row(conn, conversation_id)
+            key, event_count, _ = self._conversation_row(conn, conversation_id)
             segments = self._branch(conn, conversation_id, key, query)
             rows = page_rows(conn, key, query, query.limit + 1, segments)
+            self._keep_text_index(conn, key, event_count, query)
         return page_of([_stored(row, self.path) for row in rows], query.limit)
 
     def count(self, conversation_id: str, query: EventQuery) -> int:
@@ -794,7 +810,59 @@ class SqliteEventStore:
         with self._reading() as conn:
             key, event_count, _ = self._conversation_row(conn, conversation_id)
             segments = self._branch(conn, conversation_id, key, query)
-            return count_rows(conn, key, event_count, query, segments)
+            found = count_rows(conn, key, event_count, query, segments)
+            self._keep_text_index(conn, key, event_count, query)
+            return found
+
+    # -- text index (treadle.store.sqlite_text) ---------------------------------------------
+
+    def _keep_text_index(
+        self, conn: sqlite3.Connection, key: int, event_count: int, query: EventQuery
+    ) -> None:
+        """After a text search: ask the indexer to catch up when it scanned a long tail."""
+        if query.text is None or not indexable(query.text.lower()):
+            return
+        if event_count - indexed_count(conn, key) > TAIL_TO_INDEX:
+            self._indexer.request(key)
+
+    def _index_text_chunk(self, key: int) -> int:
+        """One chunk of the indexer's work (see TextIndexer); returns the events left."""
+        if not getattr(self._indexer_sync, "relaxed", False):
+            # The index and its mark commit together, and the WAL is written in order: a
+            # power loss can only take both back, never one, and the indexer redoes them.
+            # So this thread's commits need no fsync of their own, whatever the durability.
+            self._conn().execute("PRAGMA synchronous=NORMAL")
+            self._indexer_sync.relaxed = True
+        with self._writing() as conn:
+            return index_chunk(conn, key)
+
+    def index_text(self, conversation_id: str | None = None) -> int:
+        """Bring the text index up to date now, for one conversation or all of them, in this
+        thread (the indexer does it in the background after searches); returns the number of
+        events indexed. Maintenance, not in the EventStore protocol: the benchmark uses it."""
+        with self._errors():
+            conn = self._conn()
+            if conversation_id is None:
+                keys = [row[0] for row in conn.execute("SELECT key FROM conversations")]
+            else:
+                keys = [self._key(conn, conversation_id)]
+        done = 0
+        for key in keys:
+            while True:
+                with self._writing() as conn:
+                    before = indexed_count(conn, key)
+                    left = index_chunk(conn, key)
+                    done += indexed_count(conn, key) - before
+                if left <= 0:
+                    break
+        return done
+
+    def text_index_lag(self, conversation_id: str) -> int:
+        """How many events of the conversation the text index does not hold yet (searches
+        scan them); 0 when it is caught up."""
+        with self._reading() as conn:
+            key, event_count, _ = self._conversation_row(conn, conversation_id)
+            return event_count - indexed_count(conn, key)
 
     def _branch(
         self, conn: sqlite3.Connection, conversation_id: str, key: int, query: EventQuery

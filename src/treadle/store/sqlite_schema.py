@@ -15,6 +15,7 @@ from urllib.parse import quote
 from treadle.events.branches import index_shapes
 from treadle.store.base import StoreError, shapes_from_rows
 from treadle.store.usage_totals import sqlite_add_usage_totals
+from treadle.store.sqlite_text import create_text_index
 
 APPLICATION = "treadle"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -121,11 +122,19 @@ def _migration_3(conn: sqlite3.Connection) -> None:
     )
 
 
+def _migration_text_index(conn: sqlite3.Connection) -> None:
+    """The text index (treadle.store.sqlite_text): an FTS5 trigram table filled behind the
+    appends, and each conversation's high-water mark in it. Self-contained: it reads and
+    changes nothing else, so it may run before or after any other migration."""
+    create_text_index(conn)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migration_1,
     _migration_2,
     _migration_3,
     sqlite_add_usage_totals,  # running usage totals per conversation (store/usage_totals.py)
+    _migration_text_index,
 ]
 """``MIGRATIONS[v]`` upgrades a store from schema version v to v + 1, inside the transaction
 that then records v + 1. A new store runs them all. Append new ones; never edit one that has

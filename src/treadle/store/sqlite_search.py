@@ -2,11 +2,14 @@
 and for a search page the one index that yields it in seq order, the other filters on its rows.
 
 Every statement here is an index search bounded by the page size or the matches; none reads a
-whole log (tests/store/test_sqlite.py checks the query plans).
+whole log (tests/store/test_sqlite.py checks the query plans), except a text filter the text
+index cannot answer (treadle.store.sqlite_text: needles under 3 characters or beyond ASCII, and
+the events not indexed yet), which is checked on each row the page's index yields.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import json
@@ -17,6 +20,7 @@ from typing import Any
 from treadle.errors import TreeError
 from treadle.store.base import EventQuery
 from treadle.store.common import time_us
+from treadle.store.sqlite_text import index_count, index_rows, indexable, indexed_count
 
 Segment = tuple[int, int, int]
 """(branch, lowest seq, highest seq): a run of a path inside one branch."""
@@ -124,6 +128,38 @@ def matches_nothing(query: EventQuery) -> bool:
     )
 
 
+def text_split(conn: sqlite3.Connection, key: int, query: EventQuery) -> int | None:
+    """How many events of the conversation the text index holds, when the query's text
+    filter is answered by the index for part of the query's seq range; else None."""
+    if query.text is None or not indexable(query.text.lower()):
+        return None
+    indexed = indexed_count(conn, key)
+    if indexed <= 0 or (query.after_seq is not None and query.after_seq >= indexed - 1):
+        return None
+    return indexed
+
+
+def _indexed_part(
+    query: EventQuery, segments: list[Segment] | None, indexed: int
+) -> tuple[int, int, str, list[Any]]:
+    """(low, high, conditions, params) of the indexed part of a text query: seqs strictly
+    between low and high, and the filters (the text rechecked) to check on each candidate."""
+    low = -1 if query.after_seq is None else query.after_seq
+    high = indexed if query.before_seq is None else min(query.before_seq, indexed)
+    conditions, params = row_filters(query)
+    if segments is not None:
+        ranges = " OR ".join("(branch = ? AND seq BETWEEN ? AND ?)" for _ in segments)
+        conditions += f" AND ({ranges})" if segments else " AND 0"
+        params.extend(value for segment in segments for value in segment)
+    return low, high, conditions, params
+
+
+def _tail(query: EventQuery, indexed: int) -> EventQuery:
+    """The query restricted to the events the text index does not hold yet."""
+    after = indexed - 1 if query.after_seq is None else max(query.after_seq, indexed - 1)
+    return dataclasses.replace(query, after_seq=after)
+
+
 def page_rows(
     conn: sqlite3.Connection,
     key: int,
@@ -132,10 +168,40 @@ def page_rows(
     segments: list[Segment] | None,
 ) -> list[Row]:
     """Up to ``fetch`` rows of ``query`` in page order; ``segments``: the branch's path, when
-    the query has a branch head. One index drives the page: the branch's segments, else the
+    the query has a branch head. One index drives the page: the text index for a text filter
+    it can answer (its un-indexed tail scanned as below), else the branch's segments, else the
     (kind, source) index (one range scan per pair, merged by seq), else the time index when few
     events match, else the seq order itself."""
     if fetch <= 0 or matches_nothing(query):
+        return []
+    indexed = text_split(conn, key, query)
+    if indexed is None:
+        return _page_rows(conn, key, query, fetch, segments)
+    assert query.text is not None
+    low, high, conditions, params = _indexed_part(query, segments, indexed)
+    order = "DESC" if query.order == "desc" else "ASC"
+    needle = query.text.lower()
+
+    def from_index(wanted: int) -> list[Row]:
+        return index_rows(conn, key, needle, low, high, conditions, params, order, wanted)
+
+    tail = _tail(query, indexed)
+    if order == "DESC":  # the newest first: the tail, then the index
+        rows = _page_rows(conn, key, tail, fetch, segments)
+        return rows + from_index(fetch - len(rows)) if len(rows) < fetch else rows
+    rows = from_index(fetch)
+    return rows + _page_rows(conn, key, tail, fetch - len(rows), segments)
+
+
+def _page_rows(
+    conn: sqlite3.Connection,
+    key: int,
+    query: EventQuery,
+    fetch: int,
+    segments: list[Segment] | None,
+) -> list[Row]:
+    """``page_rows`` without the text index."""
+    if fetch <= 0:
         return []
     desc = query.order == "desc"
     low = -1 if query.after_seq is None else query.after_seq
@@ -208,6 +274,23 @@ def count_rows(
     """How many events ``query`` matches (its order and limit aside)."""
     if matches_nothing(query):
         return 0
+    indexed = text_split(conn, key, query)
+    if indexed is None:
+        return _count_rows(conn, key, event_count, query, segments)
+    assert query.text is not None
+    low, high, conditions, params = _indexed_part(query, segments, indexed)
+    in_index = index_count(conn, key, query.text.lower(), low, high, conditions, params)
+    return in_index + _count_rows(conn, key, event_count, _tail(query, indexed), segments)
+
+
+def _count_rows(
+    conn: sqlite3.Connection,
+    key: int,
+    event_count: int,
+    query: EventQuery,
+    segments: list[Segment] | None,
+) -> int:
+    """``count_rows`` without the text index."""
     low = -1 if query.after_seq is None else query.after_seq
     high = event_count if query.before_seq is None else min(query.before_seq, event_count)
     if segments is not None:
@@ -320,4 +403,5 @@ __all__ = [
     "path_payloads",
     "path_segments",
     "row_filters",
+    "text_split",
 ]
