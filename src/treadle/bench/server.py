@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from websockets.sync.client import connect
 
-from treadle.bench.store import build_conversation
+from treadle.bench.store import build_conversation, catch_up_text_index
 from treadle.bench.workload import realistic_events
 from treadle.client import RemoteError, TreadleClient
 from treadle.events.model import MessageEvent
@@ -334,12 +334,14 @@ def run_server_bench(
             store.append_batch(conversation_id, log[start : start + 2000])
         # issue 11's large conversation: a main chain with 49 side branches (50 heads)
         build_conversation(store, "branched", branched_events, seed=4, forks=49)
+        text_index = catch_up_text_index(store)
         store.close()
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
         server = ServerProcess(store_url.split("?")[0], workspace_root=workspace).start()
         try:
             figures: dict[str, Any] = {"events": events, "branched_events": branched_events}
+            figures.update(text_index)
             assert server.process is not None
             rss_before = _process(server.process.pid)["rss_kib"]
             figures.update(branched_figures(server.base_url, "branched", store_url))
