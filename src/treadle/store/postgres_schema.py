@@ -22,6 +22,7 @@ from psycopg.pq import TransactionStatus
 from treadle.events.branches import index_shapes
 from treadle.store.base import StoreError, StoreUnavailable, shapes_from_rows
 from treadle.store.usage_totals import postgres_add_usage_totals
+from treadle.store.postgres_text import ensure_text_index
 
 T = TypeVar("T")
 
@@ -152,6 +153,13 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
     ),
     # running usage totals per conversation (store/usage_totals.py)
     (postgres_add_usage_totals,),
+    (
+        # The text index (treadle.store.postgres_text): a pg_trgm GIN index on the payloads.
+        # Self-contained: it reads and changes nothing else, so it may run in any order
+        # with other migrations. When pg_trgm cannot be had, text filters keep scanning and
+        # each later open tries again (prepare_schema).
+        ensure_text_index,
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -302,6 +310,8 @@ def prepare_schema(conn: psycopg.Connection[Any], schema: str, *, create: bool) 
                     statement(conn)
                 else:
                     conn.execute(statement)
+        if version == SCHEMA_VERSION:
+            ensure_text_index(conn)  # refused when it was migrated: try again
         if version < SCHEMA_VERSION:
             conn.execute(
                 "UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)

@@ -1,0 +1,72 @@
+"""The PostgreSQL store's text index: a ``pg_trgm`` GIN index on the stored payloads, which
+the text filter (``payload ~* '***=needle'``, see postgres_sql.filters_of) uses as it is.
+
+PostgreSQL keeps it in the append's own transaction; a GIN index's pending list (the default
+``fastupdate``) makes that an append of one list entry, merged into the index in bulk later,
+and a search reads the pending list too, so a search sees every committed event. The index is
+lossy: PostgreSQL rechecks each candidate row with the operator itself, so results are those
+of a scan.
+
+``pg_trgm`` is an extension of the database, not of the store's schema: it is created (in
+``public``) if missing. When that is refused (no privilege, not installed on the server) the
+store works without the index (text filters scan, as before) and says so in the log; the next
+open of the store tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+logger = logging.getLogger(__name__)
+
+INDEX = "events_text"
+
+
+def _trgm_schema(conn: psycopg.Connection[Any]) -> str | None:
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'pg_trgm'"
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def has_text_index(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the schema on the connection's search path has the text index."""
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (INDEX,)).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_text_index(conn: psycopg.Connection[Any]) -> bool:
+    """Create the text index if missing (inside the caller's transaction, after the schema's
+    tables exist); False, with a warning in the log, when ``pg_trgm`` cannot be had."""
+    if has_text_index(conn):
+        return True
+    try:
+        with conn.transaction():  # a savepoint: a refusal leaves the caller's work intact
+            trgm = _trgm_schema(conn)
+            if trgm is None:
+                # one database-wide extension: stores of other schemas must not race on it
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('treadle:pg_trgm'))")
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+                trgm = _trgm_schema(conn) or "public"
+            conn.execute(
+                sql.SQL("CREATE INDEX {} ON events USING gin (payload {}.gin_trgm_ops)").format(
+                    sql.Identifier(INDEX), sql.Identifier(trgm)
+                )
+            )
+    except psycopg.Error as error:
+        logger.warning(
+            "text search in this store reads every event of a conversation: the pg_trgm "
+            "extension cannot be used (%s). Ask the database's administrator to run "
+            "'CREATE EXTENSION pg_trgm'; the index is made the next time the store is opened.",
+            str(error).strip(),
+        )
+        return False
+    return True
+
+
+__all__ = ["INDEX", "ensure_text_index", "has_text_index"]

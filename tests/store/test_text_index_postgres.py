@@ -1,0 +1,138 @@
+"""The PostgreSQL text index (treadle.store.postgres_text): a pg_trgm GIN index that text
+filters use, made for new stores and for stores of the schema before it; searches equal the
+scan (the index is rechecked by PostgreSQL itself); without pg_trgm the store still works,
+scanning, and says so in the log."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from support.postgres import POSTGRES_BASE_URL, fresh_schema_url
+from treadle.events.model import ROOT, MessageEvent
+from treadle.store import postgres_schema
+from treadle.store.base import EventQuery
+from treadle.store.urls import open_store
+
+pytestmark = pytest.mark.postgres
+
+TEXTS = ['Needle "quoted" here', "nothing", "NEEDLE\\back", "héllo NeEdLe", "İstanbul ned"]
+
+
+def _schema(url: str) -> str:
+    return url.split("schema=")[1].split("&")[0]
+
+
+def _index_exists(url: str) -> bool:
+    with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND indexname = 'events_text'",
+            (_schema(url),),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def _fill(url: str) -> None:
+    with open_store(url) as store:
+        store.create_conversation("c")
+        parent = ROOT
+        for index, text in enumerate(TEXTS * 3):
+            store.append(
+                "c", MessageEvent(id=f"e{index}", source="user", text=text, parent_id=parent)
+            )
+            parent = f"e{index}"
+
+
+def _seqs(url: str, needle: str, **options: object) -> list[int]:
+    with open_store(url) as store:
+        return [i.seq for i in store.search("c", EventQuery(text=needle, **options)).items]  # type: ignore[arg-type]
+
+
+def test_text_filters_use_the_index_and_equal_the_scan() -> None:
+    with fresh_schema_url() as url:
+        _fill(url)
+        assert _index_exists(url)
+        expected = [i for i, text in enumerate(TEXTS * 3) if "needle" in text.lower()]
+        assert _seqs(url, "nEEdle") == expected
+        assert _seqs(url, "nEEdle", order="desc", limit=2) == expected[::-1][:2]
+        assert _seqs(url, '"quoted"') == []  # stored as \"quoted\" in the JSON
+        assert _seqs(url, '\\"quoted\\"') == [0, 5, 10]
+        assert _seqs(url, "HÉLLO") == [3, 8, 13]
+        assert _seqs(url, "ne") == [i for i, t in enumerate(TEXTS * 3) if "ne" in t.lower()]
+        with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
+            conn.execute(f'SET search_path = "{_schema(url)}"')
+            conn.execute("SET enable_seqscan = off")
+            plan = "\n".join(
+                row[0]
+                for row in conn.execute(
+                    "EXPLAIN SELECT seq FROM events WHERE payload ~* '***=needle'"
+                )
+            )
+        assert "events_text" in plan, plan
+
+
+def test_a_store_of_the_schema_before_the_index_gets_it_when_opened() -> None:
+    with fresh_schema_url() as url:
+        released = postgres_schema.MIGRATIONS[:2]
+        original = postgres_schema.MIGRATIONS
+        postgres_schema.MIGRATIONS = released
+        postgres_schema.SCHEMA_VERSION = 2
+        try:
+            _fill(url)
+        finally:
+            postgres_schema.MIGRATIONS = original
+            postgres_schema.SCHEMA_VERSION = len(original)
+        assert not _index_exists(url)
+        assert _seqs(url, "needle", limit=3) == [0, 2, 3]  # opening migrates
+        assert _index_exists(url)
+        with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
+            row = conn.execute(
+                f"SELECT value FROM \"{_schema(url)}\".meta WHERE key = 'schema_version'"
+            ).fetchone()
+        assert row is not None and int(row[0]) == len(postgres_schema.MIGRATIONS)
+
+
+@pytest.fixture
+def database_without_trgm() -> Iterator[str]:
+    """A URL to a store schema in a fresh database where pg_trgm cannot be created: it has
+    no ``public`` schema, where the store would create the extension."""
+    suffix = uuid.uuid4().hex[:10]
+    database, role, schema = f"treadle_notrgm_{suffix}", f"treadle_r_{suffix}", "store"
+    parts = urlsplit(POSTGRES_BASE_URL)
+    with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"')
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    admin_url = urlunsplit(parts._replace(path=f"/{database}"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public")
+        conn.execute(f'GRANT CREATE ON DATABASE "{database}" TO "{role}"')
+    netloc = f"{role}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    try:
+        yield urlunsplit(parts._replace(netloc=netloc, path=f"/{database}")) + f"?schema={schema}"
+    finally:
+        with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_without_pg_trgm_the_store_scans_and_says_so(
+    database_without_trgm: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = database_without_trgm
+    with caplog.at_level(logging.WARNING, logger="treadle.store.postgres_text"):
+        _fill(url)
+        assert _seqs(url, "needle") == [i for i, t in enumerate(TEXTS * 3) if "needle" in t.lower()]
+    assert not _index_exists_in(url)
+    assert any("pg_trgm" in record.getMessage() for record in caplog.records)
+
+
+def _index_exists_in(url: str) -> bool:
+    dsn = url.split("?")[0]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT to_regclass('store.events_text') IS NOT NULL").fetchone()
+    return bool(row and row[0])
