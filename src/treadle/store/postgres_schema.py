@@ -63,6 +63,10 @@ def _index_lines(conn: psycopg.Connection[Any]) -> None:
             )
 
 
+def _text_index(conn: psycopg.Connection[Any]) -> None:
+    ensure_text_index(conn)
+
+
 # Each entry upgrades the schema by one version; a new store runs them all from version 0, so
 # creating and migrating are one code path. Append, never edit: stores in the field ran these.
 MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = [
@@ -158,7 +162,7 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
         # Self-contained: it reads and changes nothing else, so it may run in any order
         # with other migrations. When pg_trgm cannot be had, text filters keep scanning and
         # each later open tries again (prepare_schema).
-        ensure_text_index,
+        _text_index,
     ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
