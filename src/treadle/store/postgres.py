@@ -12,6 +12,7 @@ ascending branch page and a branch count walked the whole path, ~0.3 s each).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -82,6 +83,13 @@ from treadle.store.postgres_sql import (
     path_segments,
 )
 from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
+from treadle.store.postgres_text import (
+    ORDERED_PROBE,
+    TEXT_INDEX_CAP,
+    has_text_index,
+    text_index_scans,
+    uses_text_index,
+)
 
 _SUBSCRIBE_BATCH = 500
 _MAX_TAILS = 10_000
@@ -190,6 +198,7 @@ class PostgresEventStore:
         try:
             with self._pool.connection() as conn:
                 prepare_schema(conn, self.schema, create=create)
+                self._text_index = has_text_index(conn)
         except BaseException:
             self._pool.close()
             raise
@@ -666,41 +675,137 @@ class PostgresEventStore:
     @_retried
     def search(self, conversation_id: str, query: EventQuery) -> EventPage:
         check_query(query)
+        fetch = query.limit + 1
+        with self._pool.connection() as conn:
+            key, event_count = self._key_and_count(conn, conversation_id)
+            if not (self._text_index and uses_text_index(query)):
+                rows = self._page(conn, conversation_id, key, query, fetch)
+            else:
+                rows = self._text_page(conn, conversation_id, key, event_count, query, fetch)
+        return page_of([_stored(row) for row in rows[:fetch]], query.limit)
+
+    def _text_page(
+        self,
+        conn: psycopg.Connection[Any],
+        conversation_id: str,
+        key: int,
+        event_count: int,
+        query: EventQuery,
+        fetch: int,
+    ) -> list[tuple[int, str]]:
+        """A page of a text search with the trigram index (postgres_text). Three steps,
+        each bounded, so that neither a frequent nor a rare needle reads the whole log:
+
+        1. the first ORDERED_PROBE events of the range in page order, as for any filter (a
+           frequent needle fills the page there);
+        2. else the index's matches in the rest of the range, at most TEXT_INDEX_CAP of
+           them, sorted (a rare needle: that is all of them, the page is exact);
+        3. else (more matches than that: matches are dense enough) the rest in page order.
+        """
+        low = -1 if query.after_seq is None else query.after_seq
+        high = event_count if query.before_seq is None else query.before_seq
+        if query.order == "asc":
+            cut = min(high, low + ORDERED_PROBE + 1)
+            probe = dataclasses.replace(query, before_seq=cut)
+            rest = dataclasses.replace(query, after_seq=cut - 1)
+            rest_is_empty = cut >= high
+        else:
+            cut = max(low, high - ORDERED_PROBE - 1)
+            probe = dataclasses.replace(query, after_seq=cut)
+            rest = dataclasses.replace(query, before_seq=cut + 1)
+            rest_is_empty = cut <= low
+        rows = self._page(conn, conversation_id, key, probe, fetch)
+        if len(rows) >= fetch or rest_is_empty:
+            return rows
+        with text_index_scans(conn):
+            matches = self._index_matches(conn, conversation_id, key, rest, fetch - len(rows))
+        if matches is None:
+            matches = self._page(conn, conversation_id, key, rest, fetch - len(rows))
+        return rows + matches
+
+    @staticmethod
+    def _index_matches(
+        conn: psycopg.Connection[Any],
+        conversation_id: str,
+        key: int,
+        query: EventQuery,
+        fetch: int,
+    ) -> list[tuple[int, str]] | None:
+        """The first ``fetch`` matches of ``query`` in page order, from the trigram index
+        (inside ``text_index_scans``); None when more than TEXT_INDEX_CAP events match. A
+        branch's path is kept in the same statement (a statement per segment would search
+        the index again for each fork)."""
+        filters, params = filters_of(query)
+        params.update(key=key, fetch=fetch, cap=TEXT_INDEX_CAP + 1)
+        on_path = ""
+        if query.branch_head is not None:
+            segments = path_segments(
+                conn, conversation_id, key, query.branch_head, floor=query.after_seq
+            )
+            on_path = (
+                " AND EXISTS (SELECT 1 FROM unnest(%(branches)s::bigint[], "
+                "%(firsts)s::bigint[], %(lasts)s::bigint[]) AS s (branch, first, last) "
+                "WHERE events.branch = s.branch AND events.seq BETWEEN s.first AND s.last)"
+            )
+            params.update(
+                branches=[segment[0] for segment in segments],
+                firsts=[segment[1] for segment in segments],
+                lasts=[segment[2] for segment in segments],
+            )
+        order = "DESC" if query.order == "desc" else "ASC"
+        rows = conn.execute(
+            "SELECT seq, payload, count(*) OVER () FROM (SELECT seq, payload FROM events "
+            f"WHERE conversation = %(key)s{filters}{on_path} LIMIT %(cap)s) AS matches "
+            f"ORDER BY seq {order} LIMIT %(fetch)s",
+            params,
+        ).fetchall()
+        if rows and rows[0][2] > TEXT_INDEX_CAP:
+            return None
+        return [(row[0], row[1]) for row in rows]
+
+    @staticmethod
+    def _page(
+        conn: psycopg.Connection[Any],
+        conversation_id: str,
+        key: int,
+        query: EventQuery,
+        fetch: int,
+    ) -> list[tuple[int, str]]:
+        """Up to ``fetch`` rows of ``query`` in page order."""
         filters, params = filters_of(query)
         order = "DESC" if query.order == "desc" else "ASC"
-        fetch = query.limit + 1
+        params.update(key=key, fetch=fetch)
+        if query.branch_head is None:
+            return conn.execute(page_sql(query, filters, order), params).fetchall()
         rows: list[tuple[int, str]] = []
-        with self._pool.connection() as conn:
-            key = self._key(conn, conversation_id)
-            params.update(key=key, fetch=fetch)
-            if query.branch_head is None:
-                rows = conn.execute(page_sql(query, filters, order), params).fetchall()
-            else:
-                segments = path_segments(
-                    conn, conversation_id, key, query.branch_head, floor=query.after_seq
-                )
-                if query.order == "asc":
-                    segments.reverse()
-                for branch, first, last in segments:
-                    rows.extend(
-                        conn.execute(
-                            "SELECT seq, payload FROM events WHERE conversation = %(key)s "
-                            f"AND branch = %(branch)s AND seq BETWEEN %(first)s AND %(last)s"
-                            f"{filters} ORDER BY seq {order} LIMIT %(fetch)s",
-                            {**params, "branch": branch, "first": first, "last": last},
-                        ).fetchall()
-                    )
-                    if len(rows) >= fetch:
-                        break
-        return page_of([_stored(row) for row in rows[:fetch]], query.limit)
+        segments = path_segments(
+            conn, conversation_id, key, query.branch_head, floor=query.after_seq
+        )
+        if query.order == "asc":
+            segments.reverse()
+        for branch, first, last in segments:
+            rows.extend(
+                conn.execute(
+                    "SELECT seq, payload FROM events WHERE conversation = %(key)s "
+                    f"AND branch = %(branch)s AND seq BETWEEN %(first)s AND %(last)s"
+                    f"{filters} ORDER BY seq {order} LIMIT %(fetch)s",
+                    {**params, "branch": branch, "first": first, "last": last},
+                ).fetchall()
+            )
+            if len(rows) >= fetch:
+                break
+        return rows
 
     @_retried
     def count(self, conversation_id: str, query: EventQuery) -> int:
         check_query(query)
         filters, params = filters_of(query)
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, contextlib.ExitStack() as scans:
             key, event_count = self._key_and_count(conn, conversation_id)
             params["key"] = key
+            if self._text_index and uses_text_index(query):
+                # a count reads every match: through the trigram index, not every event
+                scans.enter_context(text_index_scans(conn))
             if query.branch_head is None:
                 if only_cursors(query):
                     # seqs are gap-free from 0: the cursors alone give the count

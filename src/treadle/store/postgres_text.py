@@ -16,14 +16,47 @@ open of the store tries again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
+from treadle.store.base import EventQuery
+
 logger = logging.getLogger(__name__)
 
 INDEX = "events_text"
+ORDERED_PROBE = 200
+"""A text search page first reads this many events in page order (a frequent needle fills
+the page there), then asks the index about the rest of its range."""
+TEXT_INDEX_CAP = 2000
+"""At most this many of the index's matches are read and sorted for a page; a needle with
+more matches is dense enough that reading the range in page order meets the page soon."""
+MIN_NEEDLE = 3
+"""A shorter needle has no trigram: the index would answer "every row"."""
+
+
+def uses_text_index(query: EventQuery) -> bool:
+    """Whether a search with this query reads the text index (when the store has it)."""
+    return query.text is not None and len(query.text) >= MIN_NEEDLE
+
+
+@contextmanager
+def text_index_scans(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """The statements inside run in a transaction that lets the planner use the index.
+
+    The store's sessions turn bitmap scans off (postgres_schema.connect: the planner chose
+    them, without statistics, where an ordered index scan stops at the page), and a GIN index
+    is only read by a bitmap scan. Here it is the other way round: ordered index scans are
+    off, so a text filter is answered from the trigram index (ANDed with the conversation's
+    or the branch's index) instead of reading the conversation row by row.
+    """
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_bitmapscan = on")
+        conn.execute("SET LOCAL enable_indexscan = off")
+        yield
 
 
 def _trgm_schema(conn: psycopg.Connection[Any]) -> str | None:
@@ -69,4 +102,12 @@ def ensure_text_index(conn: psycopg.Connection[Any]) -> bool:
     return True
 
 
-__all__ = ["INDEX", "ensure_text_index", "has_text_index"]
+__all__ = [
+    "INDEX",
+    "ORDERED_PROBE",
+    "TEXT_INDEX_CAP",
+    "ensure_text_index",
+    "has_text_index",
+    "text_index_scans",
+    "uses_text_index",
+]
