@@ -6,8 +6,10 @@ scanning, and says so in the log."""
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -133,3 +135,58 @@ def _index_exists_in(url: str) -> bool:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT to_regclass('store.events_text') IS NOT NULL").fetchone()
     return bool(row and row[0])
+
+
+def test_every_step_of_a_text_page_equals_the_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random queries on a branched log, with a probe and a cap small enough that pages end
+    in each of the three steps (probe, index matches, ordered rest): pages and counts equal
+    those of the same store scanning."""
+    from treadle.store import postgres
+
+    monkeypatch.setattr(postgres, "ORDERED_PROBE", 3)
+    monkeypatch.setattr(postgres, "TEXT_INDEX_CAP", 4)
+    outcomes: list[str] = []
+    index_matches = postgres.PostgresEventStore._index_matches
+
+    def counted_matches(*args: Any, **kwargs: Any) -> list[tuple[int, str]] | None:
+        found = index_matches(*args, **kwargs)
+        outcomes.append("over the cap" if found is None else "from the index")
+        return found
+
+    monkeypatch.setattr(
+        postgres.PostgresEventStore, "_index_matches", staticmethod(counted_matches)
+    )
+    rng = random.Random(11)
+    words = ["Alpha", "beta", "GAMMA", "délta", 'q"uote', "back\\slash", "zz"]
+    with fresh_schema_url() as url, open_store(url) as store:
+        store.create_conversation("c")
+        ids: list[str] = []
+        for index in range(80):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 3)))
+            parent = ids[-1] if ids and rng.random() < 0.8 else rng.choice(ids or [ROOT])
+            store.append(
+                "c", MessageEvent(id=f"e{index}", source="user", text=text, parent_id=parent)
+            )
+            ids.append(f"e{index}")
+        assert isinstance(store, postgres.PostgresEventStore)
+        heads = [None, store.head("c"), *rng.sample(ids, 3)]
+        for _ in range(60):
+            query = EventQuery(
+                text=rng.choice(
+                    ["alpha", "BETA", "gamma", "délta", '"uote', "\\\\sl", "zz", "nope"]
+                ),
+                order=rng.choice(["asc", "desc"]),
+                limit=rng.randint(1, 6),
+                after_seq=rng.choice([None, rng.randint(-1, 80)]),
+                before_seq=rng.choice([None, rng.randint(0, 81)]),
+                branch_head=rng.choice(heads),
+            )
+            store._text_index = True
+            page = store.search("c", query)
+            counted = store.count("c", query)
+            store._text_index = False
+            assert store.search("c", query) == page, query
+            assert store.count("c", query) == counted, query
+    # the pages took every way: filled by the probe, by the index, by the ordered rest
+    assert 0 < len(outcomes) < 60
+    assert {"over the cap", "from the index"} <= set(outcomes)
