@@ -289,15 +289,20 @@ def catch_up_text_index(store: EventStore) -> dict[str, float]:
     """Index the store's text now, as the SQLite store's indexer thread does behind the
     appends (treadle.store.sqlite_text), so that text searches are measured on the index and
     nothing indexes in the background of later figures: {"text_index_s": seconds,
-    "text_index_per_event_us": ...}; {} for a store whose index is kept by the append."""
+    "text_index_per_event_us": ..., "text_index_bytes_per_event": ...}; {} for a store whose
+    index is kept by the append."""
     if not isinstance(store, SqliteEventStore):
         return {}
+    store.checkpoint()
+    size = store.file_size()
     begin = time.perf_counter()
     indexed = store.index_text()
     seconds = time.perf_counter() - begin
+    store.checkpoint()
     return {
         "text_index_s": seconds,
         "text_index_per_event_us": seconds / indexed * 1e6 if indexed else 0.0,
+        "text_index_bytes_per_event": (store.file_size() - size) / indexed if indexed else 0.0,
     }
 
 
