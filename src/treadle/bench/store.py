@@ -279,7 +279,6 @@ def measure_searches(store: EventStore, conversation: str, head: str, side: str,
             SEARCH_RUNS, functools.partial(store.search, conversation, query)
         )
     text = EventQuery(text="no such words anywhere")
-    figures["search_text_unindexed_s"] = median_time(3, lambda: store.search(conversation, text))
     figures.update(catch_up_text_index(store))
     figures["search_text_s"] = median_time(3, lambda: store.search(conversation, text))
     return figures
