@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,10 @@ CHUNK = 256
 append of another thread or process waits at most about that long behind the indexer."""
 TAIL_TO_INDEX = 256
 """A search that scans more un-indexed events than this asks the indexer to catch up."""
+DUTY = 0.25
+"""The indexer holds the write lock at most this share of the time while it catches up (it
+rests as long as a chunk took, times (1 - DUTY) / DUTY), so appends of other threads and
+processes keep at least the rest."""
 MIN_NEEDLE = 3
 
 logger = logging.getLogger(__name__)
@@ -202,8 +207,11 @@ class TextIndexer:
             thread.join()
 
     def _run(self) -> None:
+        rest = 0.0
         while True:
             with self._cond:
+                if rest > 0:
+                    self._cond.wait_for(lambda: self._stopping, timeout=rest)
                 while not self._pending and not self._stopping:
                     self._cond.wait()
                 if self._stopping:
@@ -212,11 +220,13 @@ class TextIndexer:
                 del self._pending[key]
                 self._busy = True
             left = 0
+            begin = time.monotonic()
             try:
                 left = self._index(key)
             except Exception as error:  # a busy or removed file: searches scan meanwhile
                 logger.warning("text index of conversation key %s not caught up: %s", key, error)
             finally:
+                rest = (time.monotonic() - begin) * (1 - DUTY) / DUTY
                 with self._cond:
                     self._busy = False
                     if left > 0 and not self._stopping:
