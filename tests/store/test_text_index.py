@@ -337,3 +337,29 @@ def test_a_store_of_the_schema_before_the_index_is_migrated(tmp_path: Path, monk
     finally:
         store.close()
     assert sqlite_schema.read_schema_version(path) == sqlite_schema.schema_version()
+
+
+@pytest.mark.parametrize("most", [0, 3, 10_000])
+def test_filtered_pages_and_counts_of_frequent_needles_equal_the_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, most: int
+) -> None:
+    """A filtered page or a count whose needle has more candidates than the limit is
+    answered without the index (sqlite_search.text_split); either way, as the scan."""
+    from treadle.store import sqlite_search
+
+    monkeypatch.setattr(sqlite_search, "_TEXT_CANDIDATES", most)
+    store = SqliteEventStore(tmp_path / "s.db")
+    try:
+        store.create_conversation("c")
+        _fill(store, "c", [(i % 3 == 0, f"common word {i % 5}", None) for i in range(40)])
+        queries = [
+            EventQuery(text=needle, kinds=kinds, order=order, limit=4)
+            for needle in ("common", "word 3", "nowhere")
+            for kinds in (None, ["message"], ["action"])
+            for order in ("asc", "desc")
+        ]
+        scanned = _answers(store, "c", queries)
+        store.index_text()
+        assert _answers(store, "c", queries) == scanned
+    finally:
+        store.close()

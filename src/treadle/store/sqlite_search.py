@@ -20,7 +20,13 @@ from typing import Any
 from treadle.errors import TreeError
 from treadle.store.base import EventQuery
 from treadle.store.common import time_us
-from treadle.store.sqlite_text import index_count, index_rows, indexable, indexed_count
+from treadle.store.sqlite_text import (
+    candidates,
+    index_count,
+    index_rows,
+    indexable,
+    indexed_count,
+)
 
 Segment = tuple[int, int, int]
 """(branch, lowest seq, highest seq): a run of a path inside one branch."""
@@ -31,6 +37,9 @@ Row = tuple[int, str]
 _TIME_PROBE = 2000
 """A time-filtered page reads candidates from the time index when at most this many match."""
 _NO_SEQ = 2**62
+_TEXT_CANDIDATES = 5000
+"""See ``text_split``: more candidates than this, and a filtered page or a count does without
+the text index (~1 ms to find out)."""
 
 
 def path_segments(
@@ -128,13 +137,30 @@ def matches_nothing(query: EventQuery) -> bool:
     )
 
 
-def text_split(conn: sqlite3.Connection, key: int, query: EventQuery) -> int | None:
+def text_split(
+    conn: sqlite3.Connection, key: int, query: EventQuery, *, counting: bool = False
+) -> int | None:
     """How many events of the conversation the text index holds, when the query's text
-    filter is answered by the index for part of the query's seq range; else None."""
+    filter is answered by the index for part of the query's seq range; else None.
+
+    The index reads its candidates one by one in seq order. That is the best way for a rare
+    needle, and for a frequent one when nothing else filters (the page fills at once); but a
+    count, or a page whose kind, source or time filter rejects most of a frequent needle's
+    candidates, would read them all. So those ask the index first whether the needle has
+    more than _TEXT_CANDIDATES candidates (reading at most that many), and if so are
+    answered as without the index, by the other filters' index.
+    """
     if query.text is None or not indexable(query.text.lower()):
         return None
     indexed = indexed_count(conn, key)
     if indexed <= 0 or (query.after_seq is not None and query.after_seq >= indexed - 1):
+        return None
+    filtered = query.kinds is not None or query.sources is not None
+    filtered = filtered or query.time_from is not None or query.time_to is not None
+    needle = query.text.lower()
+    if (counting or filtered) and candidates(
+        conn, key, needle, indexed, _TEXT_CANDIDATES
+    ) > _TEXT_CANDIDATES:
         return None
     return indexed
 
@@ -274,7 +300,7 @@ def count_rows(
     """How many events ``query`` matches (its order and limit aside)."""
     if matches_nothing(query):
         return 0
-    indexed = text_split(conn, key, query)
+    indexed = text_split(conn, key, query, counting=True)
     if indexed is None:
         return _count_rows(conn, key, event_count, query, segments)
     assert query.text is not None

@@ -141,6 +141,21 @@ def index_rows(
     ).fetchall()
 
 
+def candidates(
+    conn: sqlite3.Connection, key: int, needle: str, indexed: int, most: int = 5000
+) -> int:
+    """How many indexed events of the conversation hold the needle's trigrams, counting to
+    ``most`` + 1 at most (reads only the index)."""
+    base = key << ROWID_SHIFT
+    return int(
+        conn.execute(
+            "SELECT count(*) FROM (SELECT rowid FROM events_text WHERE events_text MATCH ? "
+            "AND rowid >= ? AND rowid < ? LIMIT ?)",
+            (match_expression(needle), base, base + indexed, most + 1),
+        ).fetchone()[0]
+    )
+
+
 def index_count(
     conn: sqlite3.Connection,
     key: int,
@@ -237,6 +252,7 @@ __all__ = [
     "CHUNK",
     "TAIL_TO_INDEX",
     "TextIndexer",
+    "candidates",
     "create_text_index",
     "drop_conversation",
     "index_chunk",
