@@ -82,7 +82,6 @@ from treadle.store.postgres_sql import (
     page_sql,
     path_segments,
 )
-from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
 from treadle.store.postgres_text import (
     ORDERED_PROBE,
     TEXT_INDEX_CAP,
@@ -90,6 +89,7 @@ from treadle.store.postgres_text import (
     text_index_scans,
     uses_text_index,
 )
+from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
 
 _SUBSCRIBE_BATCH = 500
 _MAX_TAILS = 10_000

@@ -21,8 +21,8 @@ from psycopg.pq import TransactionStatus
 
 from treadle.events.branches import index_shapes
 from treadle.store.base import StoreError, StoreUnavailable, shapes_from_rows
-from treadle.store.usage_totals import postgres_add_usage_totals
 from treadle.store.postgres_text import ensure_text_index
+from treadle.store.usage_totals import postgres_add_usage_totals
 
 T = TypeVar("T")
 

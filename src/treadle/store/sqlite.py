@@ -88,7 +88,6 @@ from treadle.store.sqlite_search import (
     path_payloads,
     path_segments,
 )
-from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
 from treadle.store.sqlite_text import (
     TAIL_TO_INDEX,
     TextIndexer,
@@ -97,6 +96,7 @@ from treadle.store.sqlite_text import (
     indexable,
     indexed_count,
 )
+from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
 
 DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
 

@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 from treadle.events.branches import index_shapes
 from treadle.store.base import StoreError, shapes_from_rows
-from treadle.store.usage_totals import sqlite_add_usage_totals
 from treadle.store.sqlite_text import create_text_index
+from treadle.store.usage_totals import sqlite_add_usage_totals
 
 APPLICATION = "treadle"
 SQLITE_MAGIC = b"SQLite format 3\x00"
