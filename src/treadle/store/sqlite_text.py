@@ -53,13 +53,15 @@ logger = logging.getLogger(__name__)
 def create_text_index(conn: sqlite3.Connection) -> None:
     """The text index's tables (schema migration: its own step, nothing else in it). Existing
     events are not indexed here (that could take minutes on a large store); the indexer
-    catches them up after the first searches, which scan them meanwhile."""
+    catches them up after the first searches, which scan them meanwhile. Running it again
+    (a store whose recorded version was set back) keeps the index and marks as they are."""
     conn.execute(
-        "CREATE VIRTUAL TABLE events_text USING fts5("
+        "CREATE VIRTUAL TABLE IF NOT EXISTS events_text USING fts5("
         "body, tokenize='trigram', content='', detail='none', columnsize=0)"
     )
     conn.execute(
-        "CREATE TABLE text_marks (conversation INTEGER PRIMARY KEY, indexed INTEGER NOT NULL)"
+        "CREATE TABLE IF NOT EXISTS text_marks "
+        "(conversation INTEGER PRIMARY KEY, indexed INTEGER NOT NULL)"
     )
 
 
