@@ -27,7 +27,11 @@ class InstantThinkModel:
         self._steps = itertools.count()
 
     def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        turn: int | None = None,
     ) -> ModelResponse:
         step = next(self._steps)
         return ModelResponse(

@@ -22,7 +22,7 @@ from treadle.events.model import (
 )
 from treadle.events.projection import ViewItem
 
-__all__ = ["CondensationPlan", "may_condense", "plan_condensation"]
+__all__ = ["CondensationPlan", "head_end", "may_condense", "plan_condensation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ def plan_condensation(
     if count != len(tokens):
         raise ValueError(f"{count} view items but {len(tokens)} token counts")
     valid = _valid_cuts(view)
-    head = _first_valid(valid, _head_end(view))
+    head = _first_valid(valid, head_end(view))
     if head is None:
         return None
     start, kept = count, 0
@@ -82,8 +82,9 @@ def plan_condensation(
     return CondensationPlan(head, tail, tuple(view[head:tail]))
 
 
-def _head_end(view: Sequence[ViewItem]) -> int:
-    """Just after the first user message (after the leading system prompts when none)."""
+def head_end(view: Sequence[ViewItem]) -> int:
+    """Where the kept head ends: just after the first user message (after the leading system
+    prompts when there is none)."""
     for index, item in enumerate(view):
         if item.kind == "message" and getattr(item, "role", None) == "user":
             return index + 1
