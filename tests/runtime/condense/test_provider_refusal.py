@@ -57,12 +57,12 @@ def conversation_on(store, workspace: Path, server: FakeOpenAIServer, **fields) 
 
 def test_a_refused_request_is_condensed_and_retried_and_the_run_goes_on(store, workspace):
     respond = RefusingServer([think(i) for i in range(30)], limit=9_000)
-    with FakeOpenAIServer([{"respond": respond}] * 200) as server:
-        with conversation_on(store, workspace, server) as conversation:
-            conversation.send_message("think it through")
-            status = conversation.run(max_steps=40)
-            assert status is ConversationStatus.FINISHED, conversation.status_reason
-            path = conversation.active_path()
+    server = FakeOpenAIServer([{"respond": respond}] * 200)
+    with server, conversation_on(store, workspace, server) as conversation:
+        conversation.send_message("think it through")
+        status = conversation.run(max_steps=40)
+        assert status is ConversationStatus.FINISHED, conversation.status_reason
+        path = conversation.active_path()
     assert respond.refused >= 2  # it filled the window more than once
     condensations = [e for e in path if e.kind == "condensation"]
     assert len(condensations) == respond.refused == respond.summaries
@@ -103,11 +103,11 @@ def test_a_server_that_always_refuses_ends_in_error_after_one_retry(store, works
 
 
 def test_with_condense_off_a_refusal_is_an_error_that_says_so(store, workspace):
-    with FakeOpenAIServer([think(0), CONTEXT_EXCEEDED]) as server:
-        with conversation_on(store, workspace, server, condense="off") as conversation:
-            conversation.send_message("think")
-            status = conversation.run(max_steps=5)
-            requests = len(server.requests)
+    server = FakeOpenAIServer([think(0), CONTEXT_EXCEEDED])
+    with server, conversation_on(store, workspace, server, condense="off") as conversation:
+        conversation.send_message("think")
+        status = conversation.run(max_steps=5)
+        requests = len(server.requests)
     assert status is ConversationStatus.ERROR
     assert "condensation is off" in conversation.status_reason
     assert requests == 2
