@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.postgres import fresh_schema_url
 
+from support.postgres import fresh_schema_url
 from treadle.events.audit import audit_events
 from treadle.events.model import (
     ROOT,
