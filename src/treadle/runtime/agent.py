@@ -51,8 +51,12 @@ class Agent:
     def system_prompt_event(self) -> SystemPromptEvent:
         return SystemPromptEvent(text=self.system_prompt, tools=self.tools.openai_schemas())
 
-    def ask(self, messages: Sequence[dict[str, Any]], *, turn: int | None = None) -> ModelResponse:
-        return self.model.complete(messages, self.tools.openai_schemas(), turn=turn)
+    def ask(
+        self, messages: Sequence[dict[str, Any]], *, responses_before: int | None = None
+    ) -> ModelResponse:
+        return self.model.complete(
+            messages, self.tools.openai_schemas(), responses_before=responses_before
+        )
 
     @staticmethod
     def response_events(response: ModelResponse) -> list[MessageEvent] | list[ActionEvent]:

@@ -538,9 +538,10 @@ class Conversation:
     def _ask(self, messages: list[dict]) -> ModelResponse:
         """The model's answer, asked in a thread of its own so that an interrupt need not wait
         for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
-        turn = self._context.model_turns
+        responses_before = self._context.model_responses
         future = in_thread(
-            lambda: self.agent.ask(messages, turn=turn), f"treadle-model-{self.id[:8]}"
+            lambda: self.agent.ask(messages, responses_before=responses_before),
+            f"treadle-model-{self.id[:8]}",
         )
         return result_unless_interrupted(future, self.context.interruption, grace_s=0)
 

@@ -21,7 +21,7 @@ from treadle.store.urls import open_store
 
 
 class RecordingModel:
-    """The scripted model, with every request it gets recorded (messages and turn)."""
+    """The scripted model, with every request it gets recorded (messages and responses before)."""
 
     def __init__(self, inner: ScriptedModel, fail_summaries: bool = False) -> None:
         self.inner = inner
@@ -34,11 +34,11 @@ class RecordingModel:
     def name(self) -> str:
         return self.inner.name
 
-    def complete(self, messages, tools, *, turn=None):
+    def complete(self, messages, tools, *, responses_before=None):
         self.requests.append(list(messages))
         if self.on_request is not None:
             self.on_request(messages)
-        return self.inner.complete(messages, tools, turn=turn)
+        return self.inner.complete(messages, tools, responses_before=responses_before)
 
     def summarize(self, messages, *, number):
         self.summary_requests.append(list(messages))
@@ -208,11 +208,11 @@ def test_the_context_view_follows_the_projection_view(store, workspace):
     fresh = ContextView(sizes)
     fresh.follow(path)  # read from the root: the same as followed step by step
     assert [item.id for item in fresh.view] == [item.id for item in view.view]
-    assert (fresh.total, fresh.model_turns, fresh.condensations) == (
+    assert (fresh.total, fresh.model_responses, fresh.condensations) == (
         view.total,
-        view.model_turns,
+        view.model_responses,
         view.condensations,
     )
-    assert fresh.model_turns == 51  # 50 thinks and the finish
+    assert fresh.model_responses == 51  # 50 thinks and the finish
     assert fresh.condensations > 0
     assert seen > 5

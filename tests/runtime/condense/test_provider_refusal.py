@@ -78,7 +78,7 @@ def test_a_refused_request_is_condensed_and_retried_and_the_run_goes_on(store, w
     for body in respond.accepted:
         assert_valid_provider_history(body["messages"])
     # The last accepted request is the projection of the path it was made from (LiteLLM
-    # leaves out the null content of a tool-call turn: ``normalised``).
+    # leaves out the null content of a tool-call message: ``normalised``).
     last_request = respond.accepted[-1]["messages"]
     assert norm(last_request) == norm(json.loads(json.dumps(project_messages(path[:-1]))))
 

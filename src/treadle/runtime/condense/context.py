@@ -64,7 +64,7 @@ class TokenSizes:
 
 
 class ContextView:
-    """The condensed view of a path, its token total and its model turns (module doc)."""
+    """The condensed view of a path, its token total and its model responses (module doc)."""
 
     def __init__(self, sizes: TokenSizes | None = None) -> None:
         self._sizes = sizes
@@ -73,7 +73,7 @@ class ContextView:
         self.view: list[ViewItem] = []
         self.total = 0
         """Tokens of the view's items (0 while no counter is attached)."""
-        self.model_turns = 0
+        self.model_responses = 0
         self.condensations = 0
         self.may_condense = True
         """CONDENSE-LOOP: False right after a condensation, until a model-visible event."""
@@ -112,7 +112,7 @@ class ContextView:
         self._last_id = path[-1].id if path else None
 
     def _reset(self) -> None:
-        self.view, self.total, self.model_turns, self.condensations = [], 0, 0, 0
+        self.view, self.total, self.model_responses, self.condensations = [], 0, 0, 0
         self.may_condense = True
         self._responses = set()
 
@@ -131,9 +131,9 @@ class ContextView:
             response = event.llm_response_id  # type: ignore[attr-defined]
             if response not in self._responses:
                 self._responses.add(response)
-                self.model_turns += 1
+                self.model_responses += 1
         elif kind == "message" and event.source == "agent":
-            self.model_turns += 1
+            self.model_responses += 1
 
     def _condense(self, condensation: CondensationEvent) -> None:
         forgotten = frozenset(condensation.forgotten_event_ids)

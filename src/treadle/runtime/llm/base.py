@@ -60,9 +60,9 @@ class LanguageModel(Protocol):
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         *,
-        turn: int | None = None,
+        responses_before: int | None = None,
     ) -> ModelResponse:
-        """The next response. ``turn``: how many responses the model already gave on the
+        """The next response. ``responses_before``: how many responses the model already gave on the
         conversation's active path, those a condensation forgot included (None: unknown)."""
         ...
 

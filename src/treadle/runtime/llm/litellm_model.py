@@ -203,7 +203,7 @@ class LiteLLMModel:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         *,
-        turn: int | None = None,
+        responses_before: int | None = None,
     ) -> ModelResponse:
         litellm = self._litellm = self._litellm or _import_litellm()
         import openai  # installed with litellm; its errors are the base of LiteLLM's

@@ -1,7 +1,7 @@
 """A model that replays responses from a JSON script: the demo's and the tests' model.
 
 It finds its place from the conversation itself: the number of model responses already on its
-active path (``turn``, which the runtime counts from the stored events, so that a condensation,
+active path (``responses_before``, which the runtime counts from the stored events, so that a condensation,
 which shrinks what the model is sent, does not move it), else the number of assistant messages
 it is sent. A conversation reopened in another process continues where it stopped. A
 condenser's summary request is answered from the script's ``summaries`` (or a fixed text),
@@ -90,11 +90,11 @@ class ScriptedModel:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         *,
-        turn: int | None = None,
+        responses_before: int | None = None,
     ) -> ModelResponse:
         answered = (
-            turn
-            if turn is not None
+            responses_before
+            if responses_before is not None
             else sum(1 for message in messages if message.get("role") == "assistant")
         )
         if answered >= len(self.script.responses):
