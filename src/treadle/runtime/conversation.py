@@ -587,7 +587,9 @@ class Conversation:
         return True
 
     def _used_call_ids(self) -> set[str]:
-        return {e.tool_call_id for e in self._log.path() if isinstance(e, ActionEvent)}
+        """The call ids on the active path, followed as it grows (not a pass over it)."""
+        self._context.follow(self._log.path())
+        return self._context.call_ids
 
     def _record_model_error(self, error: ModelError) -> ConversationStatus:
         """A model that could not answer, or answered unusably: ERROR, raw response kept."""

@@ -214,5 +214,7 @@ def test_the_context_view_follows_the_projection_view(store, workspace):
         view.condensations,
     )
     assert fresh.model_responses == 51  # 50 thinks and the finish
+    assert fresh.call_ids == view.call_ids
+    assert fresh.call_ids == {e.tool_call_id for e in path if e.kind == "action"}
     assert fresh.condensations > 0
     assert seen > 5

@@ -2,8 +2,8 @@
 
 ``ContextView`` keeps the condensed view of the path (as ``projection.condensed_view``), the
 token size of each item (counted once per id with the model's counter, then cached), their
-total, the number of model responses on the path (forgotten ones included: the scripted model's
-place) and whether a condensation may be made now (CONDENSE-LOOP). A step that appends events
+total, the number of model responses and the tool call ids on the path (forgotten ones included:
+the scripted model's place; LINK-UNIQUE for new calls) and whether a condensation may be made now (CONDENSE-LOOP). A step that appends events
 costs O(new events); a condensation O(view); a path that is not an extension (a branch switch)
 is read again from its root.
 """
@@ -77,6 +77,9 @@ class ContextView:
         self.condensations = 0
         self.may_condense = True
         """CONDENSE-LOOP: False right after a condensation, until a model-visible event."""
+        self.call_ids: set[str] = set()
+        """The tool call ids on the path, forgotten ones included (LINK-UNIQUE: a new call
+        must not reuse one). Read it, never change it."""
         self._responses: set[str] = set()
 
     def attach(self, sizes: TokenSizes) -> None:
@@ -114,6 +117,7 @@ class ContextView:
     def _reset(self) -> None:
         self.view, self.total, self.model_responses, self.condensations = [], 0, 0, 0
         self.may_condense = True
+        self.call_ids = set()
         self._responses = set()
 
     def _add(self, event: EventBase) -> None:
@@ -128,6 +132,7 @@ class ContextView:
         if self._sizes is not None:
             self.total += self._sizes.size(event)
         if kind == "action":
+            self.call_ids.add(event.tool_call_id)  # type: ignore[attr-defined]
             response = event.llm_response_id  # type: ignore[attr-defined]
             if response not in self._responses:
                 self._responses.add(response)
