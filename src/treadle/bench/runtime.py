@@ -34,11 +34,7 @@ class InstantThinkModel:
         self._steps = itertools.count()
 
     def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        responses_before: int | None = None,
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
     ) -> ModelResponse:
         step = next(self._steps)
         return ModelResponse(

@@ -23,6 +23,8 @@ from treadle.store.urls import open_store
 class RecordingModel:
     """The scripted model, with every request it gets recorded (messages and responses before)."""
 
+    takes_responses_before = True  # as the scripted model: told its place on the path
+
     def __init__(self, inner: ScriptedModel, fail_summaries: bool = False) -> None:
         self.inner = inner
         self.requests: list[list[dict]] = []

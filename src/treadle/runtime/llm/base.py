@@ -56,15 +56,24 @@ class LanguageModel(Protocol):
     def name(self) -> str: ...
 
     def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse: ...
+
+
+class PlacedModel(Protocol):
+    """A model that answers by its place in the conversation (the scripted model): it sets
+    ``takes_responses_before`` and is told how many responses it already gave on the active
+    path, those a condensation forgot included. Other models keep the plain ``complete``."""
+
+    takes_responses_before: bool
+
+    def complete(
         self,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         *,
         responses_before: int | None = None,
-    ) -> ModelResponse:
-        """The next response. ``responses_before``: how many responses the model already gave on the
-        conversation's active path, those a condensation forgot included (None: unknown)."""
-        ...
+    ) -> ModelResponse: ...
 
 
 class Summarizer(Protocol):

@@ -199,11 +199,7 @@ class LiteLLMModel:
         return int(litellm.token_counter(model=self.settings.model, text=text))
 
     def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        responses_before: int | None = None,
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
     ) -> ModelResponse:
         litellm = self._litellm = self._litellm or _import_litellm()
         import openai  # installed with litellm; its errors are the base of LiteLLM's

@@ -41,6 +41,9 @@ class Script(BaseModel):
 class ScriptedModel:
     """Answers the n-th model call with the n-th scripted response."""
 
+    takes_responses_before = True
+    """Told its place by the runtime (``PlacedModel``)."""
+
     def __init__(self, script: Script, *, source: str = "inline") -> None:
         self.script = script
         self.source = source
