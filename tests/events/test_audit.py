@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from treadle.events.audit import AuditReport, audit_events
+from treadle.events.audit import AuditReport, IncrementalAudit, audit_events
 from treadle.events.model import (
     ROOT,
     ActionEvent,
@@ -516,3 +516,80 @@ def test_a_long_chain_has_no_recursion_limit():
     report = audit_events(events)
     assert report.clean
     assert report.counts == {"message": 1, "action": 5999, "observation": 5999}
+
+
+# -- CONDENSE-SPLIT, CONDENSE-PENDING, CONDENSE-LOOP -----------------------------------------
+
+
+def condense(event_id, parent, forgotten, summary="s"):
+    return CondensationEvent(
+        id=event_id,
+        parent_id=parent,
+        forgotten_event_ids=forgotten,
+        summary=summary,
+        summary_offset=1,
+    )
+
+
+def answered_pair():
+    x = act("x", "u1", call="cx")
+    return [user("u1", ROOT), x, obs("ox", x, "x"), user("u2", "ox")]
+
+
+def test_forgetting_a_call_and_its_result_together_passes():
+    assert audit_events([*answered_pair(), condense("k", "u2", ["x", "ox"])]).clean
+
+
+def test_forgetting_a_call_without_its_result_is_named():
+    report = audit_events([*answered_pair(), condense("k", "u2", ["x"])])
+    assert only(report, "CONDENSE-SPLIT") == ("k", "x", "ox")
+
+
+def test_forgetting_a_result_without_its_call_is_named():
+    report = audit_events([*answered_pair(), condense("k", "u2", ["ox"])])
+    assert only(report, "CONDENSE-SPLIT") == ("k", "ox", "x")
+
+
+def test_a_pair_forgotten_over_two_condensations_passes():
+    events = [*answered_pair(), condense("k1", "u2", ["x"]), user("u3", "k1")]
+    events.append(condense("k2", "u3", ["ox"]))
+    report = audit_events(events)
+    assert found(report, "CONDENSE-SPLIT") == [("k1", "x", "ox")]  # only the first, at its time
+
+
+def test_forgetting_part_of_a_batch_is_named():
+    x, y = act("x", "u1", call="cx"), act("y", "x", call="cy")
+    events = [user("u1", ROOT), x, y, obs("ox", x, "y"), obs("oy", y, "ox"), user("u2", "oy")]
+    report = audit_events([*events, condense("k", "u2", ["x", "ox"])])
+    assert only(report, "CONDENSE-SPLIT") == ("k", "x", "y")
+
+
+def test_forgetting_a_pending_call_is_named():
+    x = act("x", "u1", call="cx")
+    events = [user("u1", ROOT), x, condense("k", "x", ["x"]), obs("ox", x, "k")]
+    report = audit_events(events)
+    assert only(report, "CONDENSE-PENDING") == ("k", "x")
+
+
+def test_two_condensations_with_nothing_visible_between_are_named():
+    events = [*answered_pair(), condense("k1", "u2", ["x", "ox"])]
+    events += [PauseEvent(id="p", parent_id="k1"), condense("k2", "p", [])]
+    assert only(audit_events(events), "CONDENSE-LOOP") == ("k1", "k2")
+    events[-1] = user("u3", "p")
+    events.append(condense("k2", "u3", []))
+    assert audit_events(events).clean
+
+
+def test_condensation_checks_hold_per_branch():
+    """A branch where the result was not given yet: forgetting the call there is PENDING;
+    on the sibling branch, where it was, the same forgetting passes."""
+    x = act("x", "u1", call="cx")
+    events = [user("u1", ROOT), x, obs("ox", x, "x"), condense("k1", "ox", ["x", "ox"])]
+    events.append(condense("k2", "x", ["x"]))  # a sibling of ox: x is pending there
+    report = audit_events(events, head="k1")
+    assert report.contracts() == ["CONDENSE-PENDING"]
+    incremental = IncrementalAudit()
+    for event in events:
+        incremental.extend([event])
+    assert incremental.report("k1").to_json_dict() == report.to_json_dict()
+    assert report.violations[0].event_ids == ("k2", "x")

@@ -89,3 +89,14 @@ def test_cli_project_of_an_empty_head_is_empty():
     result = CliRunner().invoke(app, ["project", str(CONVERSATIONS["empty_head"])])
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_sdk_conversations_audit_clean_with_the_condense_checks(name):
+    """The SDK's own condensations (fixture ``condensation``) keep CONDENSE-SPLIT,
+    CONDENSE-PENDING and CONDENSE-LOOP."""
+    from treadle.events.audit import audit_events
+
+    events = read_conversation_folder(CONVERSATIONS[name]).events
+    report = audit_events(events)
+    assert not [v for v in report.violations if v.contract.startswith("CONDENSE")], report

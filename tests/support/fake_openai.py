@@ -20,7 +20,10 @@ class FakeOpenAIServer:
     - ``{"body": "text"}``: a 200 whose body is this text (not JSON);
     - ``{"cut": True}``: the connection is closed without an answer;
     - ``{"hang": True}``: no answer until the server stops (a provider that never answers);
-    - ``{"before": callable}``: called with the request body before answering (fault injection).
+    - ``{"before": callable}``: called with the request body before answering (fault injection);
+    - ``{"respond": callable}``: called with the request body, returns the reply to give (a
+      server whose answer depends on the request, e.g. one that refuses long prompts);
+    - ``{"status": 400, "error": {...}}``: an error with this OpenAI error object.
     """
 
     def __init__(self, replies: list[dict[str, Any]]) -> None:
@@ -47,6 +50,9 @@ class FakeOpenAIServer:
                 before: Callable[[dict[str, Any]], None] | None = reply.get("before")
                 if before is not None:
                     before(body)
+                respond: Callable[[dict[str, Any]], dict[str, Any]] | None = reply.get("respond")
+                if respond is not None:
+                    reply = respond(body)
                 if reply.get("hang"):
                     server._stopping.wait()
                     return
@@ -65,7 +71,11 @@ class FakeOpenAIServer:
                 elif status == 200:
                     data = json.dumps(server._completion(reply, number)).encode()
                 else:
-                    error = {"message": "slow down", "type": "rate_limit_exceeded", "code": status}
+                    error = reply.get("error") or {
+                        "message": "slow down",
+                        "type": "rate_limit_exceeded",
+                        "code": status,
+                    }
                     data = json.dumps({"error": error}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -120,3 +130,16 @@ class FakeOpenAIServer:
             ],
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
         }
+
+
+CONTEXT_EXCEEDED = {
+    "status": 400,
+    "error": {
+        "message": "This model's maximum context length is 8192 tokens. However, your messages "
+        "resulted in 9000 tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    },
+}
+"""The 400 OpenAI sends for a prompt longer than the model's context window."""

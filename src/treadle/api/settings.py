@@ -70,15 +70,29 @@ class ModelChoice(BaseModel):
         description="The scripted model's responses inline (a script file's `responses`); "
         "a server takes scripted models this way",
     )
+    summaries: tuple[str, ...] | None = Field(
+        default=None,
+        description="The scripted model's answers to summary requests, inline (a script "
+        "file's `summaries`); with `responses` only",
+    )
 
     @model_validator(mode="after")
     def _fields_of_the_kind(self) -> ModelChoice:
         if self.kind == "scripted":
             if (self.script is None) == (self.responses is None):
                 raise ValueError("a scripted model needs exactly one of responses or script")
-        elif self.script is not None or self.responses is not None:
-            raise ValueError("script and responses apply to a scripted model only")
+            if self.summaries is not None and self.responses is None:
+                raise ValueError("summaries go inline with responses (a script file has its own)")
+        elif self.script is not None or self.responses is not None or self.summaries is not None:
+            raise ValueError("script, responses and summaries apply to a scripted model only")
         return self
+
+
+class CondenseMode(StrEnum):
+    """Whether the runtime condenses the model's context (``auto``) or never does (``off``)."""
+
+    AUTO = "auto"
+    OFF = "off"
 
 
 class ConversationSettings(BaseModel):
@@ -91,6 +105,19 @@ class ConversationSettings(BaseModel):
     confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER
     workspace: str
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    condense: CondenseMode = Field(
+        default=CondenseMode.AUTO,
+        description="`auto`: condense when the next request would pass the token budget, or "
+        "when the provider refuses a request as too long; `off`: send the whole active path",
+    )
+    context_tokens: int | None = Field(
+        default=None,
+        ge=256,
+        le=100_000_000,
+        description="The token budget of a request (default: 0.8 of the model's input window "
+        "when LiteLLM knows the model; unknown models without it condense only when the "
+        "provider refuses)",
+    )
 
     @field_validator("tools")
     @classmethod

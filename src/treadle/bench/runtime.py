@@ -1,9 +1,13 @@
 """``treadle bench runtime``: Treadle's own overhead per agent step (store + projection) with
-short and long histories; the model answers instantly and the tool (think) does nothing."""
+short and long histories; the model answers instantly and the tool (think) does nothing. With
+condensation on (a small budget, so that the measured steps condense several times), the same
+at 100 and at 10,000 events, and the condenser's own decision (no summary call) at 10,000
+events under a 100,000-token budget."""
 
 from __future__ import annotations
 
 import itertools
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -11,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from treadle.bench.workload import realistic_events
-from treadle.events.model import TokenUsage
+from treadle.events.model import CondensationEvent, Event, TokenUsage
+from treadle.runtime.condense.condenser import Condenser
+from treadle.runtime.condense.context import ContextView
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm.base import ModelResponse, ToolCall
+from treadle.runtime.llm.litellm_model import litellm_token_counter
 from treadle.runtime.settings import ConversationSettings
 from treadle.store.urls import open_store
 
@@ -36,33 +43,112 @@ class InstantThinkModel:
             usage=TokenUsage(),
         )
 
+    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
+        return ModelResponse(id=f"bench-summary-{number}", text="the earlier steps thought")
 
-def _step_seconds(history: int, steps: int, folder: Path, durability: str) -> float:
-    store = open_store(f"sqlite:///{folder / f'runtime-{history}.db'}?durability={durability}")
+
+def _step_seconds(
+    history: int,
+    steps: int,
+    folder: Path,
+    durability: str,
+    context_tokens: int | None = None,
+) -> tuple[float, int]:
+    """Seconds per step after ``history`` events, and the condensations the steps made."""
+    name = f"runtime-{history}-{context_tokens or 'whole'}.db"
+    store = open_store(f"sqlite:///{folder / name}?durability={durability}")
     # The model's name is only stored; the instant model given here answers.
     settings = ConversationSettings.litellm(
-        InstantThinkModel.name, folder / "workspace", tools=("think", "finish")
+        InstantThinkModel.name,
+        folder / "workspace",
+        tools=("think", "finish"),
+        condense="off" if context_tokens is None else "auto",
+        context_tokens=context_tokens,
     )
     conversation = Conversation.create(store, settings, model=InstantThinkModel())
     past = realistic_events(history)
     for start in range(0, len(past), 1000):
         store.append_batch(conversation.id, past[start : start + 1000])
-    conversation.run(max_steps=3)  # warm up: caches filled as in a long-running process
+    # Warm up: caches filled as in a long-running process (a long history is condensed
+    # here the first time, its events' tokens counted once).
+    conversation.run(max_steps=3)
+    before = _condensations(conversation)
     begin = time.perf_counter()
     conversation.run(max_steps=steps)
     elapsed = time.perf_counter() - begin
+    made = _condensations(conversation) - before
     conversation.close()
     store.close()
-    return elapsed / steps
+    return elapsed / steps, made
+
+
+def _condensations(conversation: Conversation) -> int:
+    return sum(1 for event in conversation.active_path() if event.kind == "condensation")
+
+
+def decision_seconds(events: int = 10_000, budget: int = 100_000) -> dict[str, float]:
+    """The condenser's own decision at ``events`` events under ``budget`` tokens, no summary
+    call: a path condensed as the runtime would have condensed it, then the median time of
+    (a) a step's check (follow two new events, compare with the budget) and (b) the plan
+    when the check fires (what to forget, over the whole view)."""
+    condenser = Condenser(
+        InstantThinkModel(), litellm_token_counter("gpt-4o"), context_tokens=budget
+    )
+    context = ContextView(condenser.sizes())
+    path: list[Event] = []
+    for event in realistic_events(events):
+        path.append(event)
+        context.follow(path)
+        if condenser.over_budget(context):
+            plan = condenser.plan(context)
+            if plan is not None:
+                path.append(
+                    CondensationEvent(
+                        forgotten_event_ids=plan.forgotten_ids,
+                        summary="the earlier steps",
+                        summary_offset=plan.summary_offset,
+                    )
+                )
+                context.follow(path)
+    checks: list[float] = []
+    plans: list[float] = []
+    tail = realistic_events(40)[-20:]
+    for repeat in range(10):
+        extended = [*path, *(e.model_copy(update={"id": f"{e.id}-{repeat}"}) for e in tail[:2])]
+        begin = time.perf_counter()
+        context.follow(extended)
+        condenser.over_budget(context)
+        checks.append(time.perf_counter() - begin)
+        begin = time.perf_counter()
+        context.may_condense = True  # time the plan even right after a condensation
+        condenser.plan(context)
+        plans.append(time.perf_counter() - begin)
+        context.follow(path)  # back (a rebuild: not timed)
+    return {
+        "decision_events": float(len(path)),
+        "decision_view_items": float(len(context.view)),
+        "decision_check_s": statistics.median(checks),
+        "decision_plan_s": statistics.median(plans),
+    }
 
 
 def run_runtime_bench(
-    short: int = 100, long: int = 10_000, steps: int = 200, durability: str = "fast"
+    short: int = 100,
+    long: int = 10_000,
+    steps: int = 200,
+    durability: str = "fast",
+    condensed_budget: int = 4_000,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="treadle-bench-") as tmp:
         folder = Path(tmp)
-        short_s = _step_seconds(short, steps, folder, durability)
-        long_s = _step_seconds(long, steps, folder, durability)
+        short_s, _ = _step_seconds(short, steps, folder, durability)
+        long_s, _ = _step_seconds(long, steps, folder, durability)
+        condensed_short_s, short_made = _step_seconds(
+            short, steps, folder, durability, condensed_budget
+        )
+        condensed_long_s, long_made = _step_seconds(
+            long, steps, folder, durability, condensed_budget
+        )
     return {
         "durability": durability,
         "steps": steps,
@@ -71,4 +157,11 @@ def run_runtime_bench(
         "step_overhead_short_s": short_s,
         "step_overhead_long_s": long_s,
         "long_vs_short_ratio": long_s / short_s,
+        "condensed_budget_tokens": condensed_budget,
+        "condensed_step_overhead_short_s": condensed_short_s,
+        "condensed_step_overhead_long_s": condensed_long_s,
+        "condensed_long_vs_short_ratio": condensed_long_s / condensed_short_s,
+        "condensations_in_steps_short": short_made,
+        "condensations_in_steps_long": long_made,
+        **decision_seconds(long, 100_000),
     }

@@ -43,7 +43,10 @@ def describe(event: Event) -> str:
     if event.kind == "user_rejection":
         return f"{event.tool_name} rejected: {_one_line(event.reason)} (call={event.tool_call_id})"
     if event.kind == "condensation":
-        return f"condensation: forgets {len(event.forgotten_event_ids)} events"
+        said = "with a summary" if event.summary is not None else (event.note or "no summary")
+        return (
+            f"condensation: forgets {len(event.forgotten_event_ids)} events, {_one_line(said, 80)}"
+        )
     if event.kind == "state_change":
         return f"{event.key} = {_one_line(str(event.value), 80)}"
     if event.kind == "foreign":

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.panel import Panel
 
+from treadle.api.settings import CondenseMode
 from treadle.cli.app import app
 from treadle.cli.live_view import LiveView, describe
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
@@ -149,6 +150,24 @@ def run(
         typer.Option("--confirm", help="Which calls wait for you [default: never]"),
     ] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1)] = 50,
+    condense: Annotated[
+        CondenseMode | None,
+        typer.Option(
+            "--condense",
+            help="auto: condense the model's context near its token budget or when the "
+            "provider refuses it as too long; off: always send the whole history "
+            "[default: auto]",
+        ),
+    ] = None,
+    context_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--context-tokens",
+            min=256,
+            help="Token budget of one request (default: 0.8 of the model's input window "
+            "when LiteLLM knows the model; else condense only when the provider refuses)",
+        ),
+    ] = None,
     model_deadline: Annotated[
         float | None,
         typer.Option(
@@ -175,7 +194,9 @@ def run(
     the summary printed (exit 3)."""
     console = Console(highlight=False)
     _quiet_logs()
-    choice = _ModelOptions(model, base_url, script, confirm, model_deadline)
+    choice = _ModelOptions(
+        model, base_url, script, confirm, model_deadline, condense, context_tokens
+    )
     if conversation_id is None:
         if task is None or workspace is None:
             fail(
@@ -264,6 +285,14 @@ class _ModelOptions:
     script: Path | None
     confirm: ConfirmationPolicy | None
     deadline_s: float | None
+    condense: CondenseMode | None = None
+    context_tokens: int | None = None
+
+    def condense_fields(self) -> dict[str, object]:
+        fields: dict[str, object] = {"condense": self.condense or CondenseMode.AUTO}
+        if self.context_tokens is not None:
+            fields["context_tokens"] = self.context_tokens
+        return fields
 
 
 def _new_settings(
@@ -274,12 +303,16 @@ def _new_settings(
     try:
         if choice.script is not None:
             settings = ConversationSettings.scripted(
-                choice.script, workspace, confirmation=confirmation
+                choice.script, workspace, confirmation=confirmation, **choice.condense_fields()
             )
             return settings, None
         chosen = _litellm_model(console, choice.model, choice.base_url, choice.deadline_s)
         settings = ConversationSettings.litellm(
-            chosen.settings.model, workspace, chosen.settings.base_url, confirmation=confirmation
+            chosen.settings.model,
+            workspace,
+            chosen.settings.base_url,
+            confirmation=confirmation,
+            **choice.condense_fields(),
         )
         return settings, chosen
     except ModelError as error:
@@ -388,6 +421,10 @@ def _check_fits(
         differs.append(f"--base-url (stored: {stored.model.base_url or 'none'})")
     if choice.confirm is not None and choice.confirm != stored.confirmation:
         differs.append(f"--confirm (stored: {stored.confirmation.value})")
+    if choice.condense is not None and choice.condense != stored.condense:
+        differs.append(f"--condense (stored: {stored.condense.value})")
+    if choice.context_tokens is not None and choice.context_tokens != stored.context_tokens:
+        differs.append(f"--context-tokens (stored: {stored.context_tokens or 'none'})")
     if differs:
         fail(
             f"conversation {conversation_id} has stored settings and keeps them: "

@@ -23,7 +23,7 @@ from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
 from treadle.cli.overview import LeaseLook, overview, status_text
 from treadle.cli.store_options import StoreOption
 from treadle.events.audit import audit_events
-from treadle.events.model import Event, event_to_dict, event_to_json
+from treadle.events.model import CondensationEvent, Event, event_to_dict, event_to_json
 from treadle.store.base import (
     ConversationInfo,
     ConversationNotFound,
@@ -315,6 +315,16 @@ def _totals_lines(event_store: EventStore, conversation: str) -> list[str]:
     ]
 
 
+def condensation_line(event: CondensationEvent) -> str:
+    """A condensation in one line: how much it forgets (those events stay in the log, above),
+    its summary or why it has none."""
+    said = (
+        f"summary: {event.summary}" if event.summary is not None else (event.note or "no summary")
+    )
+    line = f"forgets {len(event.forgotten_event_ids)} event(s) from the model's context; {said}"
+    return line.replace("\n", " ")[:160]
+
+
 def _settings_text(settings: Any) -> str:
     """Stored settings in one line (the system prompt left out: it is long and the same)."""
     if not isinstance(settings, dict):
@@ -329,7 +339,9 @@ def _settings_text(settings: Any) -> str:
     tools = ", ".join(settings.get("tools") or ())
     return (
         f"model {name}{base}; workspace {settings.get('workspace')}; "
-        f"confirmation {settings.get('confirmation')}; tools {tools}"
+        f"confirmation {settings.get('confirmation')}; tools {tools}; "
+        f"condense {settings.get('condense', 'auto')}"
+        + (f" at {settings['context_tokens']} tokens" if settings.get("context_tokens") else "")
     )
 
 
@@ -343,6 +355,8 @@ def _summary(event: Event) -> str:
         return event.error[:100]
     if event.kind == "state_change":
         return f"{event.key} = {event.value!r}"[:100]
+    if event.kind == "condensation":
+        return condensation_line(event)
     text = getattr(event, "text", None) or getattr(event, "summary", None) or ""
     return str(text).replace("\n", " ")[:100]
 

@@ -142,6 +142,7 @@ class _Ids(Protocol):
     def events(self) -> Sequence[AuditFacts]: ...
     def __contains__(self, event_id: object) -> bool: ...
     def get(self, event_id: str) -> AuditFacts: ...
+    def position(self, event_id: str) -> int: ...
 
 
 class IncrementalAudit:
@@ -169,6 +170,9 @@ class IncrementalAudit:
 
     def get(self, event_id: str) -> AuditFacts:
         return self.events[self._index[event_id]]
+
+    def position(self, event_id: str) -> int:
+        return self._index[event_id]
 
     # -- growing --------------------------------------------------------------------------
 
@@ -485,6 +489,15 @@ class _BranchWalk:
         self.shadowed_action = _no_events(count)
         self.closed = _no_events(count)
         self.reopen = bytearray(count)
+        self.batch_actions: dict[int, list[int]] = {}
+        """First action of a batch on the path -> the batch's actions on the path."""
+        self.last_condensation = _no_events(count)
+        """A condensation on the path ending at each event with no model-visible event after
+        it (CONDENSE-LOOP)."""
+        self.forgotten: dict[str, int] = {}
+        """Ids the condensations on the path forgot -> the first condensation that did."""
+        self.newly_forgotten: dict[int, list[str]] = {}
+        """Condensation position -> the ids it was the first on the path to forget (undo)."""
         self.last_entered = NO_EVENT
         """The event the walk visited last: its path is the state the walk ends with."""
 
@@ -527,13 +540,18 @@ class _BranchWalk:
         if kind in RESULT_KINDS:
             self._enter_result(position)
             return True
+        if kind == "condensation":
+            self._enter_condensation(position)
+            return True
         if kind in MODEL_VISIBLE_KINDS:
             self.last_visible[position] = position
             if kind == "message" and self.events[position].source == "agent":
                 self._asked_again(position, None)
         else:  # not model-visible: neither part of a batch nor a break in one
             parent = self.forest[position]
-            self.last_visible[position] = self.last_visible[parent] if parent >= 0 else NO_EVENT
+            if parent >= 0:
+                self.last_visible[position] = self.last_visible[parent]
+                self.last_condensation[position] = self.last_condensation[parent]
         return False
 
     def grow(self, parent: int, kind: str) -> int:
@@ -542,6 +560,7 @@ class _BranchWalk:
         self.kinds.append(kind)
         for values in (
             self.last_visible,
+            self.last_condensation,
             self.batch_first,
             self.answered_by,
             self.shadowed_call,
@@ -554,8 +573,11 @@ class _BranchWalk:
         return len(self.forest) - 1
 
     def _leave(self, position: int) -> None:
-        if self.kinds[position] == "action":
+        kind = self.kinds[position]
+        if kind == "action":
             self._leave_action(position)
+        elif kind == "condensation":
+            self._leave_condensation(position)
         else:
             self._leave_result(position)
 
@@ -564,6 +586,8 @@ class _BranchWalk:
         self.call_owner.clear()
         self.action_at.clear()
         self.open_actions.clear()
+        self.batch_actions.clear()
+        self.forgotten.clear()
 
     # -- actions: PROJECT-SHARED-TEXT, PROJECT-DUP-CALL, LINK-UNIQUE, LINK-ORPHAN ------------
 
@@ -580,6 +604,7 @@ class _BranchWalk:
         else:
             first = position
         self.batch_first[position] = first
+        self.batch_actions.setdefault(first, []).append(position)
         call_owner = self.call_owner
         call = action.tool_call_id
         earlier = self.shadowed_call[position] = call_owner.get(call, NO_EVENT)
@@ -598,6 +623,11 @@ class _BranchWalk:
         _restore(self.call_owner, action.tool_call_id, self.shadowed_call[position])
         _restore(self.action_at, action.id, self.shadowed_action[position])
         self.open_actions.pop(position, None)
+        batch = self.batch_actions.get(self.batch_first[position])
+        if batch:  # entered last on the path, so it is the batch's last action
+            batch.pop()
+            if not batch:
+                del self.batch_actions[self.batch_first[position]]
 
     def _asked_again(self, position: int, response: str | None) -> None:
         """The model was asked again (a new response's action, or an agent message): every
@@ -648,6 +678,100 @@ class _BranchWalk:
             f"{self.findings.describe(action)} has no final result when the model is asked "
             f"again ({self.findings.describe(response)})",
         )
+
+    # -- condensations: CONDENSE-LOOP, CONDENSE-PENDING, CONDENSE-SPLIT ----------------------
+
+    def _enter_condensation(self, position: int) -> None:
+        """Check what the condensation at ``position`` forgets against its path. A pair or a
+        batch may be forgotten over several condensations: what an earlier one on the path
+        forgot counts as forgotten. Ids that are no event on the path (a summary's derived id,
+        an event of another branch) forget nothing there and are not checked."""
+        condensation = self.events[position]
+        parent = self.forest[position]
+        if parent >= 0:
+            self.last_visible[position] = self.last_visible[parent]
+            earlier = self.last_condensation[parent]
+            if earlier >= 0:
+                self._condense_loop(position, earlier)
+        self.last_condensation[position] = position
+        forgotten = self.forgotten
+        new: list[str] = []
+        for event_id in condensation.forgotten:
+            if event_id not in forgotten:
+                forgotten[event_id] = position
+                new.append(event_id)
+        self.newly_forgotten[position] = new
+        split_batches: set[int] = set()
+        for event_id in dict.fromkeys(condensation.forgotten):
+            action = self.action_at.get(event_id, NO_EVENT)
+            if action >= 0:
+                self._check_forgotten_action(position, action, split_batches)
+            elif event_id in self.tree and self.tree.get(event_id).kind in RESULT_KINDS:
+                result = self.tree.position(event_id)
+                answered = self.closed[result]
+                on_path = answered >= 0 and self.answered_by[answered] == result
+                if on_path and self.events[answered].id not in forgotten:
+                    self._condense_split(
+                        position,
+                        [event_id, self.events[answered].id],
+                        f"it forgets the result {event_id!r} but not its call "
+                        f"{self.events[answered].id!r}",
+                    )
+
+    def _check_forgotten_action(self, position: int, action: int, split_batches: set[int]) -> None:
+        events, forgotten = self.events, self.forgotten
+        action_id = events[action].id
+        result = self.answered_by[action]
+        if result < 0:
+            self.findings.add(
+                position,
+                "CONDENSE-PENDING",
+                [events[position].id, action_id],
+                f"condensation {events[position].id!r} forgets the call {action_id!r}, which "
+                "has no final result yet",
+            )
+        elif events[result].id not in forgotten:
+            self._condense_split(
+                position,
+                [action_id, events[result].id],
+                f"it forgets the call {action_id!r} but not its result {events[result].id!r}",
+            )
+        first = self.batch_first[action]
+        if first in split_batches:
+            return
+        kept = [p for p in self.batch_actions.get(first, ()) if events[p].id not in forgotten]
+        if kept:
+            split_batches.add(first)
+            self._condense_split(
+                position,
+                [action_id, *(events[p].id for p in kept)],
+                f"it forgets part of the batch of response "
+                f"{events[action].llm_response_id!r} (keeps "
+                f"{', '.join(repr(events[p].id) for p in kept)})",
+            )
+
+    def _condense_split(self, position: int, ids: Sequence[str], why: str) -> None:
+        condensation = self.events[position].id
+        self.findings.add(
+            position,
+            "CONDENSE-SPLIT",
+            [condensation, *ids],
+            f"condensation {condensation!r}: {why}",
+        )
+
+    def _condense_loop(self, position: int, earlier: int) -> None:
+        events = self.events
+        self.findings.add(
+            position,
+            "CONDENSE-LOOP",
+            [events[earlier].id, events[position].id],
+            f"condensation {events[position].id!r} follows condensation "
+            f"{events[earlier].id!r} with no model-visible event between them",
+        )
+
+    def _leave_condensation(self, position: int) -> None:
+        for event_id in self.newly_forgotten.pop(position, ()):
+            del self.forgotten[event_id]
 
     # -- results: LINK-ID, LINK-ONCE --------------------------------------------------------
 

@@ -15,13 +15,15 @@ from treadle.events.model import EventBase
 
 class AuditFacts:
     """The fields of one event that the audit-checkable contracts read (docs/contracts.md:
-    TREE-*, LINK-*, PROJECT-BATCH, PROJECT-SHARED-TEXT, PROJECT-DUP-CALL, APPEND-DUP-ID).
+    TREE-*, LINK-*, PROJECT-BATCH, PROJECT-SHARED-TEXT, PROJECT-DUP-CALL, APPEND-DUP-ID,
+    CONDENSE-*: a condensation's ``forgotten`` ids).
 
     ``tool_call_id`` and ``tool_name`` are "" and ``action_id`` and ``llm_response_id`` None
     for kinds that do not have them; ``has_shared_text`` is an action's thought-or-reasoning flag."""
 
     __slots__ = (
         "action_id",
+        "forgotten",
         "has_shared_text",
         "id",
         "kind",
@@ -43,6 +45,7 @@ class AuditFacts:
         action_id: str | None = None,
         llm_response_id: str | None = None,
         has_shared_text: bool = False,
+        forgotten: tuple[str, ...] = (),
     ) -> None:
         self.id = id
         self.parent_id = parent_id
@@ -53,6 +56,7 @@ class AuditFacts:
         self.action_id = action_id
         self.llm_response_id = llm_response_id
         self.has_shared_text = has_shared_text
+        self.forgotten = forgotten
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AuditFacts):
@@ -82,6 +86,7 @@ def facts_of(event: EventBase | AuditFacts) -> AuditFacts:
         fields.get("action_id"),
         fields.get("llm_response_id"),
         bool(thought) or bool(fields.get("reasoning")),
+        tuple(fields.get("forgotten_event_ids") or ()),
     )
 
 

@@ -260,6 +260,14 @@ class CondensationEvent(EventBase):
     summary: str | None = None
     summary_offset: JSONInt | None = Field(default=None, ge=0)
     llm_response_id: str | None = None
+    usage: TokenUsage | None = Field(
+        default=None, description="What the model call that wrote the summary cost (Treadle's)"
+    )
+    note: str | None = Field(
+        default=None,
+        description="Why the condensation is as it is, e.g. no summary because the summary "
+        "call failed (Treadle's)",
+    )
 
 
 class PauseEvent(EventBase):

@@ -15,7 +15,14 @@ from treadle.events.model import RESULT_KINDS, ActionEvent, CondensationEvent, E
 Message = dict[str, Any]
 """One OpenAI chat message (``role``, ``content``, and ``tool_calls`` or ``tool_call_id``)."""
 
-__all__ = ["Message", "count_tool_calls", "project_messages"]
+__all__ = [
+    "Message",
+    "Summary",
+    "ViewItem",
+    "condensed_view",
+    "count_tool_calls",
+    "project_messages",
+]
 
 
 def project_messages(path: Sequence[EventBase], *, raw: bool = False) -> list[Message]:
@@ -63,7 +70,7 @@ _INVISIBLE_KINDS = frozenset({"pause", "state_change", "foreign"})
 """Kinds with no message; they neither appear nor end a batch."""
 
 
-class _Summary:
+class Summary:
     """A condensation's summary standing in the view, as the SDK's CondensationSummaryEvent;
     it carries the SDK's derived id so that a later condensation can forget it."""
 
@@ -71,8 +78,23 @@ class _Summary:
     kind = "summary"
 
     def __init__(self, condensation_id: str, text: str) -> None:
-        self.id = f"{condensation_id}-summary"
+        self.id = summary_id(condensation_id)
         self.text = text
+
+
+ViewItem = EventBase | Summary
+"""One item of a condensed view: a model-visible event, or a summary standing in for others."""
+
+
+def summary_id(condensation_id: str) -> str:
+    """The id a condensation's summary has in the view (the SDK's derived id)."""
+    return f"{condensation_id}-summary"
+
+
+def condensed_view(path: Sequence[EventBase]) -> list[ViewItem]:
+    """The model-visible events of ``path`` that its condensations leave, in order, with each
+    summary where it stands (what the projection lays out; the condenser chooses from it)."""
+    return _condensed_view(path)
 
 
 def _condensed_view(path: Sequence[EventBase]) -> list[Any]:
@@ -95,7 +117,7 @@ def _apply_condensation(view: list[Any], condensation: CondensationEvent) -> lis
     kept = [item for item in view if item.id not in forgotten]
     # The SDK inserts the summary only when both are set; an empty summary still stands.
     if condensation.summary is not None and condensation.summary_offset is not None:
-        kept.insert(condensation.summary_offset, _Summary(condensation.id, condensation.summary))
+        kept.insert(condensation.summary_offset, Summary(condensation.id, condensation.summary))
     return kept
 
 

@@ -10,13 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from treadle.events.model import ActionEvent, EventBase, MessageEvent, TokenUsage
+from treadle.events.model import (
+    ActionEvent,
+    CondensationEvent,
+    EventBase,
+    MessageEvent,
+    TokenUsage,
+)
 
 
 def usage_of(event: EventBase) -> TokenUsage | None:
-    """The usage ``event`` records: a model response's (an action or an agent message), or
-    None."""
-    if isinstance(event, ActionEvent | MessageEvent):
+    """The usage ``event`` records: a model response's (an action or an agent message), or a
+    condensation's summary call; else None."""
+    if isinstance(event, ActionEvent | MessageEvent | CondensationEvent):
         return event.usage
     return None
 

@@ -37,6 +37,8 @@ from treadle.runtime.agent import (
     interrupted_error,
     unique_call_ids,
 )
+from treadle.runtime.condense.condenser import Condenser
+from treadle.runtime.condense.context import ContextView
 from treadle.runtime.confirmation import (
     ConfirmationPolicy,
     RiskAnalyzer,
@@ -57,7 +59,12 @@ from treadle.runtime.interrupts import (
     in_thread,
     result_unless_interrupted,
 )
-from treadle.runtime.llm.base import LanguageModel, ModelError, ModelResponse
+from treadle.runtime.llm.base import (
+    ContextWindowExceeded,
+    LanguageModel,
+    ModelError,
+    ModelResponse,
+)
 from treadle.runtime.log import ConversationLog, EventCallback
 from treadle.runtime.requests import (
     USER_INTERRUPT,
@@ -74,6 +81,7 @@ from treadle.runtime.settings import (
     ConversationSettings,
     SettingsPolicy,
     build_agent,
+    build_condenser,
 )
 from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
@@ -123,6 +131,7 @@ class Conversation:
         confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER,
         risk_analyzer: RiskAnalyzer | None = None,
         secrets: Secrets | None = None,
+        condenser: Condenser | None = None,
     ) -> None:
         self._log = log
         self.store = log.store
@@ -143,6 +152,12 @@ class Conversation:
         self._status, self.status_reason = log.read_status()
         # The projection of the active path, extended as it grows (issue 5, speed).
         self._projection = IncrementalProjection()
+        self.condenser = condenser
+        """None: condensation is off (the whole active path is sent)."""
+        if condenser is not None:
+            condenser.mask = self.secrets.mask
+        # What the model's context holds, followed as the path grows (condensation, turns).
+        self._context = ContextView()
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -227,7 +242,14 @@ class Conversation:
         except BaseException:
             agent.tools.close()
             raise
-        return _Parts(cls, agent, workspace, settings.confirmation, secrets)
+        return _Parts(
+            cls,
+            agent,
+            workspace,
+            settings.confirmation,
+            secrets,
+            build_condenser(settings, agent.model),
+        )
 
     def close(self) -> None:
         """Release the tools' processes (terminal sessions, MCP connections)."""
@@ -455,6 +477,7 @@ class Conversation:
             confirmation=self.confirmation,
             risk_analyzer=self.risk_analyzer,
             secrets=self.secrets,
+            condenser=self.condenser,
         )
 
     # -- the loop --------------------------------------------------------------------------
@@ -462,12 +485,22 @@ class Conversation:
     def _step(self) -> ConversationStatus | None:
         """One model call and its consequences; a status when the run must stop."""
         self._ensure_system_prompt()
-        try:
-            response = self._ask(self.messages())
-        except ModelError as error:
-            return self._record_model_error(error)
-        except Abandoned:  # interrupted while the model thought: its answer is not wanted
-            return self._record_pause()
+        condensed_for_refusal = False
+        while True:
+            messages = self._request_messages()
+            try:
+                response = self._ask(messages)
+                break
+            except ContextWindowExceeded as error:
+                # Condense and retry once per step; a second refusal ends the run (no loop).
+                why = self._why_refusal_ends_the_run(condensed_for_refusal)
+                if why is not None:
+                    return self._record_model_error(ModelError(f"{error}; {why}"))
+                condensed_for_refusal = True
+            except ModelError as error:
+                return self._record_model_error(error)
+            except Abandoned:  # interrupted while the model thought: its answer is not wanted
+                return self._record_pause()
         try:
             events = self.agent.response_events(response)
         except ValidationError as error:  # e.g. a field a provider left empty
@@ -505,11 +538,58 @@ class Conversation:
     def _ask(self, messages: list[dict]) -> ModelResponse:
         """The model's answer, asked in a thread of its own so that an interrupt need not wait
         for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
-        future = in_thread(lambda: self.agent.ask(messages), f"treadle-model-{self.id[:8]}")
+        responses_before = self._context.model_responses
+        future = in_thread(
+            lambda: self.agent.ask(messages, responses_before=responses_before),
+            f"treadle-model-{self.id[:8]}",
+        )
         return result_unless_interrupted(future, self.context.interruption, grace_s=0)
 
+    # -- condensation ----------------------------------------------------------------------
+
+    def _request_messages(self) -> list[dict]:
+        """The next request's messages, condensed first when they would pass the budget."""
+        condenser = self.condenser
+        context = self._context
+        if condenser is not None and condenser.budget is not None and not context.counting:
+            context.attach(condenser.sizes())
+        context.follow(self._log.path())
+        if condenser is not None and condenser.over_budget(context):
+            self._condense(
+                f"the next request would hold about {context.total} tokens, over the budget of "
+                f"{condenser.budget}"
+            )
+        return self.messages()
+
+    def _why_refusal_ends_the_run(self, condensed_already: bool) -> str | None:
+        """After a provider's context-window refusal: None when a condensation was made (the
+        request is to be retried), else why the run must stop."""
+        if self.condenser is None:
+            return "condensation is off for this conversation (--condense auto would shrink it)"
+        if condensed_already:
+            return "it was refused again after condensing once in this step, so the run stops"
+        if not self._condense("the provider refused the request: its context window is exceeded"):
+            return "nothing more can be condensed (the kept events alone are too long)"
+        return None
+
+    def _condense(self, reason: str) -> bool:
+        """Append a condensation of the active path (one summary call); False when the policy
+        finds nothing to forget or the last event is already a condensation (CONDENSE-LOOP)."""
+        condenser = self.condenser
+        assert condenser is not None
+        context = self._context
+        context.follow(self._log.path())
+        plan = condenser.plan(context)
+        if plan is None:
+            return False
+        self._log.append([condenser.condensation(context, plan, reason)])
+        context.follow(self._log.path())
+        return True
+
     def _used_call_ids(self) -> set[str]:
-        return {e.tool_call_id for e in self._log.path() if isinstance(e, ActionEvent)}
+        """The call ids on the active path, followed as it grows (not a pass over it)."""
+        self._context.follow(self._log.path())
+        return self._context.call_ids
 
     def _record_model_error(self, error: ModelError) -> ConversationStatus:
         """A model that could not answer, or answered unusably: ERROR, raw response kept."""
@@ -684,10 +764,16 @@ class _Parts:
     workspace: Workspace
     confirmation: ConfirmationPolicy
     secrets: Secrets
+    condenser: Condenser | None
 
     def wire(self, log: ConversationLog) -> Conversation:
         return self.cls(
-            log, self.agent, self.workspace, confirmation=self.confirmation, secrets=self.secrets
+            log,
+            self.agent,
+            self.workspace,
+            confirmation=self.confirmation,
+            secrets=self.secrets,
+            condenser=self.condenser,
         )
 
 

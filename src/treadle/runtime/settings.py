@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from treadle.api.settings import SETTINGS_KEY as SETTINGS_KEY
+from treadle.api.settings import CondenseMode
 from treadle.api.settings import ConversationSettings as ConversationSettings
 from treadle.api.settings import ModelChoice as ModelChoice
 from treadle.errors import TreadleError
 from treadle.runtime.agent import Agent
+from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.llm import LiteLLMModel, ModelEnvironment, ModelSettings, ScriptedModel
 from treadle.runtime.llm.base import LanguageModel, ModelError
+from treadle.runtime.llm.litellm_model import litellm_token_counter
 from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
 from treadle.runtime.tools import builtin_tools
 
@@ -81,7 +84,7 @@ def build_model(choice: ModelChoice, policy: SettingsPolicy | None = None) -> La
     policy = policy or SettingsPolicy()
     if choice.kind == "scripted":
         if choice.responses is not None:
-            return ScriptedModel.from_responses(choice.responses)
+            return ScriptedModel.from_responses(choice.responses, choice.summaries or ())
         try:
             path = policy.check_script(choice.script or "")
         except SettingsError as error:
@@ -110,4 +113,22 @@ def build_agent(
         model=model or build_model(settings.model, policy),
         tools=builtin_tools(settings.tools),
         system_prompt=settings.system_prompt,
+    )
+
+
+def build_condenser(settings: ConversationSettings, model: LanguageModel) -> Condenser | None:
+    """The condenser ``settings`` ask for (None when ``condense`` is off). The budget is
+    ``context_tokens``, else 0.8 of the window LiteLLM knows for a LiteLLM model; tokens are
+    counted with LiteLLM's counter for the model (its default tokenizer for others)."""
+    if settings.condense is CondenseMode.OFF:
+        return None
+    if isinstance(model, LiteLLMModel):
+        return Condenser(
+            model,
+            model.count_tokens,
+            context_tokens=settings.context_tokens,
+            window=model.context_window,
+        )
+    return Condenser(
+        model, litellm_token_counter(model.name), context_tokens=settings.context_tokens
     )

@@ -313,7 +313,7 @@ LINK_KINDS = ("action", "observation", "agent_error", "user_rejection")
 def audit_facts_from_rows(rows: Iterable[Sequence[Any]], start_seq: int) -> list[AuditFacts]:
     """``AuditFacts`` from rows of (seq, id, parent_seq, parent id when the parent is before
     ``start_seq``, kind, source, tool_call_id, tool_name, action_id, llm_response_id,
-    has shared text) in seq order from ``start_seq``: a parent inside the range is named by
+    has shared text, a condensation's forgotten ids as JSON text) in seq order from ``start_seq``: a parent inside the range is named by
     the id of its row (parent_seq is its position), a root by ``"__root__"``.
 
     Equal strings become one object (a parent's id and its children's parent_id, an action's
@@ -322,7 +322,11 @@ def audit_facts_from_rows(rows: Iterable[Sequence[Any]], start_seq: int) -> list
     facts: list[AuditFacts] = []
     one: dict[str, str] = {ROOT: ROOT}
     same = one.setdefault
-    for _, event_id, parent_seq, earlier, kind, source, call, name, action, response, text in rows:
+    for row in rows:
+        _, event_id, parent_seq, earlier, kind, source, call, name, action, response, text = row[
+            :11
+        ]
+        forgotten = row[11]
         event_id = same(event_id, event_id)
         if parent_seq is None or parent_seq < 0:
             parent_id = ROOT
@@ -342,6 +346,13 @@ def audit_facts_from_rows(rows: Iterable[Sequence[Any]], start_seq: int) -> list
                 same(action, action) if action else None,
                 same(response, response) if response else None,
                 bool(text),
+                _forgotten_ids(forgotten) if forgotten else (),
             )
         )
     return facts
+
+
+def _forgotten_ids(text: Any) -> tuple[str, ...]:
+    """A condensation's ``forgotten_event_ids`` as the store's JSON function gave them."""
+    ids = json.loads(text) if isinstance(text, str | bytes) else text
+    return tuple(item for item in ids if isinstance(item, str)) if isinstance(ids, list) else ()

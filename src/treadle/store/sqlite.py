@@ -978,7 +978,8 @@ _AUDIT_FACTS_SQL = (
     f"CASE WHEN e.kind IN {LINK_KINDS!s} THEN json_extract(e.payload, '$.action_id') END, "
     "CASE WHEN e.kind = 'action' THEN json_extract(e.payload, '$.llm_response_id') END, "
     "CASE WHEN e.kind = 'action' THEN json_extract(e.payload, '$.thought') <> '' "
-    "OR ifnull(json_extract(e.payload, '$.reasoning'), '') <> '' END "
+    "OR ifnull(json_extract(e.payload, '$.reasoning'), '') <> '' END, "
+    "CASE WHEN e.kind = 'condensation' THEN json_extract(e.payload, '$.forgotten_event_ids') END "
     "FROM events e WHERE e.conversation = ?1 AND e.seq >= ?2 AND e.seq < ?3 ORDER BY e.seq"
 )
 """``audit_facts``: columns, and the link fields of actions and results read from the

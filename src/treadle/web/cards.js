@@ -178,6 +178,8 @@ function renderCondensation(item, ctx) {
     el("summary", {}, head("Condensation", item.entry, `${count} events forgotten`)),
     event.summary ? longText("div", "text", event.summary) : el("div", { class: "note", text: "No summary." }),
     event.summary_offset !== undefined ? el("div", { class: "note", text: `Summary stands at offset ${event.summary_offset}.` }) : null,
+    event.note ? el("div", { class: "note", text: `Why: ${event.note}` }) : null,
+    event.usage ? el("div", { class: "note", text: `Summary call: ${event.usage.prompt_tokens ?? 0} tokens in, ${event.usage.completion_tokens ?? 0} out, $${(event.usage.cost_usd ?? 0).toFixed(4)}.` }) : null,
   );
 }
 

@@ -25,6 +25,12 @@ class ModelError(TreadleError):
         self.raw = raw
 
 
+class ContextWindowExceeded(ModelError):
+    """The provider refused the request because its prompt is longer than the model's
+    context window (LiteLLM's ``ContextWindowExceededError``, or a 400 saying
+    ``context_length_exceeded``): condensing may help, retrying as it is never will."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One call as the model sent it; ``arguments`` is the raw string, parsed later."""
@@ -52,3 +58,29 @@ class LanguageModel(Protocol):
     def complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
     ) -> ModelResponse: ...
+
+
+class PlacedModel(Protocol):
+    """A model that answers by its place in the conversation (the scripted model): it sets
+    ``takes_responses_before`` and is told how many responses it already gave on the active
+    path, those a condensation forgot included. Other models keep the plain ``complete``."""
+
+    takes_responses_before: bool
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        responses_before: int | None = None,
+    ) -> ModelResponse: ...
+
+
+class Summarizer(Protocol):
+    """A model with its own way to answer a condenser's summary request (the scripted model
+    answers from its script's summaries, not its responses); other models get the request
+    through ``complete`` without tools."""
+
+    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
+        """The summary of ``messages``; ``number``: condensations already on the path."""
+        ...

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from treadle.events.model import TokenUsage
-from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall
+from treadle.runtime.llm.base import ContextWindowExceeded, ModelError, ModelResponse, ToolCall
 from treadle.runtime.text import storable_text
 
 logger = logging.getLogger(__name__)
@@ -145,6 +145,19 @@ def _import_litellm() -> Any:
     return litellm
 
 
+def litellm_token_counter(model: str) -> Callable[[str], int]:
+    """LiteLLM's token counter for ``model`` (its default tokenizer when it knows no other);
+    LiteLLM is imported on the first count."""
+    imported: list[Any] = []
+
+    def count(text: str) -> int:
+        if not imported:
+            imported.append(_import_litellm())
+        return int(imported[0].token_counter(model=model, text=text))
+
+    return count
+
+
 RetryNotice = Callable[[str], None]
 """Told, in words, each time a model call is retried and why (e.g. the CLI prints it)."""
 
@@ -167,6 +180,23 @@ class LiteLLMModel:
     @property
     def name(self) -> str:
         return self.settings.model
+
+    def context_window(self) -> int | None:
+        """The model's input window in tokens from LiteLLM's model info; None when LiteLLM
+        does not know the model (a local endpoint's own name)."""
+        litellm = self._litellm = self._litellm or _import_litellm()
+        try:
+            info = litellm.get_model_info(self.settings.model)
+        except Exception:  # not mapped: LiteLLM raises for every model it does not know
+            return None
+        window = info.get("max_input_tokens") or info.get("max_tokens")
+        return window if isinstance(window, int) and window > 0 else None
+
+    def count_tokens(self, text: str) -> int:
+        """``text``'s tokens with LiteLLM's counter for this model (its tokenizer when LiteLLM
+        knows one, else its default)."""
+        litellm = self._litellm = self._litellm or _import_litellm()
+        return int(litellm.token_counter(model=self.settings.model, text=text))
 
     def complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
@@ -216,12 +246,22 @@ class LiteLLMModel:
                 )
                 self._sleep(wait)
                 continue
+            except litellm.ContextWindowExceededError as error:
+                raise ContextWindowExceeded(
+                    f"model {self.name} refused the request: its context window is exceeded "
+                    f"({self._describe(error)})"
+                ) from None
             except litellm.exceptions.AuthenticationError as error:
                 raise ModelError(
                     f"model {self.name}: authentication failed ({self._describe(error)}); "
                     "check TREADLE_API_KEY"
                 ) from None
             except openai.OpenAIError as error:  # base of every provider error LiteLLM raises
+                if _says_context_exceeded(error):
+                    raise ContextWindowExceeded(
+                        f"model {self.name} refused the request: its context window is "
+                        f"exceeded ({self._describe(error)})"
+                    ) from None
                 raise ModelError(
                     f"model {self.name} refused the request: {self._describe(error)}"
                 ) from None
@@ -339,6 +379,16 @@ class LiteLLMModel:
             f"model {self.name} sent a response the runtime cannot use: {problem}",
             raw=raw_text(raw),
         )
+
+
+def _says_context_exceeded(error: Exception) -> bool:
+    """A 400 whose error code or text says the prompt is too long (a provider LiteLLM did not
+    map to ``ContextWindowExceededError``)."""
+    if getattr(error, "status_code", None) != 400:
+        return False
+    body = getattr(error, "body", None)
+    code = body.get("code") if isinstance(body, dict) else None
+    return code == "context_length_exceeded" or "context_length_exceeded" in str(error)
 
 
 def raw_text(raw: Any) -> str:

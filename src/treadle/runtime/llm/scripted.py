@@ -1,7 +1,11 @@
 """A model that replays responses from a JSON script: the demo's and the tests' model.
 
-It finds its place from the conversation itself (the number of assistant messages, i.e. model
-responses, already in the messages), so a conversation reopened in another process continues where it stopped.
+It finds its place from the conversation itself: the number of model responses already on its
+active path (``responses_before``, which the runtime counts from the stored events, so that a condensation,
+which shrinks what the model is sent, does not move it), else the number of assistant messages
+it is sent. A conversation reopened in another process continues where it stopped. A
+condenser's summary request is answered from the script's ``summaries`` (or a fixed text),
+never with one of its responses.
 """
 
 from __future__ import annotations
@@ -23,14 +27,22 @@ MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 """A script file larger than this is refused unread (a path like /dev/zero must not fill memory)."""
 
 
+DEFAULT_SUMMARY = "Summary of the earlier steps (scripted model): the work so far is done."
+
+
 class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     responses: list[ScriptedResponse]
+    summaries: list[str] = []
+    """The texts of the summaries the condenser asks for, in order (then a fixed text)."""
 
 
 class ScriptedModel:
     """Answers the n-th model call with the n-th scripted response."""
+
+    takes_responses_before = True
+    """Told its place by the runtime (``PlacedModel``)."""
 
     def __init__(self, script: Script, *, source: str = "inline") -> None:
         self.script = script
@@ -48,10 +60,14 @@ class ScriptedModel:
 
     @classmethod
     def from_responses(
-        cls, responses: Sequence[ScriptedResponse | dict[str, Any]]
+        cls,
+        responses: Sequence[ScriptedResponse | dict[str, Any]],
+        summaries: Sequence[str] = (),
     ) -> ScriptedModel:
         try:
-            return cls(Script.model_validate({"responses": list(responses)}))
+            return cls(
+                Script.model_validate({"responses": list(responses), "summaries": list(summaries)})
+            )
         except ValidationError as error:
             raise ModelError(f"bad scripted responses: {error}") from None
 
@@ -59,10 +75,31 @@ class ScriptedModel:
     def name(self) -> str:
         return f"scripted:{self.source}"
 
+    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
+        """The script's ``number``-th summary, or a fixed text past its end."""
+        summaries = self.script.summaries
+        text = summaries[number] if number < len(summaries) else DEFAULT_SUMMARY
+        prompt_chars = sum(len(json.dumps(message)) for message in messages)
+        return ModelResponse(
+            id=f"scripted-summary-{number}",
+            text=text,
+            usage=TokenUsage(
+                model=self.name, prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4
+            ),
+        )
+
     def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        responses_before: int | None = None,
     ) -> ModelResponse:
-        answered = sum(1 for message in messages if message.get("role") == "assistant")
+        answered = (
+            responses_before
+            if responses_before is not None
+            else sum(1 for message in messages if message.get("role") == "assistant")
+        )
         if answered >= len(self.script.responses):
             raise ModelError(
                 f"the script has {len(self.script.responses)} responses and response {answered + 1} was asked for"

@@ -1,0 +1,113 @@
+"""Through LiteLLM against a local OpenAI-compatible server (tests/support/fake_openai.py) that
+refuses long prompts with 400 ``context_length_exceeded``: the run condenses, retries and goes
+on; a server that always refuses ends in ERROR after one retry, never a loop; with condense off
+the refusal is an ERROR that says so. The model is unknown to LiteLLM (no window), so only the
+refusal triggers a condensation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.fake_openai import CONTEXT_EXCEEDED, FakeOpenAIServer
+from support.openhands_folders import normalised as norm
+from support.provider_history import assert_valid_provider_history
+from treadle.events.projection import project_messages
+from treadle.runtime.conversation import Conversation
+from treadle.runtime.settings import ConversationSettings
+from treadle.runtime.status import ConversationStatus
+
+MODEL = "openai/treadle-test-local"  # a local endpoint's own name: LiteLLM knows no window
+
+
+def think(number: int, size: int = 400) -> dict:
+    thought = f"step {number} " + "x" * size
+    return {"tool_calls": [{"name": "think", "arguments": {"thought": thought}}]}
+
+
+class RefusingServer:
+    """Answers from ``steps`` in order; refuses (400) any request whose messages are longer
+    than ``limit`` characters; answers a summary request (no tools) with a summary."""
+
+    def __init__(self, steps: list[dict], limit: int) -> None:
+        self.steps = list(steps)
+        self.limit = limit
+        self.accepted: list[dict] = []
+        self.refused = 0
+        self.summaries = 0
+
+    def __call__(self, body: dict) -> dict:
+        size = len(json.dumps(body["messages"]))
+        if size > self.limit:
+            self.refused += 1
+            return CONTEXT_EXCEEDED
+        if "tools" not in body:
+            self.summaries += 1
+            return {"text": f"summary {self.summaries}: the agent thought through earlier steps"}
+        self.accepted.append(body)
+        return self.steps.pop(0) if self.steps else {"text": "all done"}
+
+
+def conversation_on(store, workspace: Path, server: FakeOpenAIServer, **fields) -> Conversation:
+    settings = ConversationSettings.litellm(
+        MODEL, workspace, base_url=server.base_url, tools=("think", "finish"), **fields
+    )
+    return Conversation.create(store, settings)
+
+
+def test_a_refused_request_is_condensed_and_retried_and_the_run_goes_on(store, workspace):
+    respond = RefusingServer([think(i) for i in range(30)], limit=9_000)
+    server = FakeOpenAIServer([{"respond": respond}] * 200)
+    with server, conversation_on(store, workspace, server) as conversation:
+        conversation.send_message("think it through")
+        status = conversation.run(max_steps=40)
+        assert status is ConversationStatus.FINISHED, conversation.status_reason
+        path = conversation.active_path()
+    assert respond.refused >= 2  # it filled the window more than once
+    condensations = [e for e in path if e.kind == "condensation"]
+    assert len(condensations) == respond.refused == respond.summaries
+    for event in condensations:
+        assert event.summary.startswith("summary ")
+        assert "context window is exceeded" in event.note
+        assert event.usage.model == MODEL
+        assert event.usage.prompt_tokens == 11  # what the server said the summary call used
+        assert event.llm_response_id.startswith("chatcmpl-")
+    # All 30 thinks ran, in order, once each: no response was lost to a refusal.
+    thoughts = [e.arguments["thought"].split()[1] for e in path if e.kind == "action"]
+    assert thoughts == [str(i) for i in range(30)]
+    for body in respond.accepted:
+        assert_valid_provider_history(body["messages"])
+    # The last accepted request is the projection of the path it was made from (LiteLLM
+    # leaves out the null content of a tool-call message: ``normalised``).
+    last_request = respond.accepted[-1]["messages"]
+    assert norm(last_request) == norm(json.loads(json.dumps(project_messages(path[:-1]))))
+
+
+def test_a_server_that_always_refuses_ends_in_error_after_one_retry(store, workspace):
+    respond = RefusingServer([think(i) for i in range(3)], limit=10**9)
+    with FakeOpenAIServer([{"respond": respond}] * 3 + [CONTEXT_EXCEEDED] * 10) as server:
+        summary = {"respond": lambda body: {"text": "a summary"}}
+        server.replies.insert(4, summary)  # refused, then the summary call, then refused
+        with conversation_on(store, workspace, server) as conversation:
+            conversation.send_message("think")
+            status = conversation.run(max_steps=20)
+            requests = len(server.requests)
+            path = conversation.active_path()
+    assert status is ConversationStatus.ERROR
+    reason = conversation.status_reason
+    assert "context window is exceeded" in reason
+    assert "refused again after condensing once" in reason
+    # 3 answered steps, the refused request, the summary call, the one retry: no loop.
+    assert requests == 6
+    assert [e.kind for e in path].count("condensation") == 1
+
+
+def test_with_condense_off_a_refusal_is_an_error_that_says_so(store, workspace):
+    server = FakeOpenAIServer([think(0), CONTEXT_EXCEEDED])
+    with server, conversation_on(store, workspace, server, condense="off") as conversation:
+        conversation.send_message("think")
+        status = conversation.run(max_steps=5)
+        requests = len(server.requests)
+    assert status is ConversationStatus.ERROR
+    assert "condensation is off" in conversation.status_reason
+    assert requests == 2
