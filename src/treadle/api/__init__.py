@@ -27,6 +27,7 @@ from treadle.api.settings import (
     ModelChoice,
     ScriptedCall,
     ScriptedResponse,
+    SnapshotSettings,
 )
 from treadle.api.status import ConversationStatus
 from treadle.api.stream import EventFrame, RunFinishedFrame, StatusView, TransientFrame
@@ -80,6 +81,7 @@ __all__ = [
     "ScriptedCall",
     "ScriptedResponse",
     "SendMessage",
+    "SnapshotSettings",
     "StatusView",
     "StoredEventView",
     "TranscriptPage",

@@ -95,6 +95,28 @@ class CondenseMode(StrEnum):
     OFF = "off"
 
 
+class SnapshotSettings(BaseModel):
+    """Workspace snapshots (docs/snapshots.md): the files after each batch of calls, so that a
+    branch switch or a fork can put them back. ``true``/``false`` stand for on/off."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    include_git: bool = Field(
+        default=False, description="Also snapshot the workspace's own .git folder"
+    )
+    max_file_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=0,
+        description="Files larger than this are skipped (the snapshot lists them)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bool(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
+
+
 class ConversationSettings(BaseModel):
     """Everything needed to run a conversation again in any process, stored with it."""
 
@@ -118,6 +140,8 @@ class ConversationSettings(BaseModel):
         "when LiteLLM knows the model; unknown models without it condense only when the "
         "provider refuses)",
     )
+    snapshots: SnapshotSettings = SnapshotSettings()
+    """On by default: a local workspace is snapshotted after each batch of calls."""
 
     @field_validator("tools")
     @classmethod

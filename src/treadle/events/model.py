@@ -291,8 +291,12 @@ class StateChangeEvent(EventBase):
         "id, contract}]}`: call ids it replaced under PROJECT-DUP-CALL / LINK-UNIQUE); "
         "`pause_request` (`{kind: pause|interrupt}`: a user asked the run in progress to "
         "stop at its next safe point); `queued_message` (`{event_id, text}`: a user message "
-        "sent while calls ran, stored with that id after their results). Other keys are "
-        "kept as they are"
+        "sent while calls ran, stored with that id after their results); `snapshot` (`{id, "
+        "after_event, files, bytes_added, skipped: [paths], ...}`: the workspace's files after "
+        "the batch ending at `after_event`); `restore` (`{snapshot, previous_snapshot, "
+        "changed: [paths], phase: started|done, ...}`: the workspace's files put back to "
+        "`snapshot`, `previous_snapshot` holding what they were). Other keys are kept as they "
+        "are"
     )
     value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
 

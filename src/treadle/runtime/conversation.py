@@ -27,6 +27,7 @@ from treadle.events.model import (
     MessageEvent,
     ObservationEvent,
     PauseEvent,
+    StateChangeEvent,
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
@@ -48,6 +49,7 @@ from treadle.runtime.confirmation import (
 from treadle.runtime.errors import (
     ConversationBusy,
     ConversationError,
+    ForkNeedsWorkspace,
     NothingPending,
     NotPending,
     NotRunnable,
@@ -83,6 +85,17 @@ from treadle.runtime.settings import (
     build_agent,
     build_condenser,
 )
+from treadle.runtime.snapshots import (
+    NoSnapshot,
+    RestoreResult,
+    WorkspaceSnapshots,
+    open_snapshot_store,
+    recover,
+    restore,
+    snapshot_facts,
+    try_record,
+)
+from treadle.runtime.snapshots.facts import SNAPSHOT_KEY
 from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
@@ -132,6 +145,8 @@ class Conversation:
         risk_analyzer: RiskAnalyzer | None = None,
         secrets: Secrets | None = None,
         condenser: Condenser | None = None,
+        snapshots: WorkspaceSnapshots | None = None,
+        policy: SettingsPolicy | None = None,
     ) -> None:
         self._log = log
         self.store = log.store
@@ -140,6 +155,9 @@ class Conversation:
         self.workspace = workspace
         self.confirmation = ConfirmationPolicy(confirmation)
         self.risk_analyzer = risk_analyzer or ToolHintRiskAnalyzer()
+        self.snapshots = snapshots
+        """The workspace's snapshots (None: off in the settings, or no place for them)."""
+        self._policy = policy or SettingsPolicy()
         # Not ``secrets or ...``: an empty registry is falsy, and the caller's must be shared.
         self.secrets = secrets if secrets is not None else Secrets()
         self.context = ToolContext(
@@ -235,6 +253,7 @@ class Conversation:
             workspace = LocalWorkspace(
                 settings.workspace, create=True, within=policy.workspace_root
             )
+            snapshots = _workspace_snapshots(store, settings, workspace, policy)
             secrets = policy.register_masked(secrets if secrets is not None else Secrets())
             if model_key and MODEL_KEY_NAME not in secrets:
                 # Masked wherever it shows up (a provider's error text), never given to a tool.
@@ -249,6 +268,8 @@ class Conversation:
             settings.confirmation,
             secrets,
             build_condenser(settings, agent.model),
+            snapshots,
+            policy,
         )
 
     def close(self) -> None:
@@ -450,35 +471,134 @@ class Conversation:
             )
         return self._after_user_decision()
 
-    def switch_branch(self, event_id: str) -> None:
+    def switch_branch(self, event_id: str, *, restore_files: bool = False) -> RestoreResult | None:
         """Make ``event_id`` the head: the model's context becomes that branch. The workspace's
-        files are NOT rolled back (BRANCH): a branch of events is not a file snapshot."""
+        files are NOT rolled back (BRANCH: a branch of events is not a file snapshot) unless
+        ``restore_files``: then they are put back to the snapshot covering ``event_id``
+        (``NoSnapshot``, and nothing changed, when none does)."""
         with self._running(), self._log.lock:
+            restored = self._restore_event(event_id) if restore_files else None
             self._log.move_head(event_id)
             self._set_status(Status.IDLE, f"switched to the branch of {event_id}")
+        return restored
 
-    def fork(self, event_id: str | None = None, *, title: str | None = None) -> Conversation:
-        """A new conversation holding this one's path up to ``event_id`` (default: the head),
-        sharing this agent and workspace (files are not copied, see ``switch_branch``)."""
+    def restore_snapshot(self, snapshot_id: str) -> RestoreResult:
+        """Put back any snapshot recorded in this conversation (the undo of a restore: the
+        files it replaced are the snapshot it took first). The head does not move."""
+        with self._running(), self._log.lock:
+            snapshots = self._snapshots_or_refuse()
+            if snapshot_id not in {fact.id for fact in snapshot_facts(self.store, self.id)}:
+                raise NoSnapshot(
+                    f"snapshot {snapshot_id!r} is not recorded in conversation {self.id} "
+                    "(treadle snapshots lists them); nothing was changed"
+                )
+            return restore(snapshots, self._log, snapshot_id)
+
+    def fork(
+        self,
+        event_id: str | None = None,
+        *,
+        title: str | None = None,
+        restore_files: bool = False,
+        workspace: str | None = None,
+    ) -> Conversation:
+        """A new conversation holding this one's path up to ``event_id`` (default: the head)
+        and its snapshots. Without ``workspace`` it shares this agent and workspace (files
+        are not copied, see ``switch_branch``); with one, it works there (created if
+        missing), and ``restore_files`` fills it from the snapshot covering the fork's event
+        (``NoSnapshot`` before anything is created when none does)."""
         head = event_id or self.head
+        if restore_files and workspace is None:
+            raise ForkNeedsWorkspace(
+                "a fork that restores files needs a workspace of its own (a fork shares its "
+                "parent's workspace otherwise, whose files would change under it): give one"
+            )
+        covering = None
+        if restore_files:
+            snapshots = self._snapshots_or_refuse()
+            covering = snapshots.covering(self.store, self.id, head) if head else None
+            if covering is None:
+                raise NoSnapshot(self._no_snapshot_text(head))
+        if workspace is not None:  # refused here, before a conversation exists, if outside
+            LocalWorkspace(workspace, create=True, within=self._policy.workspace_root)
         path = self.store.path_to_root(self.id, head) if head else []
         info = self.store.get_conversation(self.id)
         metadata = dict(info.metadata)
         metadata["origin"] = {"forked_from": self.id, "event_id": head}
+        if workspace is not None and SETTINGS_KEY in metadata:
+            moved = ConversationSettings.model_validate(metadata[SETTINGS_KEY]).model_copy(
+                update={"workspace": str(LocalWorkspace(workspace).root)}
+            )
+            metadata[SETTINGS_KEY] = moved.to_metadata()
         child = self.store.create_conversation(
             title=title or f"fork of {info.title or self.id}", metadata=metadata
         )
         if path:
             self.store.append_batch(child.id, path)
-        return Conversation(
-            ConversationLog(self.store, child.id, self.callbacks),
-            self.agent,
-            self.workspace,
-            confirmation=self.confirmation,
-            risk_analyzer=self.risk_analyzer,
+            self._copy_snapshots(child.id, {event.id for event in path})
+        if workspace is None:
+            return Conversation(
+                ConversationLog(self.store, child.id, self.callbacks),
+                self.agent,
+                self.workspace,
+                confirmation=self.confirmation,
+                risk_analyzer=self.risk_analyzer,
+                secrets=self.secrets,
+                condenser=self.condenser,
+                snapshots=self.snapshots,
+                policy=self._policy,
+            )
+        forked = Conversation.open(
+            self.store,
+            child.id,
+            model=self.agent.model,
             secrets=self.secrets,
-            condenser=self.condenser,
+            callbacks=self.callbacks,
+            policy=self._policy,
         )
+        if covering is not None:
+            if forked.snapshots is None:
+                forked.close()
+                raise NoSnapshot(f"snapshots are off for the fork {child.id}: nothing restored")
+            with forked._log.lock:
+                restore(forked.snapshots, forked._log, covering.id, event=head)
+        return forked
+
+    def _copy_snapshots(self, child_id: str, on_path: set[str]) -> None:
+        """The fork keeps the snapshots of the events it copied (its own refs to them)."""
+        copied = [
+            StateChangeEvent(key=SNAPSHOT_KEY, value=fact.value, parent_id=fact.after_event)
+            for fact in snapshot_facts(self.store, self.id)
+            if fact.after_event in on_path
+        ]
+        if not copied:
+            return
+        self.store.append_batch(child_id, copied, move_head=False)
+        if self.snapshots is not None:
+            for fact in copied:
+                self.snapshots.objects.keep(child_id, str(fact.value["id"]))  # type: ignore[index, call-overload]
+
+    def _restore_event(self, event_id: str) -> RestoreResult:
+        snapshots = self._snapshots_or_refuse()
+        fact = snapshots.covering(self.store, self.id, event_id)
+        if fact is None:
+            raise NoSnapshot(self._no_snapshot_text(event_id))
+        return restore(snapshots, self._log, fact.id, event=event_id)
+
+    def _no_snapshot_text(self, event_id: str | None) -> str:
+        return (
+            f"no snapshot covers event {event_id} of conversation {self.id} (none was taken "
+            "after the batch before it, or a tool ran since): the workspace's files were left "
+            "as they are"
+        )
+
+    def _snapshots_or_refuse(self) -> WorkspaceSnapshots:
+        if self.snapshots is None:
+            raise NoSnapshot(
+                f"conversation {self.id} takes no workspace snapshots (off in its settings, "
+                "or its store has no local folder for them): nothing was changed"
+            )
+        return self.snapshots
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -682,6 +802,7 @@ class Conversation:
             if action.tool_call_id not in answered:  # paused before it started: close it
                 by: InterruptedBy = "user" if self._pause_requested.by_user() else "crash"
                 self._log.append([interrupted_error(action, by, started=False)])
+        try_record(self.snapshots, self._log)  # every call answered: the batch's files
         if failure:
             return self._set_status(Status.ERROR, failure)
         if ended_turn:
@@ -731,6 +852,7 @@ class Conversation:
     def _ensure_system_prompt(self) -> None:
         if self.head is None:
             self._log.append([self.agent.system_prompt_event()])
+            try_record(self.snapshots, self._log)  # the files the conversation starts from
 
     def _set_status(
         self, status: ConversationStatus, reason: str | None = None
@@ -765,8 +887,13 @@ class _Parts:
     confirmation: ConfirmationPolicy
     secrets: Secrets
     condenser: Condenser | None
+    snapshots: WorkspaceSnapshots | None
+    policy: SettingsPolicy
 
     def wire(self, log: ConversationLog) -> Conversation:
+        if self.snapshots is not None:
+            # A restore a killed process left unfinished is finished (or rolled back) first.
+            recover(self.snapshots.objects, self.snapshots.root, log.store)
         return self.cls(
             log,
             self.agent,
@@ -774,7 +901,21 @@ class _Parts:
             confirmation=self.confirmation,
             secrets=self.secrets,
             condenser=self.condenser,
+            snapshots=self.snapshots,
+            policy=self.policy,
         )
+
+
+def _workspace_snapshots(
+    store: EventStore, settings: ConversationSettings, workspace: Workspace, policy: SettingsPolicy
+) -> WorkspaceSnapshots | None:
+    """The snapshots ``settings`` ask for, when the store has a place for them."""
+    if not settings.snapshots.enabled:
+        return None
+    objects = open_snapshot_store(store, policy.snapshot_data_dir)
+    if objects is None:
+        return None
+    return WorkspaceSnapshots(objects, workspace.root, settings.snapshots, store.url)
 
 
 class _RunGuard:

@@ -29,6 +29,10 @@ class NotRunnable(ConversationError):
     process refuses, its workspace moved, it has no settings)."""
 
 
+class ForkNeedsWorkspace(ConversationError, ValueError):
+    """A fork that restores files, without a workspace of its own to restore them into."""
+
+
 class NothingPending(ConversationError):
     """A confirm or a reject, while no call is waiting for confirmation."""
 

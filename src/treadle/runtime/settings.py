@@ -43,6 +43,9 @@ class SettingsPolicy:
     model_environment: ModelEnvironment = field(default=ModelEnvironment(), repr=False)
     """What the process's environment says about the model (default model, operator base
     URL, key, deadline), read by its edge (``treadle.environment``). Default: nothing."""
+    snapshot_data_dir: Path | None = None
+    """A local folder for the workspace snapshots of a store that has no file of its own
+    (PostgreSQL); a SQLite store keeps them beside its file. None: such a store takes none."""
 
     def register_masked(self, secrets: Secrets) -> Secrets:
         """``secrets`` with the ``masked`` values registered (mask only, not exported)."""

@@ -1,0 +1,81 @@
+"""Snapshots and restores as the log records them (``state_change`` facts ``snapshot`` and
+``restore``), and the one rule for which snapshot covers an event."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from treadle.events.model import AgentErrorEvent, Event, ObservationEvent, StateChangeEvent
+from treadle.store.base import EventQuery, EventStore
+
+SNAPSHOT_KEY = "snapshot"
+"""State-change key: ``{id, after_event, files, bytes_added, skipped, ...}``."""
+RESTORE_KEY = "restore"
+"""State-change key: ``{snapshot, previous_snapshot, changed, phase, ...}``."""
+PAGE = 500
+
+
+@dataclass(frozen=True)
+class SnapshotFact:
+    """One recorded snapshot: the fact's seq and event id, and its value."""
+
+    seq: int
+    event_id: str
+    value: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return str(self.value["id"])
+
+    @property
+    def after_event(self) -> str:
+        return str(self.value["after_event"])
+
+
+def facts(store: EventStore, conversation_id: str, key: str) -> list[tuple[int, StateChangeEvent]]:
+    """Every ``state_change`` with ``key`` in the conversation, in seq order."""
+    found: list[tuple[int, StateChangeEvent]] = []
+    after = -1
+    while True:
+        page = store.search(
+            conversation_id,
+            EventQuery(kinds=["state_change"], text=f'"{key}"', after_seq=after, limit=PAGE),
+        )
+        for stored in page.items:
+            event = stored.event
+            if isinstance(event, StateChangeEvent) and event.key == key:
+                found.append((stored.seq, event))
+        if page.next_cursor is None:
+            return found
+        after = page.next_cursor
+
+
+def snapshot_facts(store: EventStore, conversation_id: str) -> list[SnapshotFact]:
+    """The conversation's snapshots in the order they were taken."""
+    return [
+        SnapshotFact(seq, event.id, event.value)
+        for seq, event in facts(store, conversation_id, SNAPSHOT_KEY)
+        if isinstance(event.value, dict) and isinstance(event.value.get("id"), str)
+    ]
+
+
+def covering(path: Sequence[Event], snapshots: Sequence[SnapshotFact]) -> SnapshotFact | None:
+    """The snapshot that holds the files as they were at the end of ``path`` (root..event):
+    the newest one taken after an event of the path, provided no tool returned after that
+    event (a result after it means files may have changed that no snapshot holds).
+
+    Among several snapshots after the same event (e.g. one taken before a restore), the last
+    taken wins: it is the newest record of those files."""
+    by_event: dict[str, SnapshotFact] = {}
+    for fact in snapshots:
+        by_event[fact.after_event] = fact
+    found: SnapshotFact | None = None
+    for event in path:
+        if found is not None and isinstance(event, ObservationEvent | AgentErrorEvent):
+            found = None  # a tool ran (or may have) after the snapshot
+        fact = by_event.get(event.id)
+        if fact is not None:
+            found = fact
+    return found

@@ -1,0 +1,93 @@
+"""One workspace's snapshots as a conversation uses them: take one after a batch and record
+it in the log; find the one that covers an event; open the store a conversation's snapshots
+live in."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from treadle.api.settings import SnapshotSettings
+from treadle.runtime.log import ConversationLog
+from treadle.runtime.snapshots.facts import SNAPSHOT_KEY, SnapshotFact, covering, snapshot_facts
+from treadle.runtime.snapshots.gitstore import GitSnapshotStore, TreeSnapshot
+from treadle.runtime.snapshots.location import snapshot_root, store_files
+from treadle.store.base import EventStore
+
+logger = logging.getLogger(__name__)
+
+CHANGED_SHOWN = 100
+"""At most this many changed paths are listed in a snapshot's record (the count is exact)."""
+
+
+def open_snapshot_store(store: EventStore, data_dir: Path | None = None) -> GitSnapshotStore | None:
+    """The snapshot store of ``store`` (None when it has no local folder: see ``location``)."""
+    root = snapshot_root(store.url, data_dir)
+    return None if root is None else GitSnapshotStore(root)
+
+
+@dataclass
+class WorkspaceSnapshots:
+    """Snapshots of the folder ``root`` in ``objects`` for conversations of ``store``."""
+
+    objects: GitSnapshotStore
+    root: Path
+    settings: SnapshotSettings
+    store_url: str
+
+    def take(self, extra_skipped: tuple[str, ...] = ()) -> TreeSnapshot:
+        git_folder = self.root / ".git"
+        skipped = list(extra_skipped)
+        if git_folder.exists() and not self.settings.include_git:
+            skipped.append(".git/ (the workspace's own git folder; settings can include it)")
+        return self.objects.take(
+            self.root,
+            max_file_bytes=self.settings.max_file_bytes,
+            never=[self.objects.root, *store_files(self.store_url)],
+            extra_skipped=skipped,
+        )
+
+    def record(self, log: ConversationLog, **extra: Any) -> dict[str, Any] | None:
+        """Take a snapshot, keep it for the log's conversation and record it beside the head
+        (the event that ends the batch). Returns the recorded value (None: no head yet)."""
+        after_event = log.head
+        if after_event is None:
+            return None
+        started = time.perf_counter()
+        taken = self.take()
+        self.objects.keep(log.id, taken.id)
+        value: dict[str, Any] = {
+            "id": taken.id,
+            "after_event": after_event,
+            "files": taken.files,
+            "bytes_added": taken.bytes_added,
+            "skipped": taken.skipped,
+            "skipped_count": taken.skipped_count,
+            "changed": taken.changed[:CHANGED_SHOWN],
+            "changed_count": len(taken.changed),
+            "seconds": round(time.perf_counter() - started, 4),
+            **extra,
+        }
+        log.record_fact(SNAPSHOT_KEY, value)
+        return value
+
+    def covering(
+        self, store: EventStore, conversation_id: str, event_id: str
+    ) -> SnapshotFact | None:
+        return covering(
+            store.path_to_root(conversation_id, event_id), snapshot_facts(store, conversation_id)
+        )
+
+
+def try_record(snapshots: WorkspaceSnapshots | None, log: ConversationLog) -> None:
+    """The run loop's hook: a snapshot after a batch, never a reason for the run to stop (a
+    failure is logged; the log then simply has no snapshot for that batch)."""
+    if snapshots is None:
+        return
+    try:
+        snapshots.record(log)
+    except Exception:
+        logger.warning("no snapshot of %s after %s", snapshots.root, log.head, exc_info=True)
