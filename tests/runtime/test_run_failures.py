@@ -21,8 +21,12 @@ from treadle.store.base import StoreUnavailable
 from treadle.store.urls import open_store
 
 
-def litellm_conversation(store, workspace: Path, server: FakeOpenAIServer) -> Conversation:
-    settings = ConversationSettings.litellm("openai/test-model", workspace, server.base_url)
+def litellm_conversation(
+    store, workspace: Path, server: FakeOpenAIServer, **fields
+) -> Conversation:
+    settings = ConversationSettings.litellm(
+        "openai/test-model", workspace, server.base_url, **fields
+    )
     return Conversation.create(store, settings)
 
 
@@ -187,7 +191,8 @@ def test_a_store_outage_mid_run_ends_in_error_once_the_store_is_back(store, work
     flaky = FlakyStore(store, fail_after=4, recover_after=6)  # the result's append fails
     with (
         FakeOpenAIServer(replies) as server,
-        litellm_conversation(flaky, workspace, server) as conv,
+        # Appends counted: no snapshot facts between them.
+        litellm_conversation(flaky, workspace, server, snapshots=False) as conv,
     ):
         conv.send_message("say hi")
         assert conv.run() is Status.ERROR

@@ -11,6 +11,7 @@ what no ref reaches. The user's git configuration is never read (``GIT_CONFIG_NO
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -78,13 +79,14 @@ class GitSnapshotStore:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self._ready = False
+        self._git = shutil.which("git")
 
     # -- plumbing ------------------------------------------------------------------------
 
     def _ensure(self) -> None:
         if self._ready:
             return
-        if shutil.which("git") is None:
+        if self._git is None:
             raise SnapshotError("workspace snapshots need git on PATH; install git")
         (self.root / "indexes").mkdir(parents=True, exist_ok=True)
         (self.root / "excludes").mkdir(parents=True, exist_ok=True)
@@ -96,7 +98,8 @@ class GitSnapshotStore:
 
     def _env(self, work_tree: Path | None = None, index: Path | None = None) -> dict[str, str]:
         env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),  # only to find git itself
+            # git's own folder only: nothing of this process's environment reaches git.
+            "PATH": os.path.dirname(self._git or "/usr/bin/git"),
             "GIT_DIR": str(self.git_dir),
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
@@ -123,7 +126,7 @@ class GitSnapshotStore:
         if not git_dir:
             del env["GIT_DIR"]
         done = subprocess.run(
-            ["git", *args],
+            [self._git or "git", *args],
             input=input,
             capture_output=True,
             env=env,
@@ -306,10 +309,8 @@ class GitSnapshotStore:
         total = 0
         for folder, _dirs, files in os.walk(self.git_dir):
             for name in files:
-                try:
+                with contextlib.suppress(FileNotFoundError):  # removed by a gc meanwhile
                     total += os.lstat(os.path.join(folder, name)).st_size
-                except FileNotFoundError:
-                    pass
         return total
 
     # -- restoring -------------------------------------------------------------------------
@@ -434,10 +435,8 @@ def _clear_way(work_tree: Path, path: str) -> None:
     written: clear what is in the way when it holds nothing."""
     target = work_tree / path
     if target.is_dir() and not target.is_symlink():
-        try:
+        with contextlib.suppress(OSError):  # not empty: checkout-index says what is wrong
             target.rmdir()
-        except OSError:
-            pass
     for parent in reversed(target.relative_to(work_tree).parents):
         folder = work_tree / parent
         if folder != work_tree and (folder.is_file() or folder.is_symlink()):
