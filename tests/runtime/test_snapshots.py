@@ -77,7 +77,8 @@ def test_the_seeds_counterexample_is_fixed_by_a_restore(store, workspace):
         assert "def bar" in (workspace / "code.py").read_text()
         created = results(conv)[0]  # the file as it was: foo
         restored = conv.switch_branch(created.id, restore_files=True)
-        assert restored is not None and restored.changed == ["code.py"]
+        assert restored is not None
+        assert restored.changed == ["code.py"]
         assert (workspace / "code.py").read_text() == "def foo():\n    return 1\n"
         conv.send_message("rename foo to bar")
         assert conv.run() is Status.FINISHED
@@ -124,7 +125,8 @@ def test_a_snapshot_after_each_batch_and_at_the_first_event(store, workspace):
     ]
     first, after_a, after_b, after_finish = recorded
     assert (first["files"], after_a["changed"], after_b["changed"]) == (0, ("a.txt",), ("b.txt",))
-    assert after_finish["changed"] == () and after_finish["id"] == after_b["id"]
+    assert after_finish["changed"] == ()
+    assert after_finish["id"] == after_b["id"]
     assert after_finish["bytes_added"] == 0  # nothing changed: nothing stored
     assert after_a["bytes_added"] > 0
     assert "big.bin (over 1024 bytes)" in first["skipped"]
@@ -222,11 +224,13 @@ def test_no_snapshot_covering_the_event_changes_nothing(store, workspace):
         # Between the two results of one batch, files changed that no snapshot holds.
         with pytest.raises(NoSnapshot, match=f"no snapshot covers event {first_result.id}"):
             conv.switch_branch(first_result.id, restore_files=True)
-        assert (workspace / "p.txt").exists() and conv.head != first_result.id
+        assert (workspace / "p.txt").exists()
+        assert conv.head != first_result.id
         # The first action follows the first event's snapshot with no result between: covered.
         action = next(e for e in conv.active_path() if e.kind == "action")
         assert conv.switch_branch(action.id, restore_files=True) is not None
-        assert not (workspace / "p.txt").exists() and not (workspace / "q.txt").exists()
+        assert not (workspace / "p.txt").exists()
+        assert not (workspace / "q.txt").exists()
         assert conv.switch_branch(second_result.id, restore_files=True) is not None
         assert (workspace / "q.txt").read_text() == "q\n"
 

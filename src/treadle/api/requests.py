@@ -97,7 +97,26 @@ class RejectRequest(ActionChoice):
 class ForkRequest(_Body):
     event_id: str | None = Field(default=None, description="Default: the head")
     title: str | None = Field(default=None, max_length=TITLE_MAX)
+    restore_files: bool = Field(
+        default=False,
+        description="Fill the fork's own workspace with the files of the snapshot covering "
+        "the event (needs `workspace`)",
+    )
+    workspace: str | None = Field(
+        default=None,
+        description="The fork's own workspace (inside the server's workspace root); default: "
+        "it shares its parent's",
+    )
 
 
 class MoveHead(_Body):
     event_id: str
+    restore_files: bool = Field(
+        default=False,
+        description="Also put the workspace's files back to the snapshot covering the event "
+        "(the files as they are are snapshotted first)",
+    )
+
+
+class RestoreRequest(_Body):
+    snapshot: str = Field(description="A snapshot id recorded in the conversation")

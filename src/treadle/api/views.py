@@ -13,6 +13,46 @@ from treadle.api.status import ConversationStatus
 from treadle.events.model import Event
 
 
+class RestoreView(BaseModel):
+    """A restore of the workspace's files: the snapshot put back, the one holding the files
+    as they were (restore it to undo), the paths changed, and the paths kept (files no
+    snapshot holds, never written over)."""
+
+    snapshot: str
+    previous_snapshot: str
+    changed: list[str]
+    kept: list[str] = Field(default_factory=list)
+    restore_id: str
+
+
+class SnapshotView(BaseModel):
+    id: str
+    after_event: str
+    seq: int
+    files: int
+    bytes: int
+    """Bytes of the files it holds (-1: not in this server's snapshot store)."""
+    bytes_added: int | None = None
+    changed_count: int | None = None
+    skipped_count: int | None = None
+    reason: str | None = None
+
+
+class SnapshotList(BaseModel):
+    items: list[SnapshotView]
+
+
+class DiffView(BaseModel):
+    """The workspace's files from ``event_a`` to ``event_b``, as a unified diff."""
+
+    event_a: str
+    event_b: str
+    snapshot_a: str
+    snapshot_b: str
+    changed: list[str]
+    diff: str
+
+
 class ConversationView(BaseModel):
     id: str
     title: str | None
@@ -24,6 +64,8 @@ class ConversationView(BaseModel):
     updated_at: datetime
     running_here: bool = False
     metadata: dict[str, Any] = Field(default_factory=dict)
+    restore: RestoreView | None = None
+    """Set by a head move or a fork that restored the workspace's files."""
 
 
 class ConversationList(BaseModel):

@@ -8,6 +8,7 @@ from treadle.cli import (  # noqa: F401  (importing registers their commands)
     openhands_commands,
     run_commands,
     serve_commands,
+    snapshot_commands,
     store_commands,
 )
 from treadle.cli.app import app, main

@@ -18,8 +18,12 @@ from treadle.api.views import (
     ConversationList,
     ConversationView,
     CountView,
+    DiffView,
     EventItem,
     EventPage,
+    RestoreView,
+    SnapshotList,
+    SnapshotView,
     TreeView,
 )
 from treadle.client.http import BadResponse, HttpApi
@@ -141,12 +145,40 @@ class RemoteConversation:
         body = {"action_ids": list(action_ids) if action_ids else None, "reason": reason}
         return _read(Accepted, self._call("POST", "/reject", json=body)).status
 
-    def fork(self, event_id: str | None = None, *, title: str | None = None) -> RemoteConversation:
-        data = self._call("POST", "/fork", json={"event_id": event_id, "title": title})
+    def fork(
+        self,
+        event_id: str | None = None,
+        *,
+        title: str | None = None,
+        restore_files: bool = False,
+        workspace: str | None = None,
+    ) -> RemoteConversation:
+        """A new conversation up to ``event_id``; with ``restore_files`` and a ``workspace``
+        of its own, that folder gets the files of the snapshot covering the event."""
+        body: dict[str, Any] = {"event_id": event_id, "title": title}
+        if restore_files or workspace is not None:  # an older server takes the plain body
+            body.update(restore_files=restore_files, workspace=workspace)
+        data = self._call("POST", "/fork", json=body)
         return RemoteConversation(self.client, _read(ConversationView, data).id)
 
-    def switch_branch(self, event_id: str) -> None:
-        self._call("PUT", "/head", json={"event_id": event_id})
+    def switch_branch(self, event_id: str, *, restore_files: bool = False) -> RestoreView | None:
+        """Make ``event_id`` the head; with ``restore_files`` the workspace's files go back
+        to the snapshot covering it (what changed is returned; ``no_snapshot`` when none)."""
+        body: dict[str, Any] = {"event_id": event_id}
+        if restore_files:
+            body["restore_files"] = True
+        return _read(ConversationView, self._call("PUT", "/head", json=body)).restore
+
+    def restore(self, snapshot: str) -> RestoreView:
+        """Put a snapshot recorded in the conversation back (the undo of a restore)."""
+        return _read(RestoreView, self._call("POST", "/restore", json={"snapshot": snapshot}))
+
+    def snapshots(self) -> list[SnapshotView]:
+        return _read(SnapshotList, self._call("GET", "/snapshots")).items
+
+    def diff(self, event_a: str, event_b: str) -> DiffView:
+        """The unified diff of the workspace's files from ``event_a`` to ``event_b``."""
+        return _read(DiffView, self._call("GET", "/diff", params={"a": event_a, "b": event_b}))
 
     def delete(self) -> None:
         self._call("DELETE")

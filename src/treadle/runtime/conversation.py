@@ -566,17 +566,17 @@ class Conversation:
 
     def _copy_snapshots(self, child_id: str, on_path: set[str]) -> None:
         """The fork keeps the snapshots of the events it copied (its own refs to them)."""
+        kept = [fact for fact in snapshot_facts(self.store, self.id) if fact.after_event in on_path]
+        if not kept:
+            return
         copied = [
             StateChangeEvent(key=SNAPSHOT_KEY, value=fact.value, parent_id=fact.after_event)
-            for fact in snapshot_facts(self.store, self.id)
-            if fact.after_event in on_path
+            for fact in kept
         ]
-        if not copied:
-            return
         self.store.append_batch(child_id, copied, move_head=False)
         if self.snapshots is not None:
-            for fact in copied:
-                self.snapshots.objects.keep(child_id, str(fact.value["id"]))  # type: ignore[index, call-overload]
+            for fact in kept:
+                self.snapshots.objects.keep(child_id, fact.id)
 
     def _restore_event(self, event_id: str) -> RestoreResult:
         snapshots = self._snapshots_or_refuse()

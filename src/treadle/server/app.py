@@ -23,7 +23,7 @@ from treadle.server.state import ServerState
 from treadle.server.stream import Hubs
 from treadle.store.leases import open_leases
 from treadle.store.openhands.transfer import ArchiveLimits
-from treadle.store.urls import default_store_url, open_store
+from treadle.store.urls import default_store_dir, default_store_url, open_store
 
 PUBLIC_PATHS = frozenset({"/", "/favicon.ico", "/docs", "/openapi.json", "/health"})
 
@@ -66,6 +66,8 @@ def create_app(
         # The keys clients authenticate with are masked in every conversation's tool output.
         masked=security.api_keys,
         model_environment=environment,
+        # Snapshots of a store without a file of its own (PostgreSQL) live in this folder.
+        snapshot_data_dir=default_store_dir(),
     )
     model_key = environment.api_key
 

@@ -18,12 +18,14 @@ from treadle.errors import ContractError, TreadleError
 from treadle.runtime.errors import (
     ConversationBusy,
     ConversationError,
+    ForkNeedsWorkspace,
     NothingPending,
     NotPending,
     NotRunnable,
     NotWaiting,
     TooManyRunning,
 )
+from treadle.runtime.snapshots import NoSnapshot, RestoreBusy, SnapshotError
 from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.store.base import (
     ConversationExists,
@@ -105,6 +107,9 @@ _CONVERSATION_ERRORS: dict[type[ConversationError], tuple[int, str]] = {
     ConversationBusy: (409, "already_running"),
     NotRunnable: (409, "not_runnable"),
     TooManyRunning: (429, "too_many_running"),
+    NoSnapshot: (409, "no_snapshot"),
+    RestoreBusy: (409, "restore_in_progress"),
+    ForkNeedsWorkspace: (422, "fork_needs_workspace"),
 }
 """Why a conversation cannot do that now, as HTTP (any other ConversationError: 409)."""
 
@@ -130,6 +135,8 @@ def status_of(error: Exception) -> tuple[int, str]:
         return 409, "conflict"
     if isinstance(error, ContractError):
         return 422, error.contract
+    if isinstance(error, SnapshotError):
+        return 400, "snapshot_failed"
     if isinstance(error, StoreError):
         return 400, "bad_request"
     return 400, "bad_request"

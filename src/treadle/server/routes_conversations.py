@@ -14,14 +14,27 @@ from treadle.api import (
     ConversationList,
     ConversationView,
     CreateConversation,
+    DiffView,
     ForkRequest,
     MoveHead,
     RejectRequest,
+    RestoreRequest,
+    RestoreView,
     RunRequest,
     SendMessage,
+    SnapshotList,
+    SnapshotView,
 )
 from treadle.events.model import event_to_dict
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.snapshots import (
+    RESTORE_KEY,
+    GitSnapshotStore,
+    events_diff,
+    open_snapshot_store,
+    snapshot_list,
+)
+from treadle.runtime.snapshots.facts import facts
 from treadle.server.state import ServerState, server_state
 from treadle.store.base import ConversationExists, ConversationInfo, ConversationNotFound
 
@@ -98,6 +111,9 @@ def delete_conversation(conversation_id: str, state: State) -> Response:
     with state.runs.exclusive(conversation_id, "pause it before deleting it"):
         state.runs.forget(conversation_id)
         state.store.delete_conversation(conversation_id)
+        objects = _snapshot_store(state)
+        if objects is not None:  # its snapshots go with it (their files at the next gc)
+            objects.forget(conversation_id)
     return Response(status_code=204)
 
 
@@ -174,15 +190,87 @@ def reject(conversation_id: str, state: State, body: RejectRequest | None = None
 
 @router.post("/{conversation_id}/fork", status_code=201, response_model=ConversationView)
 def fork(conversation_id: str, body: ForkRequest, state: State) -> ConversationView:
-    """A new conversation holding the path up to the event (files are not copied)."""
-    child = state.runtime(conversation_id).fork(body.event_id, title=body.title)
-    return view(state, state.store.get_conversation(child.id))
+    """A new conversation holding the path up to the event and its snapshots. Files are not
+    copied, unless ``restore_files`` with a ``workspace`` of its own: then that folder gets
+    the files of the snapshot covering the event (409 ``no_snapshot`` when none does)."""
+    if body.event_id is not None:
+        state.store.get_event(conversation_id, body.event_id)  # 404 for an unknown event
+    workspace = state.workspace_folder(body.workspace) if body.workspace is not None else None
+    child = state.runtime(conversation_id).fork(
+        body.event_id, title=body.title, restore_files=body.restore_files, workspace=workspace
+    )
+    if workspace is not None:
+        child.close()  # its own tools: the run manager opens it again to run it
+    shown = view(state, state.store.get_conversation(child.id))
+    shown.restore = _last_restore(state, child.id)
+    return shown
 
 
 @router.put("/{conversation_id}/head", response_model=ConversationView)
 def move_head(conversation_id: str, body: MoveHead, state: State) -> ConversationView:
-    """Switch the active branch: the model's context follows the new head."""
+    """Switch the active branch: the model's context follows the new head; with
+    ``restore_files`` the workspace's files too (409 ``no_snapshot``, nothing changed, when
+    no snapshot covers the event)."""
     state.store.get_event(conversation_id, body.event_id)  # 404 for an unknown event
     with state.runs.exclusive(conversation_id, "pause it before switching branch"):
-        state.runtime(conversation_id).switch_branch(body.event_id)
-    return view(state, state.store.get_conversation(conversation_id))
+        restored = state.runtime(conversation_id).switch_branch(
+            body.event_id, restore_files=body.restore_files
+        )
+    shown = view(state, state.store.get_conversation(conversation_id))
+    shown.restore = RestoreView(**restored.to_dict()) if restored else None
+    return shown
+
+
+@router.post("/{conversation_id}/restore", response_model=RestoreView)
+def restore_snapshot(conversation_id: str, body: RestoreRequest, state: State) -> RestoreView:
+    """Put a snapshot recorded in the conversation back into its workspace (the undo of a
+    restore: its ``previous_snapshot``). The head does not move."""
+    state.store.get_conversation(conversation_id)
+    with state.runs.exclusive(conversation_id, "pause it before restoring files"):
+        restored = state.runtime(conversation_id).restore_snapshot(body.snapshot)
+    return RestoreView(**restored.to_dict())
+
+
+@router.get("/{conversation_id}/snapshots", response_model=SnapshotList)
+def list_snapshots(conversation_id: str, state: State) -> SnapshotList:
+    """The workspace snapshots recorded in the conversation, oldest first, with their sizes."""
+    state.store.get_conversation(conversation_id)
+    listed = snapshot_list(state.store, _snapshot_store(state), conversation_id)
+    return SnapshotList(items=[SnapshotView(**item) for item in listed])
+
+
+@router.get("/{conversation_id}/diff", response_model=DiffView)
+def diff(
+    conversation_id: str,
+    state: State,
+    a: Annotated[str, Query(description="The earlier event")],
+    b: Annotated[str, Query(description="The later event")],
+) -> DiffView:
+    """The unified diff of the workspace's files from event ``a`` to event ``b`` (409
+    ``no_snapshot`` when no snapshot covers one of them)."""
+    for event_id in (a, b):
+        state.store.get_event(conversation_id, event_id)  # 404 for an unknown event
+    found = events_diff(state.store, _snapshot_store(state), conversation_id, a, b)
+    return DiffView(**found.to_dict())
+
+
+def _snapshot_store(state: ServerState) -> GitSnapshotStore | None:
+    return open_snapshot_store(state.store, state.policy.snapshot_data_dir)
+
+
+def _last_restore(state: ServerState, conversation_id: str) -> RestoreView | None:
+    done = [
+        event.value
+        for _seq, event in facts(state.store, conversation_id, RESTORE_KEY)
+        if isinstance(event.value, dict) and event.value.get("phase") == "done"
+    ]
+    if not done:
+        return None
+    value = done[-1]
+    return RestoreView(
+        snapshot=value["snapshot"],
+        previous_snapshot=value["previous_snapshot"],
+        changed=list(value["changed"]),
+        kept=list(value.get("kept") or ()),
+        restore_id=value["restore_id"],
+    )

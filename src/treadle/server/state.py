@@ -54,7 +54,11 @@ class ServerState:
                 self.policy.check_script(settings.model.script)
             except SettingsError as error:
                 raise ApiError(422, "script_path_refused", str(error)) from None
-        requested = settings.workspace
+        return settings.model_copy(update={"workspace": self.workspace_folder(settings.workspace)})
+
+    def workspace_folder(self, requested: str) -> str:
+        """The folder a client asks for as a workspace, resolved (under ``workspace_root``
+        when set, 422 outside) and made: a path that cannot be a folder is a 422 naming why."""
         if not requested.strip() or "\0" in requested or len(requested) > WORKSPACE_PATH_MAX:
             raise ApiError(
                 422,
@@ -75,7 +79,7 @@ class ServerState:
             resolved.mkdir(parents=True, exist_ok=True)
         except OSError as error:  # a file there, a name too long, no permission...
             raise _unusable(requested, error) from None
-        return settings.model_copy(update={"workspace": str(resolved)})
+        return str(resolved)
 
     def _check_inside(self, requested: str, path: Path) -> None:
         if self.workspace_root is not None and not path.is_relative_to(self.workspace_root):

@@ -25,14 +25,18 @@ from treadle.runtime.snapshots.restore import (
     restore,
 )
 from treadle.runtime.snapshots.workspace import (
+    EventsDiff,
     WorkspaceSnapshots,
+    events_diff,
     open_snapshot_store,
+    snapshot_list,
     try_record,
 )
 
 __all__ = [
     "RESTORE_KEY",
     "SNAPSHOT_KEY",
+    "EventsDiff",
     "GitSnapshotStore",
     "NoSnapshot",
     "RestoreBusy",
@@ -42,10 +46,12 @@ __all__ = [
     "TreeSnapshot",
     "WorkspaceSnapshots",
     "covering",
+    "events_diff",
     "open_snapshot_store",
     "recover",
     "restore",
     "snapshot_facts",
+    "snapshot_list",
     "snapshot_root",
     "try_record",
 ]

@@ -75,7 +75,7 @@ def covering(path: Sequence[Event], snapshots: Sequence[SnapshotFact]) -> Snapsh
     for event in path:
         if found is not None and isinstance(event, ObservationEvent | AgentErrorEvent):
             found = None  # a tool ran (or may have) after the snapshot
-        fact = by_event.get(event.id)
-        if fact is not None:
-            found = fact
+        here = by_event.get(event.id)
+        if here is not None:
+            found = here
     return found

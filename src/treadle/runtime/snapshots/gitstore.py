@@ -4,7 +4,7 @@ store per Treadle store, driven with git plumbing, never the user's own ``.git``
 A snapshot is the id of a git *tree* holding the workspace's files: identical contents give the
 same id, an unchanged file costs nothing (its blob is already stored), and a private index per
 workspace (``GIT_INDEX_FILE``) keeps the stat of each file so that only changed files are read.
-``refs/snapshots/<conversation>/<tree>`` keep a conversation's snapshots alive; ``gc`` drops
+``refs/snapshots/<conversation id in hex>/<tree>`` keep a conversation's snapshots alive; ``gc`` drops
 what no ref reaches. The user's git configuration is never read (``GIT_CONFIG_NOSYSTEM``,
 ``GIT_CONFIG_GLOBAL``), so only the workspace's own ``.gitignore`` files decide what is skipped.
 """
@@ -358,23 +358,27 @@ class GitSnapshotStore:
     def keep(self, conversation_id: str, tree: str) -> None:
         """Keep ``tree`` alive for ``conversation_id`` (until that conversation is deleted)."""
         self._ensure()
-        self._run(["update-ref", f"refs/snapshots/{conversation_id}/{tree}", tree])
+        self._run(["update-ref", f"{_refs(conversation_id)}{tree}", tree])
 
     def kept(self, conversation_id: str) -> list[str]:
         self._ensure()
-        out = self._run(
-            ["for-each-ref", "--format=%(objectname)", f"refs/snapshots/{conversation_id}/"]
-        )
+        out = self._run(["for-each-ref", "--format=%(objectname)", _refs(conversation_id)])
         return out.decode().split()
+
+    def owners(self) -> list[str]:
+        """The conversations that keep snapshots here."""
+        if not self.git_dir.exists():
+            return []
+        self._ensure()
+        out = self._run(["for-each-ref", "--format=%(refname)", "refs/snapshots/"])
+        return sorted({bytes.fromhex(ref.split("/")[2]).decode() for ref in out.decode().split()})
 
     def forget(self, conversation_id: str) -> int:
         """Drop ``conversation_id``'s refs (its snapshots' objects go at the next ``gc``)."""
         if not self.git_dir.exists():
             return 0
         self._ensure()
-        out = self._run(
-            ["for-each-ref", "--format=%(refname)", f"refs/snapshots/{conversation_id}/"]
-        )
+        out = self._run(["for-each-ref", "--format=%(refname)", _refs(conversation_id)])
         refs = out.decode().split()
         if refs:
             self._run(
@@ -390,6 +394,12 @@ class GitSnapshotStore:
         self._run(["reflog", "expire", "--expire=now", "--all"])
         self._run(["gc", "-q", "--prune=now"])
         return before, self.disk_bytes()
+
+
+def _refs(conversation_id: str) -> str:
+    """The ref folder of a conversation's snapshots: its id in hex, since an id may hold what
+    a ref name may not (':', '..')."""
+    return f"refs/snapshots/{conversation_id.encode().hex()}/"
 
 
 def _is_link(mode: int) -> bool:

@@ -91,3 +91,79 @@ def try_record(snapshots: WorkspaceSnapshots | None, log: ConversationLog) -> No
         snapshots.record(log)
     except Exception:
         logger.warning("no snapshot of %s after %s", snapshots.root, log.head, exc_info=True)
+
+
+@dataclass(frozen=True)
+class EventsDiff:
+    """The workspace's difference between two events, from the snapshots covering them."""
+
+    event_a: str
+    event_b: str
+    snapshot_a: str
+    snapshot_b: str
+    changed: list[str]
+    diff: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event_a": self.event_a,
+            "event_b": self.event_b,
+            "snapshot_a": self.snapshot_a,
+            "snapshot_b": self.snapshot_b,
+            "changed": self.changed,
+            "diff": self.diff,
+        }
+
+
+def events_diff(
+    store: EventStore, objects: GitSnapshotStore | None, conversation_id: str, a: str, b: str
+) -> EventsDiff:
+    """The unified diff of the files from event ``a`` to event ``b`` (``NoSnapshot`` naming
+    the event no snapshot covers; ``EventNotFound`` for an unknown event)."""
+    from treadle.runtime.snapshots.restore import NoSnapshot
+
+    recorded = snapshot_facts(store, conversation_id)
+    found: list[str] = []
+    for event_id in (a, b):
+        fact = covering(store.path_to_root(conversation_id, event_id), recorded)
+        if fact is None:
+            raise NoSnapshot(
+                f"no snapshot covers event {event_id} of conversation {conversation_id}: "
+                "there is nothing to compare its files with"
+            )
+        found.append(fact.id)
+    if objects is None:
+        raise NoSnapshot(
+            f"the snapshots of conversation {conversation_id} are not on this machine (its "
+            "store has no local folder for them here)"
+        )
+    changes = objects.changes(found[0], found[1]) if found[0] != found[1] else []
+    text = objects.diff(found[0], found[1]) if changes else ""
+    return EventsDiff(a, b, found[0], found[1], [c.path for c in changes], text)
+
+
+def snapshot_list(
+    store: EventStore, objects: GitSnapshotStore | None, conversation_id: str
+) -> list[dict[str, Any]]:
+    """The conversation's snapshots, oldest first, each with its size (files and bytes it
+    holds) and what it added to the store."""
+    sizes: dict[str, tuple[int, int]] = {}
+    listed = []
+    for fact in snapshot_facts(store, conversation_id):
+        if objects is not None and fact.id not in sizes:
+            sizes[fact.id] = objects.size(fact.id) if objects.exists(fact.id) else (0, -1)
+        files, total = sizes.get(fact.id, (int(fact.value.get("files", 0)), -1))
+        listed.append(
+            {
+                "id": fact.id,
+                "after_event": fact.after_event,
+                "seq": fact.seq,
+                "files": files,
+                "bytes": total,
+                "bytes_added": fact.value.get("bytes_added"),
+                "changed_count": fact.value.get("changed_count"),
+                "skipped_count": fact.value.get("skipped_count"),
+                "reason": fact.value.get("reason"),
+            }
+        )
+    return listed
