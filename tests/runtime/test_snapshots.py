@@ -128,6 +128,9 @@ def test_a_snapshot_after_each_batch_and_at_the_first_event(store, workspace):
     assert after_finish["changed"] == ()
     assert after_finish["id"] == after_b["id"]
     assert after_finish["bytes_added"] == 0  # nothing changed: nothing stored
+    # finish cannot change a file: the previous snapshot is recorded again, files not read.
+    assert after_finish["read"] is False
+    assert "read" not in after_b
     assert after_a["bytes_added"] > 0
     assert "big.bin (over 1024 bytes)" in first["skipped"]
 

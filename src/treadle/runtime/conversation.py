@@ -777,6 +777,7 @@ class Conversation:
             self._log.append([event])
 
     def _execute(self, actions: Sequence[ActionEvent]) -> ConversationStatus | None:
+        names = [action.tool_name for action in actions]
         ended_turn = False
         failure = None
         answered: set[str] = set()
@@ -802,7 +803,8 @@ class Conversation:
             if action.tool_call_id not in answered:  # paused before it started: close it
                 by: InterruptedBy = "user" if self._pause_requested.by_user() else "crash"
                 self._log.append([interrupted_error(action, by, started=False)])
-        try_record(self.snapshots, self._log)  # every call answered: the batch's files
+        # Every call answered: the batch's files (read again only if a call could change them).
+        try_record(self.snapshots, self._log, self.agent.tools.may_change_files(names))
         if failure:
             return self._set_status(Status.ERROR, failure)
         if ended_turn:

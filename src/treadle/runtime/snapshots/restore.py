@@ -105,6 +105,7 @@ def restore(
             },
         )
         log.record_fact(RESTORE_KEY, {**value, "phase": "started"})
+        snapshots.forget_last()
         objects.checkout(snapshots.root, apply)
         log.record_fact(RESTORE_KEY, {**value, "phase": "done"})
         journal.unlink()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,10 @@ class WorkspaceSnapshots:
     root: Path
     settings: SnapshotSettings
     store_url: str
+    _last: dict[str, Any] | None = None
+    """The last snapshot this object took of the workspace (None after a restore)."""
+    _kept: set[tuple[str, str]] = field(default_factory=set)
+    """(conversation, snapshot) refs this object wrote."""
 
     def take(self, extra_skipped: tuple[str, ...] = ()) -> TreeSnapshot:
         git_folder = self.root / ".git"
@@ -50,16 +54,34 @@ class WorkspaceSnapshots:
             extra_skipped=skipped,
         )
 
-    def record(self, log: ConversationLog, **extra: Any) -> dict[str, Any] | None:
+    def record(
+        self, log: ConversationLog, *, read: bool = True, **extra: Any
+    ) -> dict[str, Any] | None:
         """Take a snapshot, keep it for the log's conversation and record it beside the head
-        (the event that ends the batch). Returns the recorded value (None: no head yet)."""
+        (the event that ends the batch). Returns the recorded value (None: no head yet).
+        ``read=False`` (no call of the batch could change a file): the last snapshot this
+        object took is recorded again, the files not read."""
         after_event = log.head
         if after_event is None:
             return None
         started = time.perf_counter()
+        value: dict[str, Any]
+        if not read and self._last is not None:
+            value = {
+                **self._last,
+                "after_event": after_event,
+                "changed": [],
+                "changed_count": 0,
+                "bytes_added": 0,
+                "seconds": round(time.perf_counter() - started, 4),
+                "read": False,
+            }
+            self._keep(log.id, str(value["id"]))
+            log.record_fact(SNAPSHOT_KEY, value)
+            return value
         taken = self.take()
-        self.objects.keep(log.id, taken.id)
-        value: dict[str, Any] = {
+        self._keep(log.id, taken.id)
+        value = {
             "id": taken.id,
             "after_event": after_event,
             "files": taken.files,
@@ -72,7 +94,17 @@ class WorkspaceSnapshots:
             **extra,
         }
         log.record_fact(SNAPSHOT_KEY, value)
+        self._last = {key: value[key] for key in ("id", "files", "skipped", "skipped_count")}
         return value
+
+    def _keep(self, conversation_id: str, snapshot_id: str) -> None:
+        if (conversation_id, snapshot_id) not in self._kept:  # a ref written once is enough
+            self.objects.keep(conversation_id, snapshot_id)
+            self._kept.add((conversation_id, snapshot_id))
+
+    def forget_last(self) -> None:
+        """The files changed other than by a batch (a restore): the next record reads them."""
+        self._last = None
 
     def covering(
         self, store: EventStore, conversation_id: str, event_id: str
@@ -82,13 +114,15 @@ class WorkspaceSnapshots:
         )
 
 
-def try_record(snapshots: WorkspaceSnapshots | None, log: ConversationLog) -> None:
+def try_record(
+    snapshots: WorkspaceSnapshots | None, log: ConversationLog, read: bool = True
+) -> None:
     """The run loop's hook: a snapshot after a batch, never a reason for the run to stop (a
     failure is logged; the log then simply has no snapshot for that batch)."""
     if snapshots is None:
         return
     try:
-        snapshots.record(log)
+        snapshots.record(log, read=read)
     except Exception:
         logger.warning("no snapshot of %s after %s", snapshots.root, log.head, exc_info=True)
 

@@ -110,6 +110,9 @@ class Tool(ABC, Generic[ArgsT]):
     arguments_model: type[ArgsT]
     parallel_safe: bool = False
     """True when concurrent calls (in one batch) are safe; the tool handles its own locking."""
+    changes_files: bool = True
+    """False when no call can change the workspace's files: a batch of such calls records the
+    workspace's previous snapshot again without reading the files (docs/snapshots.md)."""
 
     def risky(self, arguments: ArgsT) -> bool:
         """A hint for the 'risky' confirmation policy: may this call change or leak anything?"""

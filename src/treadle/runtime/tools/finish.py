@@ -23,6 +23,7 @@ class FinishTool(Tool[FinishArguments]):
     description = _DESCRIPTION
     arguments_model = FinishArguments
     parallel_safe = False  # it ends the turn: it should run after the calls beside it
+    changes_files = False
 
     def run(self, arguments: FinishArguments, context: ToolContext) -> ToolResult:
         return ToolResult(content=arguments.message, data={"finished": True}, ends_turn=True)

@@ -53,6 +53,7 @@ class TaskTrackerTool(Tool[TaskTrackerArguments]):
     description = _DESCRIPTION
     arguments_model = TaskTrackerArguments
     parallel_safe = False  # plan replaces the list: two in one batch would race on the order
+    changes_files = False  # its list lives in the workspace's state folder, or in memory
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -24,6 +24,7 @@ class ThinkTool(Tool[ThinkArguments]):
     description = _DESCRIPTION
     arguments_model = ThinkArguments
     parallel_safe = True  # no effect at all
+    changes_files = False
 
     def run(self, arguments: ThinkArguments, context: ToolContext) -> ToolResult:
         return ToolResult(content="Your thought has been recorded.")

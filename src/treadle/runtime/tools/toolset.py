@@ -142,6 +142,12 @@ class ToolSet(Mapping[str, Tool[Any]]):
         tool = self._tools.get(tool_name)
         return True if tool is None else tool.risky(arguments)
 
+    def may_change_files(self, tool_names: Iterable[str]) -> bool:
+        """True unless every named tool exists and says it never changes the workspace."""
+        return any(
+            name not in self._tools or self._tools[name].changes_files for name in tool_names
+        )
+
     def can_run_in_parallel(self, tool_names: Iterable[str]) -> bool:
         """True when every named tool exists and says concurrent calls are safe."""
         names = list(tool_names)
