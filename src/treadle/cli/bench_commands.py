@@ -80,6 +80,26 @@ def bench_server(
     print_figures("treadle bench server", figures, as_json)
 
 
+@bench_app.command("snapshots")
+def bench_snapshots(
+    files: Annotated[int, typer.Option("--files", min=10)] = 10_000,
+    total_bytes: Annotated[int, typer.Option("--bytes", min=1000)] = 100_000_000,
+    batches: Annotated[int, typer.Option("--batches", min=2)] = 10,
+    changed: Annotated[int, typer.Option("--changed", min=1, help="Files changed per batch")] = 10,
+    as_json: JsonOption = False,
+) -> None:
+    """Workspace snapshots on a large workspace: ms per batch, bytes added vs changed, restore
+    of the changed files; beside git add -A && git commit of the same changes on a copy."""
+    from treadle.bench.snapshots import run_snapshots_bench
+
+    if changed > files:
+        from treadle.cli.output import EXIT_BAD_INPUT, fail
+
+        fail(f"--changed {changed} is more than --files {files}", EXIT_BAD_INPUT)
+    figures = run_snapshots_bench(files, total_bytes, batches, changed)
+    print_figures("treadle bench snapshots", figures, as_json)
+
+
 @bench_app.command("canvas")
 def bench_canvas(
     sizes: Annotated[

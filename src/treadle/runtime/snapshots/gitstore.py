@@ -80,6 +80,9 @@ class GitSnapshotStore:
         self._locks_lock = threading.Lock()
         self._ready = False
         self._git = shutil.which("git")
+        self._trees: dict[str, tuple[str, tuple[int, int, int]]] = {}
+        """The tree each workspace index held when this object last wrote it, with the index
+        file's (inode, size, mtime) then: another writer of the index makes it unknown."""
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -138,6 +141,25 @@ class GitSnapshotStore:
             raise SnapshotError(f"git {args[0]} failed in the snapshot store: {message}")
         return done.stdout
 
+    def _start(
+        self, args: Sequence[str], *, work_tree: Path, index: Path
+    ) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [self._git or "git", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self._env(work_tree, index),
+            cwd=str(work_tree),
+        )
+
+    @staticmethod
+    def _finish(process: subprocess.Popen[bytes]) -> bytes:
+        out, err = process.communicate()
+        if process.returncode != 0:
+            message = err.decode(errors="replace").strip()
+            raise SnapshotError(f"git ls-files failed in the snapshot store: {message}")
+        return out
+
     def _lock(self, key: str) -> threading.Lock:
         with self._locks_lock:
             return self._locks.setdefault(key, threading.Lock())
@@ -171,16 +193,20 @@ class GitSnapshotStore:
             exclude = self._write_excludes(work_tree, never)
             config = ["-c", f"core.excludesFile={exclude}"]
             before = previous or self._index_tree(work_tree, index)
-            listed = self._run(
-                [*config, "ls-files", "-z", "-m", "-o", "-d", "--exclude-standard"],
-                work_tree=work_tree,
-                index=index,
-            )
-            ignored = self._run(
+            # The two walks of the workspace run side by side: what changed, what is ignored.
+            ignoring = self._start(
                 [*config, "ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory"],
                 work_tree=work_tree,
                 index=index,
             )
+            try:
+                listed = self._run(
+                    [*config, "ls-files", "-z", "-m", "-o", "-d", "--exclude-standard"],
+                    work_tree=work_tree,
+                    index=index,
+                )
+            finally:
+                ignored = self._finish(ignoring)
             update: list[str] = []
             remove: list[str] = []
             skipped = list(extra_skipped)
@@ -216,11 +242,14 @@ class GitSnapshotStore:
                     index=index,
                     input=b"\0".join(os.fsencode(p) for p in remove) + b"\0",
                 )
-            tree = self._run(["write-tree"], work_tree=work_tree, index=index).decode().strip()
-            changes = self.changes(before, tree) if before != tree else []
-            added = self._bytes_added(before, tree) if before != tree else 0
+            if update or remove or not index.exists():
+                out = self._run(["write-tree"], work_tree=work_tree, index=index)
+                self._remember_tree(index, out.decode().strip())
+            tree_id = self._index_tree(work_tree, index)
+            changes = self.changes(before, tree_id) if before != tree_id else []
+            added = self._bytes_added(changes)
             return TreeSnapshot(
-                id=tree,
+                id=tree_id,
                 files=_index_entries(index),
                 changed=[change.path for change in changes],
                 bytes_added=added,
@@ -229,9 +258,18 @@ class GitSnapshotStore:
             )
 
     def _index_tree(self, work_tree: Path, index: Path) -> str:
+        """The tree the workspace's index holds (remembered from the last write)."""
         if not index.exists():
             return EMPTY_TREE
-        return self._run(["write-tree"], work_tree=work_tree, index=index).decode().strip()
+        known = self._trees.get(str(index))
+        if known is not None and known[1] == _signature(index):
+            return known[0]
+        out = self._run(["write-tree"], work_tree=work_tree, index=index)
+        return self._remember_tree(index, out.decode().strip())
+
+    def _remember_tree(self, index: Path, tree: str) -> str:
+        self._trees[str(index)] = (tree, _signature(index))
+        return tree
 
     def _write_excludes(self, work_tree: Path, never: Sequence[Path]) -> Path:
         """A per-workspace excludes file naming ``never`` (the store's files when they lie in
@@ -247,23 +285,17 @@ class GitSnapshotStore:
             exclude.write_text(text)
         return exclude
 
-    def _bytes_added(self, before: str, after: str) -> int:
-        out = self._run(["diff-tree", "-r", "-z", "--no-renames", before, after])
-        fields = out.split(b"\0")
-        blobs: list[bytes] = []
-        # Records: ":<modes> <old> <new> <status>" NUL path NUL
-        for index in range(0, len(fields) - 1, 2):
-            meta = fields[index].split()
-            if len(meta) >= 4 and meta[3] != b"0" * 40 and meta[1] != b"160000":
-                blobs.append(meta[3])
-        if not blobs:
-            return 0
-        # A version stored before (an older snapshot, a restore) did not cost this one; but
-        # "new to the previous tree" is what a reader can check, so that is what is counted.
-        sizes = self._run(
-            ["cat-file", "--batch-check=%(objectsize:disk)"], input=b"\n".join(blobs) + b"\n"
-        )
-        return sum(int(line) for line in sizes.split() if line.isdigit())
+    def _bytes_added(self, changes: Sequence[Change]) -> int:
+        """Bytes on disk of the file versions new to the previous tree: each is a loose object
+        file just written (a version the store held packed already costs nothing)."""
+        total = 0
+        for change in changes:
+            if change.status == "D" or change.mode == "160000":
+                continue
+            loose = self.git_dir / "objects" / change.blob[:2] / change.blob[2:]
+            with contextlib.suppress(FileNotFoundError):
+                total += loose.stat().st_size
+        return total
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -326,6 +358,7 @@ class GitSnapshotStore:
         write = [c for c in changes if c.status != "D"]
         delete = [c.path for c in changes if c.status == "D"]
         with self._lock(str(index)):
+            self._trees.pop(str(index), None)
             if delete:
                 self._run(
                     ["update-index", "--force-remove", "-z", "--stdin"],
@@ -400,6 +433,14 @@ def _refs(conversation_id: str) -> str:
     """The ref folder of a conversation's snapshots: its id in hex, since an id may hold what
     a ref name may not (':', '..')."""
     return f"refs/snapshots/{conversation_id.encode().hex()}/"
+
+
+def _signature(path: Path) -> tuple[int, int, int]:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return (0, 0, 0)
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 def _is_link(mode: int) -> bool:
