@@ -283,3 +283,52 @@ def test_the_store_inside_the_workspace_is_never_snapshotted_nor_restored(tmp_pa
             assert json.dumps(conv.active_path()[0].model_dump(mode="json"))
     finally:
         opened.close()
+
+
+def git(workspace, *args):
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_the_workspaces_git_folder_is_skipped_unless_the_settings_include_it(
+    store, workspace, tmp_path
+):
+    git(workspace, "init", "-q")
+    (workspace / "a.txt").write_text("one\n")
+    git(workspace, "add", "a.txt")
+    git(workspace, "commit", "-q", "-m", "one")
+    commit_two = bash(
+        "echo two > a.txt && git -c user.name=t -c user.email=t@localhost commit -qam two"
+    )
+    for include in (False, True):
+        git(
+            workspace,
+            "reset",
+            "-q",
+            "--hard",
+            git(workspace, "rev-list", "--max-parents=0", "HEAD").strip(),
+        )
+        with create(
+            store, workspace, [commit_two, FINISH], snapshots={"include_git": include}
+        ) as conv:
+            conv.send_message("commit")
+            conv.run()
+            assert git(workspace, "log", "--format=%s").split() == ["two", "one"]
+            first = facts(store, conv.id, SNAPSHOT_KEY)[0]
+            conv.switch_branch(conv.active_path()[0].id, restore_files=True)
+            assert (workspace / "a.txt").read_text() == "one\n"
+            if include:
+                assert "git_tree" in first
+                assert git(workspace, "log", "--format=%s").split() == ["one"]
+                assert git(workspace, "status", "--porcelain") == ""
+            else:
+                assert (
+                    ".git/ (the workspace's own git folder; settings can include it)"
+                    in (first["skipped"])
+                )
+                assert git(workspace, "log", "--format=%s").split() == ["two", "one"]

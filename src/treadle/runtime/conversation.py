@@ -487,12 +487,14 @@ class Conversation:
         files it replaced are the snapshot it took first). The head does not move."""
         with self._running(), self._log.lock:
             snapshots = self._snapshots_or_refuse()
-            if snapshot_id not in {fact.id for fact in snapshot_facts(self.store, self.id)}:
+            recorded = {fact.id: fact for fact in snapshot_facts(self.store, self.id)}
+            if snapshot_id not in recorded:
                 raise NoSnapshot(
                     f"snapshot {snapshot_id!r} is not recorded in conversation {self.id} "
                     "(treadle snapshots lists them); nothing was changed"
                 )
-            return restore(snapshots, self._log, snapshot_id)
+            git_tree = recorded[snapshot_id].git_tree
+            return restore(snapshots, self._log, snapshot_id, git_target=git_tree)
 
     def fork(
         self,
@@ -561,7 +563,13 @@ class Conversation:
                 forked.close()
                 raise NoSnapshot(f"snapshots are off for the fork {child.id}: nothing restored")
             with forked._log.lock:
-                restore(forked.snapshots, forked._log, covering.id, event=head)
+                restore(
+                    forked.snapshots,
+                    forked._log,
+                    covering.id,
+                    event=head,
+                    git_target=covering.git_tree,
+                )
         return forked
 
     def _copy_snapshots(self, child_id: str, on_path: set[str]) -> None:
@@ -583,7 +591,7 @@ class Conversation:
         fact = snapshots.covering(self.store, self.id, event_id)
         if fact is None:
             raise NoSnapshot(self._no_snapshot_text(event_id))
-        return restore(snapshots, self._log, fact.id, event=event_id)
+        return restore(snapshots, self._log, fact.id, event=event_id, git_target=fact.git_tree)
 
     def _no_snapshot_text(self, event_id: str | None) -> str:
         return (

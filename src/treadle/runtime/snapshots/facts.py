@@ -33,6 +33,12 @@ class SnapshotFact:
     def after_event(self) -> str:
         return str(self.value["after_event"])
 
+    @property
+    def git_tree(self) -> str | None:
+        """The ``.git`` folder's tree, when the settings included it."""
+        tree = self.value.get("git_tree")
+        return tree if isinstance(tree, str) else None
+
 
 def facts(store: EventStore, conversation_id: str, key: str) -> list[tuple[int, StateChangeEvent]]:
     """Every ``state_change`` with ``key`` in the conversation, in seq order."""

@@ -26,7 +26,12 @@ from typing import Any
 from treadle.runtime.errors import ConversationError
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.facts import RESTORE_KEY, facts
-from treadle.runtime.snapshots.gitstore import Change, GitSnapshotStore, SnapshotError
+from treadle.runtime.snapshots.gitstore import (
+    EMPTY_TREE,
+    Change,
+    GitSnapshotStore,
+    SnapshotError,
+)
 from treadle.runtime.snapshots.workspace import WorkspaceSnapshots
 from treadle.store.base import ConversationNotFound, EventStore
 
@@ -63,10 +68,16 @@ class RestoreResult:
 
 
 def restore(
-    snapshots: WorkspaceSnapshots, log: ConversationLog, target: str, *, event: str | None = None
+    snapshots: WorkspaceSnapshots,
+    log: ConversationLog,
+    target: str,
+    *,
+    event: str | None = None,
+    git_target: str | None = None,
 ) -> RestoreResult:
     """Make the workspace hold snapshot ``target`` (recorded in ``log``; ``event``: the event
-    the restore was asked for, if any). ``SnapshotError`` for an unknown snapshot."""
+    the restore was asked for, if any; ``git_target``: the snapshot's ``.git`` tree, restored
+    too when the settings include ``.git``). ``SnapshotError`` for an unknown snapshot."""
     objects = snapshots.objects
     if not objects.exists(target):
         raise SnapshotError(f"no snapshot {target!r} in the snapshot store {objects.root}")
@@ -84,14 +95,20 @@ def restore(
         ]
         kept_set = set(kept)
         apply = [c for c in changes if c.path not in kept_set]
+        git_apply: list[Change] = []
+        if git_target and snapshots.settings.include_git:
+            # No .git folder now (a fork's new workspace): it is made whole.
+            previous_git = str(before.get("git_tree") or EMPTY_TREE)
+            git_apply = objects.changes(previous_git, git_target)
+        changed = [c.path for c in apply] + [f".git/{c.path}" for c in git_apply]
         restore_id = uuid.uuid4().hex
         value = {
             "restore_id": restore_id,
             "snapshot": target,
             "previous_snapshot": previous,
             "event": event,
-            "changed": [c.path for c in apply][:CHANGED_SHOWN],
-            "changed_count": len(apply),
+            "changed": changed[:CHANGED_SHOWN],
+            "changed_count": len(changed),
             "kept": kept[:CHANGED_SHOWN],
         }
         journal = _journal(objects, snapshots.root)
@@ -102,14 +119,17 @@ def restore(
                 "conversation": log.id,
                 "workspace": str(snapshots.root),
                 "changes": [[c.status, c.path, c.mode, c.blob] for c in apply],
+                "git_changes": [[c.status, c.path, c.mode, c.blob] for c in git_apply],
             },
         )
         log.record_fact(RESTORE_KEY, {**value, "phase": "started"})
         snapshots.forget_last()
         objects.checkout(snapshots.root, apply)
+        if git_apply:
+            objects.checkout(snapshots.root / ".git", git_apply)
         log.record_fact(RESTORE_KEY, {**value, "phase": "done"})
         journal.unlink()
-        return RestoreResult(target, previous, [c.path for c in apply], kept, restore_id)
+        return RestoreResult(target, previous, changed, kept, restore_id)
 
 
 def recover(objects: GitSnapshotStore, workspace: Path, store: EventStore) -> str | None:
@@ -160,8 +180,9 @@ def _finish_unfinished(objects: GitSnapshotStore, workspace: Path, store: EventS
         outcome = "rolled_back"
     else:
         if phases is None or "done" not in phases:
-            changes = [Change(*item) for item in plan["changes"]]
-            objects.checkout(workspace, changes)
+            objects.checkout(workspace, [Change(*item) for item in plan["changes"]])
+            if plan.get("git_changes"):
+                objects.checkout(workspace / ".git", [Change(*i) for i in plan["git_changes"]])
             if phases is not None:
                 log.record_fact(RESTORE_KEY, {**value, "phase": "done", "recovered": True})
         outcome = "done"

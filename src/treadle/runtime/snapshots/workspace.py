@@ -42,17 +42,27 @@ class WorkspaceSnapshots:
     _kept: set[tuple[str, str]] = field(default_factory=set)
     """(conversation, snapshot) refs this object wrote."""
 
-    def take(self, extra_skipped: tuple[str, ...] = ()) -> TreeSnapshot:
+    def take(self) -> tuple[TreeSnapshot, TreeSnapshot | None]:
+        """The workspace's files, and (``include_git``) its ``.git`` folder's as a second tree
+        (git itself never stores a ``.git`` inside a tree)."""
         git_folder = self.root / ".git"
-        skipped = list(extra_skipped)
-        if git_folder.exists() and not self.settings.include_git:
+        skipped: list[str] = []
+        with_git = self.settings.include_git and git_folder.is_dir() and not git_folder.is_symlink()
+        if git_folder.exists() and not with_git:
             skipped.append(".git/ (the workspace's own git folder; settings can include it)")
-        return self.objects.take(
+        never = [self.objects.root, *store_files(self.store_url)]
+        files = self.objects.take(
             self.root,
             max_file_bytes=self.settings.max_file_bytes,
-            never=[self.objects.root, *store_files(self.store_url)],
+            never=never,
             extra_skipped=skipped,
         )
+        if not with_git:
+            return files, None
+        dot_git = self.objects.take(
+            git_folder, max_file_bytes=self.settings.max_file_bytes, never=never
+        )
+        return files, dot_git
 
     def record(
         self, log: ConversationLog, *, read: bool = True, **extra: Any
@@ -79,7 +89,7 @@ class WorkspaceSnapshots:
             self._keep(log.id, str(value["id"]))
             log.record_fact(SNAPSHOT_KEY, value)
             return value
-        taken = self.take()
+        taken, dot_git = self.take()
         self._keep(log.id, taken.id)
         value = {
             "id": taken.id,
@@ -93,8 +103,13 @@ class WorkspaceSnapshots:
             "seconds": round(time.perf_counter() - started, 4),
             **extra,
         }
+        if dot_git is not None:
+            self._keep(log.id, dot_git.id)
+            value["git_tree"] = dot_git.id  # the .git folder's files (include_git)
+            value["bytes_added"] += dot_git.bytes_added
         log.record_fact(SNAPSHOT_KEY, value)
-        self._last = {key: value[key] for key in ("id", "files", "skipped", "skipped_count")}
+        keys = ("id", "files", "skipped", "skipped_count", "git_tree")
+        self._last = {key: value[key] for key in keys if key in value}
         return value
 
     def _keep(self, conversation_id: str, snapshot_id: str) -> None:
