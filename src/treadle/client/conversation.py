@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -173,8 +174,16 @@ class RemoteConversation:
         """Put a snapshot recorded in the conversation back (the undo of a restore)."""
         return _read(RestoreView, self._call("POST", "/restore", json={"snapshot": snapshot}))
 
-    def snapshots(self) -> list[SnapshotView]:
-        return _read(SnapshotList, self._call("GET", "/snapshots")).items
+    def snapshots(self, *, covering: str | None = None) -> list[SnapshotView]:
+        """The recorded snapshots; with ``covering``, only the one a restore to that event
+        would put back (empty when none does)."""
+        params = _params({"covering": covering})
+        return _read(SnapshotList, self._call("GET", "/snapshots", params=params)).items
+
+    def batch_files(self, event_id: str) -> DiffView:
+        """What the batch ``event_id`` starts (a response's first call) did to the files."""
+        path = f"/events/{quote(event_id, safe='')}/files"
+        return _read(DiffView, self._call("GET", path))
 
     def diff(self, event_a: str, event_b: str) -> DiffView:
         """The unified diff of the workspace's files from ``event_a`` to ``event_b``."""

@@ -30,6 +30,8 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.snapshots import (
     RESTORE_KEY,
     GitSnapshotStore,
+    batch_diff,
+    covering_snapshot,
     events_diff,
     open_snapshot_store,
     snapshot_list,
@@ -232,11 +234,29 @@ def restore_snapshot(conversation_id: str, body: RestoreRequest, state: State) -
 
 
 @router.get("/{conversation_id}/snapshots", response_model=SnapshotList)
-def list_snapshots(conversation_id: str, state: State) -> SnapshotList:
+def list_snapshots(
+    conversation_id: str,
+    state: State,
+    covering: Annotated[
+        str | None,
+        Query(description="Only the snapshot a restore to this event would put back (or none)"),
+    ] = None,
+) -> SnapshotList:
     """The workspace snapshots recorded in the conversation, oldest first, with their sizes."""
     state.store.get_conversation(conversation_id)
     listed = snapshot_list(state.store, _snapshot_store(state), conversation_id)
+    if covering is not None:
+        found = covering_snapshot(state.store, conversation_id, covering)  # 404: unknown
+        listed = [item for item in listed if found and item["seq"] == found.seq]
     return SnapshotList(items=[SnapshotView(**item) for item in listed])
+
+
+@router.get("/{conversation_id}/events/{event_id}/files", response_model=DiffView)
+def batch_files(conversation_id: str, event_id: str, state: State) -> DiffView:
+    """What the batch this event starts (a response's first call) did to the workspace's
+    files, as a unified diff (409 ``no_snapshot`` when it cannot be shown)."""
+    found = batch_diff(state.store, _snapshot_store(state), conversation_id, event_id)
+    return DiffView(**found.to_dict())
 
 
 @router.get("/{conversation_id}/diff", response_model=DiffView)

@@ -334,12 +334,15 @@ export class ConversationScreen {
     if (!this.transcript.reveal(eventId)) toast("That event is not on the loaded part of the active branch.");
   }
 
-  async switchBranch(eventId) {
+  async switchBranch(eventId, { restoreFiles = false } = {}) {
     try {
-      const view = await api.put(conversationPath(this.id, "/head"), { event_id: eventId });
+      const body = restoreFiles ? { event_id: eventId, restore_files: true } : { event_id: eventId };
+      const view = await api.put(conversationPath(this.id, "/head"), body);
       this.setView(view);
       await this.headMoved(view.head_id);
-      toast("Switched branch: the model's context follows the new head (files are not rolled back).");
+      toast(view.restore
+        ? `Switched branch and restored the files: ${view.restore.changed.length} changed (the files as they were are snapshot ${view.restore.previous_snapshot.slice(0, 10)}: treadle restore puts them back).`
+        : "Switched branch: the model's context follows the new head (files are not rolled back).");
     } catch (error) {
       toast(error.message, "error");
     }

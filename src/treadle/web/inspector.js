@@ -1,6 +1,6 @@
 // The inspector: one event's raw JSON, its parent and children, the audit's word on it, and
 // what can be done from it (show it in the transcript, continue from it, fork from it).
-import { api, conversationPath } from "./api.js";
+import { api, conversationPath, query } from "./api.js";
 import { describeEvent } from "./cards.js";
 import { append, clear, clockTime, el } from "./dom.js";
 
@@ -23,7 +23,8 @@ export async function renderInspector(body, screen, eventId) {
       fact("kind", event.kind), fact("seq", stored.seq), fact("source", event.source),
       fact("time", `${clockTime(event.timestamp)} (${event.timestamp})`), fact("id", event.id)),
     violationsOf(screen, event.id),
-    actions(screen, event),
+    actions(screen, event, path),
+    event.kind === "action" ? files(event, path) : null,
     el("h4", { text: "Parent" }),
     parentLink(screen, event, path),
     el("h4", { text: "Children" }),
@@ -45,19 +46,60 @@ function violationsOf(screen, eventId) {
     el("span", { class: "message", text: violation.message }))));
 }
 
-function actions(screen, event) {
+function actions(screen, event, path) {
   const onBranch = screen.branch.ids.has(event.id);
+  const restore = event.kind === "state_change" ? null : restoreChoice(event, path);
   return el("div", { class: "buttons" },
     onBranch ? el("button", { type: "button", class: "quiet", text: "Show in transcript", onclick: () => screen.reveal(event.id) }) : null,
     event.kind === "state_change" ? null : el("button", {
       type: "button", text: "Continue from here", title: "Make this event the head: the next message branches from it",
-      onclick: () => screen.switchBranch(event.id),
+      onclick: () => screen.switchBranch(event.id, { restoreFiles: restore.input.checked }),
     }),
+    restore?.label,
     el("button", {
       type: "button", text: "Fork from here", title: "A new conversation holding the path up to this event",
       onclick: () => screen.fork(event.id),
     }),
   );
+}
+
+/** "Restore files": ticked when the server says a snapshot covers the event, else disabled. */
+function restoreChoice(event, path) {
+  const input = el("input", { type: "checkbox", name: "restore-files", disabled: true });
+  const note = el("span", { class: "note", text: " (checking…)" });
+  const label = el("label", { class: "restore-files", title: "Also put the workspace's files back as they were at this event (the files as they are now are snapshotted first)" },
+    input, " Restore files", note);
+  api.get(path(`/snapshots${query({ covering: event.id })}`)).then((found) => {
+    const snapshot = found.items[0];
+    input.disabled = !snapshot;
+    input.checked = Boolean(snapshot);
+    note.textContent = snapshot ? ` (snapshot ${snapshot.id.slice(0, 10)})` : " (no snapshot covers this event)";
+  }).catch((error) => { note.textContent = ` (${error.message})`; });
+  return { input, label };
+}
+
+/** The "Files" view of a response's call: the unified diff of what its batch changed. */
+function files(event, path) {
+  const body = el("div", { class: "files" }, el("p", { class: "note", text: "Loading the files…" }));
+  api.get(path(`/events/${encodeURIComponent(event.id)}/files`)).then((found) => {
+    if (!found.changed.length) {
+      body.replaceChildren(el("p", { class: "note", text: "This response's calls changed no file." }));
+      return;
+    }
+    body.replaceChildren(
+      el("p", { class: "note", text: `${found.changed.length} file(s) changed: ${found.changed.join(", ")}` }),
+      el("pre", { class: "diff" }, found.diff.split("\n").map((line) => el("span", { class: diffLine(line), text: `${line}\n` }))),
+    );
+  }).catch((error) => body.replaceChildren(el("p", { class: "note", text: error.message })));
+  return [el("h4", { text: "Files" }), body];
+}
+
+function diffLine(line) {
+  if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ")) return "diff-file";
+  if (line.startsWith("+")) return "diff-add";
+  if (line.startsWith("-")) return "diff-del";
+  if (line.startsWith("@@")) return "diff-hunk";
+  return "";
 }
 
 function parentLink(screen, event, path) {

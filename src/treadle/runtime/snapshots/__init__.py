@@ -27,6 +27,8 @@ from treadle.runtime.snapshots.restore import (
 from treadle.runtime.snapshots.workspace import (
     EventsDiff,
     WorkspaceSnapshots,
+    batch_diff,
+    covering_snapshot,
     events_diff,
     open_snapshot_store,
     snapshot_list,
@@ -45,7 +47,9 @@ __all__ = [
     "SnapshotFact",
     "TreeSnapshot",
     "WorkspaceSnapshots",
+    "batch_diff",
     "covering",
+    "covering_snapshot",
     "events_diff",
     "open_snapshot_store",
     "recover",

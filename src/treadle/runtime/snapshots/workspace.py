@@ -216,3 +216,47 @@ def snapshot_list(
             }
         )
     return listed
+
+
+def covering_snapshot(
+    store: EventStore, conversation_id: str, event_id: str
+) -> SnapshotFact | None:
+    """The snapshot a restore to ``event_id`` would put back (see ``facts.covering``)."""
+    return covering(
+        store.path_to_root(conversation_id, event_id), snapshot_facts(store, conversation_id)
+    )
+
+
+def batch_diff(
+    store: EventStore, objects: GitSnapshotStore | None, conversation_id: str, event_id: str
+) -> EventsDiff:
+    """What the batch that ``event_id`` starts (a response's first call) did to the files:
+    from the snapshot covering its parent to the first snapshot taken after it on a path
+    through it (``NoSnapshot`` when either is missing, e.g. a batch still running)."""
+    from treadle.runtime.snapshots.restore import NoSnapshot
+
+    event = store.get_event(conversation_id, event_id)
+    recorded = snapshot_facts(store, conversation_id)
+    parent = event.event.parent_id
+    before = (
+        covering(store.path_to_root(conversation_id, parent), recorded)
+        if parent and parent != "__root__"
+        else None
+    )
+    after = None
+    for fact in recorded:
+        if fact.seq > event.seq and any(
+            e.id == event_id for e in store.path_to_root(conversation_id, fact.after_event)
+        ):
+            after = fact
+            break
+    if before is None or after is None or objects is None:
+        raise NoSnapshot(
+            f"no snapshots before and after the batch of event {event_id}: its files cannot "
+            "be shown"
+        )
+    changes = objects.changes(before.id, after.id) if before.id != after.id else []
+    text = objects.diff(before.id, after.id) if changes else ""
+    return EventsDiff(
+        str(parent), after.after_event, before.id, after.id, [c.path for c in changes], text
+    )
