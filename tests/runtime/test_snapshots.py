@@ -133,6 +133,8 @@ def test_a_snapshot_after_each_batch_and_at_the_first_event(store, workspace):
     assert "read" not in after_b
     assert after_a["bytes_added"] > 0
     assert "big.bin (over 1024 bytes)" in first["skipped"]
+    snapshot_folder = workspace.parent / "runtime.db.snapshots"
+    assert snapshot_folder.stat().st_mode & 0o777 == 0o700  # copies of the files: private
 
 
 def test_changes_by_bash_are_restored_a_deleted_file_comes_back_ignored_files_untouched(

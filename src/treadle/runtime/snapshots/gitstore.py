@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ SKIPPED_SHOWN = 100
 """At most this many skipped paths are listed in a snapshot's record (the count is exact)."""
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """git's id of the empty tree (sha1)."""
+LOCK_RETRY_DELAYS_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
+"""How long a git command waits for another process's lock on the same index or ref."""
 GIT_CONFIG = (
     ("core.autocrlf", "false"),
     ("core.fileMode", "true"),
@@ -91,6 +94,8 @@ class GitSnapshotStore:
             return
         if self._git is None:
             raise SnapshotError("workspace snapshots need git on PATH; install git")
+        # Copies of the workspaces' files: readable by their owner only.
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.root / "indexes").mkdir(parents=True, exist_ok=True)
         (self.root / "excludes").mkdir(parents=True, exist_ok=True)
         if not (self.git_dir / "HEAD").exists():
@@ -128,18 +133,24 @@ class GitSnapshotStore:
         env = self._env(work_tree, index)
         if not git_dir:
             del env["GIT_DIR"]
-        done = subprocess.run(
-            [self._git or "git", *args],
-            input=input,
-            capture_output=True,
-            env=env,
-            cwd=str(work_tree or self.root),
-            check=False,
-        )
-        if done.returncode not in ok:
+        for delay in (*LOCK_RETRY_DELAYS_S, None):
+            done = subprocess.run(
+                [self._git or "git", *args],
+                input=input,
+                capture_output=True,
+                env=env,
+                cwd=str(work_tree or self.root),
+                check=False,
+            )
+            if done.returncode in ok:
+                return done.stdout
             message = done.stderr.decode(errors="replace").strip()
-            raise SnapshotError(f"git {args[0]} failed in the snapshot store: {message}")
-        return done.stdout
+            # Another process snapshots the same workspace (two conversations, two servers):
+            # git's own lock on the index or a ref says so; wait for it a little.
+            if delay is None or ".lock" not in message:
+                break
+            time.sleep(delay)
+        raise SnapshotError(f"git {args[0]} failed in the snapshot store: {message}")
 
     def _start(
         self, args: Sequence[str], *, work_tree: Path, index: Path
