@@ -282,7 +282,8 @@ def test_the_model_deadline_bounds_a_provider_that_never_answers_and_retries_are
 def test_a_store_that_fails_mid_run_ends_with_one_line_not_a_traceback(tmp_path):
     db = tmp_path / "run.db"
     drop = f"python3 -c \"import sqlite3; sqlite3.connect('{db}').execute('DROP TABLE events')\""
-    process, _store_url = _start_run(tmp_path, *_script(tmp_path, drop))
+    # Unsandboxed on purpose: a sandboxed shell cannot see the store (test_sandbox_escape.py).
+    process, _store_url = _start_run(tmp_path, *_script(tmp_path, drop), "--sandbox", "none")
     out, err = process.communicate(timeout=60)
     assert process.returncode == 1, out + err
     assert "Traceback" not in err

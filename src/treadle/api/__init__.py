@@ -25,6 +25,8 @@ from treadle.api.settings import (
     ConfirmationPolicy,
     ConversationSettings,
     ModelChoice,
+    SandboxLimits,
+    SandboxSettings,
     ScriptedCall,
     ScriptedResponse,
 )
@@ -77,6 +79,8 @@ __all__ = [
     "RejectRequest",
     "RunFinishedFrame",
     "RunRequest",
+    "SandboxLimits",
+    "SandboxSettings",
     "ScriptedCall",
     "ScriptedResponse",
     "SendMessage",

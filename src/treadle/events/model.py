@@ -283,8 +283,12 @@ class StateChangeEvent(EventBase):
         "id, contract}]}`: call ids it replaced under PROJECT-DUP-CALL / LINK-UNIQUE); "
         "`pause_request` (`{kind: pause|interrupt}`: a user asked the run in progress to "
         "stop at its next safe point); `queued_message` (`{event_id, text}`: a user message "
-        "sent while calls ran, stored with that id after their results). Other keys are "
-        "kept as they are"
+        "sent while calls ran, stored with that id after their results); `isolation` "
+        "(`{sandbox: bubblewrap|none, network: off|on, mounts_ro: [...], limits: {memory_mib, "
+        "processes, file_size_mib, cpu_seconds}, override}`, null = unlimited: what the "
+        "tools ran under, at the start of each run; `override` says why it is not what the "
+        "stored settings ask for, e.g. the user's --sandbox none). Other keys are kept as "
+        "they are"
     )
     value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from treadle.api.isolation import ISOLATION_KEY
 from treadle.errors import TreadleError
 from treadle.events.links import pending_actions
 from treadle.events.model import (
@@ -72,19 +73,21 @@ from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (
     SETTINGS_KEY,
     ConversationSettings,
+    SandboxSettings,
     SettingsPolicy,
     build_agent,
+    build_workspace,
 )
 from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.workspace.base import Workspace
-from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.store.base import EventStore, StoreError, StoreUnavailable
 
 __all__ = [
     "CALL_IDS_KEY",
+    "ISOLATION_KEY",
     "MODEL_ERROR_KEY",
     "USER_PAUSE",
     "Conversation",
@@ -123,8 +126,12 @@ class Conversation:
         confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER,
         risk_analyzer: RiskAnalyzer | None = None,
         secrets: Secrets | None = None,
+        isolation_override: str | None = None,
     ) -> None:
         self._log = log
+        self._isolation_override = isolation_override
+        """Why this object runs under other isolation than the stored settings' (the user's
+        explicit choice, recorded with each run's isolation), or None."""
         self.store = log.store
         self.id = log.id
         self.agent = agent
@@ -164,7 +171,7 @@ class Conversation:
         ``id`` is taken (``open`` reopens). ``policy``: what the settings may reach (a
         server's limits). ``model_key``: this process's model key (the caller reads it from
         its environment), masked wherever it shows up and never given to a tool."""
-        parts = cls._built(store, settings, model, secrets, policy, model_key)
+        parts = cls._built(store, settings, model, secrets, policy, model_key, None)
         try:
             info = store.create_conversation(
                 id, title=title, metadata={SETTINGS_KEY: settings.to_metadata()}
@@ -186,12 +193,15 @@ class Conversation:
         policy: SettingsPolicy | None = None,
         model_key: str | None = None,
         settings_if_missing: ConversationSettings | None = None,
+        sandbox: SandboxSettings | None = None,
     ) -> Conversation:
         """Reopen a stored conversation in this process from its stored settings
         (``ConversationNotFound`` when there is none; arguments as in ``create``). A
         conversation without settings (e.g. imported) runs with ``settings_if_missing``
         (``NotRunnable`` without them); storing them with it is the caller's, e.g. under the
-        run lease it holds, so that a refused run leaves the conversation as it was."""
+        run lease it holds, so that a refused run leaves the conversation as it was.
+        ``sandbox``: run under this sandbox instead of the stored settings' one, the user's
+        explicit choice (e.g. ``treadle run --sandbox none``), recorded with each run."""
         info = store.get_conversation(conversation_id)
         settings = ConversationSettings.from_metadata(info.metadata) or settings_if_missing
         if settings is None:
@@ -199,7 +209,7 @@ class Conversation:
                 f"conversation {conversation_id!r} has no runtime settings (was it imported?): "
                 "give it settings to continue it"
             )
-        parts = cls._built(store, settings, model, secrets, policy, model_key)
+        parts = cls._built(store, settings, model, secrets, policy, model_key, sandbox)
         return parts.wire(ConversationLog(store, info.id, callbacks))
 
     @classmethod
@@ -211,15 +221,14 @@ class Conversation:
         secrets: Secrets | None,
         policy: SettingsPolicy | None,
         model_key: str | None,
+        sandbox: SandboxSettings | None,
     ) -> _Parts:
         """The agent, workspace and secrets ``settings`` ask for, checked against ``policy``,
         waiting for the log they will drive."""
         policy = policy or SettingsPolicy()
         agent = build_agent(settings, model, policy)
         try:
-            workspace = LocalWorkspace(
-                settings.workspace, create=True, within=policy.workspace_root
-            )
+            workspace = build_workspace(settings, policy, sandbox)
             secrets = policy.register_masked(secrets if secrets is not None else Secrets())
             if model_key and MODEL_KEY_NAME not in secrets:
                 # Masked wherever it shows up (a provider's error text), never given to a tool.
@@ -227,7 +236,14 @@ class Conversation:
         except BaseException:
             agent.tools.close()
             raise
-        return _Parts(cls, agent, workspace, settings.confirmation, secrets)
+        override = None
+        if sandbox is not None and sandbox != settings.sandbox:
+            stored = settings.sandbox
+            override = (
+                f"chosen for this run by the user; the conversation's settings ask for sandbox "
+                f"{stored.kind}, network {stored.network}"
+            )
+        return _Parts(cls, agent, workspace, settings.confirmation, secrets, override)
 
     def close(self) -> None:
         """Release the tools' processes (terminal sessions, MCP connections)."""
@@ -240,6 +256,11 @@ class Conversation:
         self.close()
 
     # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def isolation_override(self) -> str | None:
+        """Why this object's tools run under other isolation than the stored settings'."""
+        return self._isolation_override
 
     @property
     def status(self) -> ConversationStatus:
@@ -311,6 +332,7 @@ class Conversation:
         if self.pending_actions() and self._status is Status.WAITING_FOR_CONFIRMATION:
             return self._status
         self._close_interrupted_calls()
+        self._record_isolation()
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
@@ -398,6 +420,7 @@ class Conversation:
             return self._ending_cleanly(self._confirm, chosen)
 
     def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
+        self._record_isolation()
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
@@ -455,6 +478,7 @@ class Conversation:
             confirmation=self.confirmation,
             risk_analyzer=self.risk_analyzer,
             secrets=self.secrets,
+            isolation_override=self._isolation_override,
         )
 
     # -- the loop --------------------------------------------------------------------------
@@ -641,6 +665,12 @@ class Conversation:
         """RUN: calls a crash left without a result are answered before the model is asked."""
         self._close_open_calls("crash")
 
+    def _record_isolation(self) -> None:
+        """ISOLATION: what this run's tools run under, recorded before any of them runs."""
+        fact = dict(self.workspace.isolation)
+        fact["override"] = self._isolation_override
+        self._log.record_fact(ISOLATION_KEY, fact)
+
     def _record_pause(self) -> ConversationStatus:
         reason = self._pause_requested.clear()
         self._log.append([PauseEvent()])
@@ -684,10 +714,16 @@ class _Parts:
     workspace: Workspace
     confirmation: ConfirmationPolicy
     secrets: Secrets
+    isolation_override: str | None
 
     def wire(self, log: ConversationLog) -> Conversation:
         return self.cls(
-            log, self.agent, self.workspace, confirmation=self.confirmation, secrets=self.secrets
+            log,
+            self.agent,
+            self.workspace,
+            confirmation=self.confirmation,
+            secrets=self.secrets,
+            isolation_override=self.isolation_override,
         )
 
 
