@@ -139,11 +139,11 @@ class SandboxSettings(BaseModel):
 
     def looser_than(self, limit: SandboxSettings) -> list[str]:
         """How these settings ask for less isolation than ``limit`` allows (empty: none)."""
-        problems = []
-        if limit.kind == "bubblewrap" and self.kind == "none":
-            problems.append("sandbox none (the limit is bubblewrap)")
+        problems: list[str] = []
+        if limit.kind == "none":
+            return problems  # a limit of no sandbox allows anything
         if self.kind == "none":
-            return problems
+            return ["sandbox none (the limit is bubblewrap)"]
         if limit.network == "off" and self.network == "on":
             problems.append("network on (the limit is off)")
         extra = [mount for mount in self.mounts_ro if mount not in limit.mounts_ro]

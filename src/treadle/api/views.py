@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from treadle.api.isolation import IsolationView
 from treadle.api.status import ConversationStatus
 from treadle.events.model import Event
 
@@ -24,6 +25,11 @@ class ConversationView(BaseModel):
     updated_at: datetime
     running_here: bool = False
     metadata: dict[str, Any] = Field(default_factory=dict)
+    isolation: IsolationView | None = Field(
+        default=None,
+        description="What the last run's tools ran under (its recorded isolation fact); "
+        "given by GET /api/conversations/{id}, not in lists; null before any run",
+    )
 
 
 class ConversationList(BaseModel):

@@ -22,6 +22,7 @@ from treadle.api import (
 )
 from treadle.events.model import event_to_dict
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.isolation import read_isolation
 from treadle.server.state import ServerState, server_state
 from treadle.store.base import ConversationExists, ConversationInfo, ConversationNotFound
 
@@ -29,7 +30,10 @@ router = APIRouter(prefix="/api/conversations", tags=["conversations"])
 State = Annotated[ServerState, Depends(server_state)]
 
 
-def view(state: ServerState, info: ConversationInfo) -> ConversationView:
+def view(
+    state: ServerState, info: ConversationInfo, *, isolation: bool = False
+) -> ConversationView:
+    """``isolation``: read the last run's isolation fact too (one conversation, not a list)."""
     status, reason = state.status_of(info.id)
     return ConversationView(
         id=info.id,
@@ -42,6 +46,7 @@ def view(state: ServerState, info: ConversationInfo) -> ConversationView:
         updated_at=info.updated_at,
         running_here=state.runs.is_running(info.id),
         metadata=info.metadata,
+        isolation=read_isolation(state.store, info.id) if isolation else None,
     )
 
 
@@ -89,7 +94,7 @@ def list_conversations(
 
 @router.get("/{conversation_id}", response_model=ConversationView)
 def get_conversation(conversation_id: str, state: State) -> ConversationView:
-    return view(state, state.store.get_conversation(conversation_id))
+    return view(state, state.store.get_conversation(conversation_id), isolation=True)
 
 
 @router.delete("/{conversation_id}", status_code=204)
@@ -185,4 +190,4 @@ def move_head(conversation_id: str, body: MoveHead, state: State) -> Conversatio
     state.store.get_event(conversation_id, body.event_id)  # 404 for an unknown event
     with state.runs.exclusive(conversation_id, "pause it before switching branch"):
         state.runtime(conversation_id).switch_branch(body.event_id)
-    return view(state, state.store.get_conversation(conversation_id))
+    return view(state, state.store.get_conversation(conversation_id), isolation=True)

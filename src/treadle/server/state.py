@@ -54,6 +54,8 @@ class ServerState:
                 self.policy.check_script(settings.model.script)
             except SettingsError as error:
                 raise ApiError(422, "script_path_refused", str(error)) from None
+        # Before anything is made: less isolation than the server allows is refused (403).
+        self.policy.check_sandbox(settings.sandbox)
         requested = settings.workspace
         if not requested.strip() or "\0" in requested or len(requested) > WORKSPACE_PATH_MAX:
             raise ApiError(
