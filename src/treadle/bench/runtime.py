@@ -1,9 +1,11 @@
 """``treadle bench runtime``: Treadle's own overhead per agent step (store + projection) with
-short and long histories; the model answers instantly and the tool (think) does nothing."""
+short and long histories (the model answers instantly and the tool, think, does nothing), and
+what the sandbox costs the terminal: per command, and to start a conversation's shell."""
 
 from __future__ import annotations
 
 import itertools
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -14,8 +16,12 @@ from treadle.bench.workload import realistic_events
 from treadle.events.model import TokenUsage
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm.base import ModelResponse, ToolCall
-from treadle.runtime.settings import ConversationSettings
+from treadle.runtime.secrets import Secrets
+from treadle.runtime.settings import ConversationSettings, SandboxSettings, build_workspace
+from treadle.runtime.tools import TerminalTool, ToolContext, ToolSet
 from treadle.store.urls import open_store
+
+NO_SANDBOX = SandboxSettings(kind="none")
 
 
 class InstantThinkModel:
@@ -40,8 +46,9 @@ class InstantThinkModel:
 def _step_seconds(history: int, steps: int, folder: Path, durability: str) -> float:
     store = open_store(f"sqlite:///{folder / f'runtime-{history}.db'}?durability={durability}")
     # The model's name is only stored; the instant model given here answers.
+    # No sandbox: think and finish start no process, and this measures the store's cost.
     settings = ConversationSettings.litellm(
-        InstantThinkModel.name, folder / "workspace", tools=("think", "finish")
+        InstantThinkModel.name, folder / "workspace", tools=("think", "finish"), sandbox=NO_SANDBOX
     )
     conversation = Conversation.create(store, settings, model=InstantThinkModel())
     past = realistic_events(history)
@@ -54,6 +61,49 @@ def _step_seconds(history: int, steps: int, folder: Path, durability: str) -> fl
     conversation.close()
     store.close()
     return elapsed / steps
+
+
+def run_sandbox_bench(commands: int = 200, starts: int = 10) -> dict[str, Any]:
+    """The sandbox's cost to the terminal: per command (median of ``true`` in a sandboxed shell
+    minus in an unsandboxed one) and to start (a conversation's first command, its shell and
+    sandbox started). The two kinds alternate, so a busy machine slows both alike."""
+    kinds = {"plain": SandboxSettings(kind="none"), "sandbox": SandboxSettings()}
+    first: dict[str, list[float]] = {kind: [] for kind in kinds}
+    each: dict[str, list[float]] = {kind: [] for kind in kinds}
+    tools = ToolSet([TerminalTool()])
+    with tempfile.TemporaryDirectory(prefix="treadle-bench-") as tmp:
+        contexts = {}
+        for kind, sandbox in kinds.items():
+            settings = ConversationSettings.litellm("bench", Path(tmp) / kind, sandbox=sandbox)
+            contexts[kind] = build_workspace(settings)
+        try:
+            for start in range(starts):
+                for kind, workspace in contexts.items():
+                    context = ToolContext(workspace, Secrets(), conversation_id=f"start-{start}")
+                    begin = time.perf_counter()
+                    tools.call("terminal", {"command": "true"}, context)
+                    first[kind].append(time.perf_counter() - begin)
+            running = {
+                kind: ToolContext(workspace, Secrets(), conversation_id="commands")
+                for kind, workspace in contexts.items()
+            }
+            for context in running.values():
+                tools.call("terminal", {"command": "true"}, context)  # its shell started
+            for _ in range(commands):
+                for kind, context in running.items():
+                    begin = time.perf_counter()
+                    tools.call("terminal", {"command": "true"}, context)
+                    each[kind].append(time.perf_counter() - begin)
+        finally:
+            tools.close()
+    plain_s, boxed_s = statistics.median(each["plain"]), statistics.median(each["sandbox"])
+    return {
+        "terminal_command_s": plain_s,
+        "sandbox_terminal_command_s": boxed_s,
+        "sandbox_command_overhead_s": boxed_s - plain_s,
+        "terminal_start_s": statistics.median(first["plain"]),
+        "sandbox_start_s": statistics.median(first["sandbox"]),
+    }
 
 
 def run_runtime_bench(
@@ -71,4 +121,5 @@ def run_runtime_bench(
         "step_overhead_short_s": short_s,
         "step_overhead_long_s": long_s,
         "long_vs_short_ratio": long_s / short_s,
+        **run_sandbox_bench(),
     }

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import math
 import os
 import re
@@ -43,7 +42,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import termios
 import threading
@@ -56,9 +54,9 @@ from pathlib import Path
 from treadle.errors import TreadleError
 from treadle.runtime.tools.process_tree import Mark, kill_started_since, mark
 from treadle.runtime.workspace.shell import (
-    LAUNCHER,
     PidsCgroup,
     ShellCommand,
+    launch_argv,
     unsandboxed_environment,
 )
 
@@ -222,19 +220,16 @@ class BashSession:
         child_env.update(
             TERM="dumb", PAGER="cat", GIT_PAGER="cat", MANPAGER="cat", HISTFILE="/dev/null"
         )
-        setup = {
-            "cgroup_procs": str(shell.cgroup.procs) if shell.cgroup else None,
-            "rlimits": dict(shell.rlimits),
-        }
         try:
+            # No start_new_session: setsid makes the session (it would fork in a group leader).
+            # restore_signals (the default) gives the shell SIGPIPE and SIGXFSZ back.
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", LAUNCHER, json.dumps(setup), *shell.argv],
+                launch_argv(shell),
                 stdin=slave,
                 stdout=slave,
                 stderr=slave,
                 cwd=cwd,
                 env=child_env,
-                start_new_session=True,
             )
         except OSError as error:
             os.close(master)

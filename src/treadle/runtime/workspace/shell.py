@@ -1,8 +1,8 @@
 """How a workspace starts its shell: the command line, the environment, and what contains it.
 
 A workspace hands the terminal a ``ShellCommand``; the terminal starts it on its pseudo-terminal
-through a small launcher (``LAUNCHER``) that, between fork and exec, takes the terminal, joins the
-pids cgroup and sets the resource limits, so every process of the shell inherits them.
+with ``launch_argv``, which joins the pids cgroup, sets the resource limits and takes the terminal
+before the shell (or its sandbox) starts, so every process of the shell inherits them.
 """
 
 from __future__ import annotations
@@ -23,23 +23,30 @@ SHELL_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "
 """What an unsandboxed shell takes from the environment its caller read (at the edge): never a
 key; anything else a tool needs is passed explicitly (secrets exported by the user)."""
 
-# Runs in the child between fork and exec (Popen has no option to take a controlling terminal,
-# and preexec_fn is unsafe with threads): take the pty, join the cgroup, set the limits, exec.
-LAUNCHER = (
-    "import fcntl, json, os, resource, signal, sys, termios\n"
-    "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
-    # Python ignores these; ignored signals survive exec, and a shell needs them (`yes | head`
-    # ends on SIGPIPE, a write past the file-size limit on SIGXFSZ).
-    "for name in ('SIGPIPE', 'SIGXFSZ'):\n"
-    "    signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
-    "setup = json.loads(sys.argv[1])\n"
-    "if setup['cgroup_procs']:\n"
-    "    with open(setup['cgroup_procs'], 'w') as procs:\n"
-    "        procs.write(str(os.getpid()))\n"
-    "for name, value in setup['rlimits'].items():\n"
-    "    resource.setrlimit(getattr(resource, name), (value, value))\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
-)
+SETSID = "/usr/bin/setsid"
+PRLIMIT = "/usr/bin/prlimit"
+"""util-linux's: a new session with the pty as controlling terminal, and resource limits, each
+set in the same process before it becomes the shell (exec, no fork: no Python start per shell)."""
+
+_JOIN_CGROUP = 'echo $$ > "$0" && exec "$@"'
+"""``sh -c`` script: move this process into the cgroup (``$0``), then become the rest."""
+
+PRLIMIT_OPTIONS = {"RLIMIT_AS": "--as", "RLIMIT_FSIZE": "--fsize", "RLIMIT_CPU": "--cpu"}
+
+
+def launch_argv(shell: ShellCommand) -> list[str]:
+    """The command line that starts ``shell`` on a pty given as stdin: joins its cgroup, sets
+    its limits and takes the pty as controlling terminal (for job control), each by exec, so
+    that every process of the shell inherits all three. The caller must not start a new session
+    itself (setsid would then fork)."""
+    argv: list[str] = []
+    if shell.cgroup is not None:
+        argv += ["/bin/sh", "-c", _JOIN_CGROUP, str(shell.cgroup.procs)]
+    if shell.rlimits:
+        argv.append(PRLIMIT)
+        argv += [f"{PRLIMIT_OPTIONS[name]}={value}" for name, value in shell.rlimits.items()]
+        argv.append("--")
+    return [*argv, SETSID, "--ctty", *shell.argv]
 
 
 @dataclass(frozen=True)
