@@ -162,8 +162,8 @@ def run(
         Path | None,
         typer.Option(
             "--workspace",
-            help="Folder the tools act in (no isolation!); with --conversation only when it "
-            "has no stored settings",
+            help="Folder the tools act in (the only one a sandboxed command can change); with "
+            "--conversation only when it has no stored settings",
         ),
     ] = None,
     model: Annotated[
