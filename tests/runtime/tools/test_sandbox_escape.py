@@ -264,9 +264,24 @@ def test_a_background_job_does_not_outlive_the_conversation(tmp_path):
         shell(tools, workspace, f"sleep {marker} > /dev/null 2>&1 &")
         assert shell(tools, workspace, "jobs | wc -l").content.startswith("1")
         wait_until(lambda: bool(host_processes_with(f"sleep {marker}")), 10, "the job started")
+        (pid,) = host_processes_with(f"sleep {marker}")
+        cgroup = pids_cgroup_of(pid)
     finally:
         tools.close()  # what closing the conversation does
     wait_until(lambda: not host_processes_with(f"sleep {marker}"), 10, "the job killed")
+    if workspace.isolation["limits"]["processes"] is not None:
+        assert cgroup is not None  # the sandbox's own pids cgroup, removed with it
+        assert cgroup.name.startswith("treadle-")
+        assert not cgroup.exists()
+
+
+def pids_cgroup_of(pid: int) -> Path | None:
+    """The pids cgroup (v1) folder of process ``pid``, when it is in one of its own."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _number, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(",") and path != "/":
+            return Path("/sys/fs/cgroup/pids") / path.lstrip("/")
+    return None
 
 
 OWNER = """
