@@ -206,25 +206,28 @@ def test_a_fork_bomb_is_contained_and_the_shell_goes_on(tools, tmp_path):
     workspace = workspace_for(tmp_path, "bubblewrap", limits={"processes": 64})
     if workspace.isolation["limits"]["processes"] is None:
         pytest.skip("a fork bomb runs only under a process limit (no pids cgroup here)")
-    timer = guard(tools, 90)
+    timer = guard(tools, 120)
     try:
+        # The bomb's processes share its process group (no job control in `bash -c`), which
+        # the command's timeout kills; the busy loop keeps the command running until then.
         bomb = shell(
             tools,
             workspace,
-            # `wait` keeps the bomb's tree under timeout, which kills its process group.
-            "timeout -s KILL 5 bash -c ':(){ :|:& };:; wait' > bomb.log 2>&1; echo bomb over; "
-            "grep -c 'Resource temporarily unavailable' bomb.log",
-            timeout=60,
+            "bash -c ':(){ :|:& };:; while :; do :; done' > bomb.log 2>&1",
+            timeout=5,
         )
-        after = shell(tools, workspace, "/bin/echo alive; ps -e --no-headers | wc -l")
+        assert bomb.data["timed_out"] is True
+        assert bomb.data["shell_ended"] is False
+
+        def processes_left() -> int:
+            result = shell(tools, workspace, "ps -e --no-headers | wc -l")
+            return int(result.content.splitlines()[-2])  # fork retries may be said first
+
+        wait_until(lambda: processes_left() < 10, 60, "the bomb's processes gone")
+        met = shell(tools, workspace, "grep -c 'Resource temporarily unavailable' bomb.log")
     finally:
         timer.cancel()
-    # The shell itself may have said it waited for a free process slot ("fork: retry").
-    lines = bomb.content.splitlines()
-    assert "bomb over" in lines, bomb.content
-    assert int(lines[lines.index("bomb over") + 1]) > 0  # it met the limit
-    assert after.content.splitlines()[0] == "alive"  # a new process could start
-    assert int(after.content.splitlines()[1]) < 10  # the bomb is gone, the sandbox goes on
+    assert int(met.content.splitlines()[0]) > 0  # it met the limit, and the shell goes on
 
 
 def test_a_memory_hog_is_contained_and_the_shell_goes_on(tools, tmp_path):
