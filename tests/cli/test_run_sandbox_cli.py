@@ -57,7 +57,11 @@ def test_the_default_is_a_sandbox_and_an_unsandboxed_continuation_is_explicit_an
     assert fact["sandbox"] == "bubblewrap"
     assert fact["network"] == "off"
     assert fact["override"] is None
-    conversation_id = open_store(store_url).list_conversations()[0].id
+    store = open_store(store_url)
+    try:
+        conversation_id = store.list_conversations()[0].id
+    finally:
+        store.close()
 
     # Continuing it without a sandbox takes --sandbox none, and the log says so.
     again = run_treadle(
