@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo examples test lint typecheck format bench clean browser
+.PHONY: demo examples test lint typecheck format bench clean browser sandbox
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,7 +12,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo's tools run in a bubblewrap sandbox (the default): Debian's package when missing.
+demo: $(STAMP) sandbox
 	$(BIN)/treadle demo
 
 examples: $(STAMP)
@@ -35,9 +36,13 @@ format: $(STAMP)
 browser:
 	[ -x /usr/bin/chromium ] || (apt-get update && apt-get install -y chromium)
 
+# The terminal's sandbox (and its escape tests) need bubblewrap; Debian's package.
+sandbox:
+	[ -x /usr/bin/bwrap ] || (apt-get update && apt-get install -y bubblewrap)
+
 # PostgreSQL: $$TREADLE_TEST_POSTGRES, else the machine's at 127.0.0.1:5432, else a private server
 # made for this run and removed after (tests/support/private_postgres.py).
-test: lint browser
+test: lint browser sandbox
 	$(BIN)/python tests/support/private_postgres.py $(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from treadle.runtime.conversation import MODEL_KEY_NAME
 from treadle.runtime.llm.litellm_model import DEADLINE_ENV, ModelEnvironment
+from treadle.runtime.workspace.shell import SHELL_ENV_NAMES
 
 MODEL_ENV = "TREADLE_MODEL"
 BASE_URL_ENV = "TREADLE_BASE_URL"
@@ -23,3 +24,10 @@ def model_environment(environ: Mapping[str, str] | None = None) -> ModelEnvironm
         api_key=env.get(MODEL_KEY_NAME) or None,
         deadline=env.get(DEADLINE_ENV) or None,
     )
+
+
+def shell_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What an unsandboxed shell may take from ``environ`` (default: ``os.environ``): PATH,
+    HOME, locale and the like (``SHELL_ENV_NAMES``), never a key. A sandbox uses its own."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in SHELL_ENV_NAMES if name in env}

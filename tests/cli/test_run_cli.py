@@ -13,6 +13,7 @@ from pathlib import Path
 
 from support.cli import run_treadle
 from support.fake_openai import FakeOpenAIServer
+from support.processes import host_pids_with
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.events.audit import audit_events
@@ -210,13 +211,16 @@ def _alive(pid: int) -> bool:
 
 def test_ctrl_c_mid_command_kills_it_and_its_jobs_exits_3_and_the_model_is_told(tmp_path):
     ws = tmp_path / "ws"
+    # Found on the host by their sleep arguments: sandboxed, $$ and $! are the sandbox's pids.
+    markers = ("sleep 60.75", "sleep 300.75")
     command = (
-        "sleep 300 & echo $! > bg.pid; bash -c 'echo $$ > fg.pid; exec sleep 60'; touch ran-on"
+        f"{markers[1]} & echo $! > bg.pid; bash -c 'echo $$ > fg.pid; exec {markers[0]}'; "
+        "touch ran-on"
     )
     process, store_url = _start_run(tmp_path, *_script(tmp_path, command))
     _wait_until(lambda: (ws / "bg.pid").exists() and (ws / "fg.pid").exists(), process)
-    _wait_until(lambda: bool((ws / "fg.pid").read_text().strip()), process)
-    pids = [int((ws / name).read_text()) for name in ("fg.pid", "bg.pid")]
+    _wait_until(lambda: all(host_pids_with(marker) for marker in markers), process)
+    pids = [pid for marker in markers for pid in host_pids_with(marker)]
     process.send_signal(signal.SIGINT)
     events = _check_stopped(process, store_url, "SIGINT")
     assert not any(_alive(pid) for pid in pids)  # gone before the process exited
@@ -282,7 +286,8 @@ def test_the_model_deadline_bounds_a_provider_that_never_answers_and_retries_are
 def test_a_store_that_fails_mid_run_ends_with_one_line_not_a_traceback(tmp_path):
     db = tmp_path / "run.db"
     drop = f"python3 -c \"import sqlite3; sqlite3.connect('{db}').execute('DROP TABLE events')\""
-    process, _store_url = _start_run(tmp_path, *_script(tmp_path, drop))
+    # Unsandboxed on purpose: a sandboxed shell cannot see the store (test_sandbox_escape.py).
+    process, _store_url = _start_run(tmp_path, *_script(tmp_path, drop), "--sandbox", "none")
     out, err = process.communicate(timeout=60)
     assert process.returncode == 1, out + err
     assert "Traceback" not in err

@@ -77,9 +77,6 @@ ENVIRONMENT_READS_ALLOWED = {
     # Configures LiteLLM (its price map from its own package, so it works offline): sets a
     # default for the library, reads nothing the runtime acts on.
     ("llm/litellm_model.py", 'os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")'),
-    # The shell inherits only the process's PATH, HOME, locale and the like (INHERITED_ENV),
-    # never a key: the terminal's own contract, not a setting.
-    ("tools/bash_session.py", "child_env = {key: os.environ[key] for key in INHERITED_ENV"),
 }
 
 

@@ -188,7 +188,7 @@ def test_a_store_outage_mid_run_ends_in_error_once_the_store_is_back(store, work
     replies = [
         {"tool_calls": [{"id": "t1", "name": "terminal", "arguments": {"command": "echo hi"}}]}
     ]
-    flaky = FlakyStore(store, fail_after=4, recover_after=6)  # the result's append fails
+    flaky = FlakyStore(store, fail_after=5, recover_after=7)  # the result's append fails
     with (
         FakeOpenAIServer(replies) as server,
         # Appends counted: no snapshot facts between them.
@@ -206,7 +206,7 @@ def test_a_store_outage_mid_run_ends_in_error_once_the_store_is_back(store, work
 
 def test_a_store_that_stays_down_raises_the_cause_to_the_caller(store, workspace, monkeypatch):
     monkeypatch.setattr(conversation_module, "STORE_RETRY_DELAYS_S", (0.01,))
-    flaky = FlakyStore(store, fail_after=3, recover_after=None)
+    flaky = FlakyStore(store, fail_after=4, recover_after=None)
     with (
         FakeOpenAIServer([{"text": "hi"}]) as server,
         litellm_conversation(flaky, workspace, server) as conv,

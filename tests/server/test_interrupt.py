@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from support.postgres import fresh_schema_url
+from support.processes import host_pids_with
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
 from support.waiting import wait_until
@@ -25,9 +26,12 @@ INTERRUPT_WITHIN_S = 1.5
 
 # A background job that would outlive everything, then a foreground command of 6 s, then a
 # line that must never run once the command is interrupted.
+# Their sleep arguments find them on the host: the command runs sandboxed, where $$ and $!
+# are pids of the sandbox's own namespace.
+BACKGROUND, FOREGROUND = "sleep 300.25", "sleep 6.25"
 COMMAND = (
-    "sleep 300 & echo $! > bg.pid; "
-    "bash -c 'echo $$ > fg.pid; exec sleep 6'; "
+    f"{BACKGROUND} & echo $! > bg.pid; "
+    f"bash -c 'echo $$ > fg.pid; exec {FOREGROUND}'; "
     "echo ran-on > after.txt"
 )
 
@@ -65,7 +69,8 @@ def _interrupt_mid_command(
     running.run(wait=False)
     wait_until(lambda: (workspace / "fg.pid").exists() and (workspace / "bg.pid").exists())
     wait_until(lambda: bool((workspace / "fg.pid").read_text().strip()))
-    pids = [int((workspace / name).read_text()) for name in ("fg.pid", "bg.pid")]
+    wait_until(lambda: all(host_pids_with(marker) for marker in (FOREGROUND, BACKGROUND)))
+    pids = [pid for marker in (FOREGROUND, BACKGROUND) for pid in host_pids_with(marker)]
     assert all(_alive(pid) for pid in pids)
 
     sent = time.monotonic()
@@ -112,14 +117,15 @@ def test_interrupt_through_the_http_route(server, client, settings_for):
 
 
 def test_pause_still_lets_the_running_command_end(server, client, settings_for, tmp_path):
-    command = "sleep 1; echo finished > paused.txt"
+    command = "touch started; sleep 1; echo finished > paused.txt"
     settings = settings_for(
         [{"tool_calls": [{"name": "terminal", "arguments": {"command": command}}]}]
     )
     conversation = client.create_conversation(settings)
     conversation.send_message("go")
     conversation.run(wait=False)
-    wait_until(lambda: conversation.info().status is ConversationStatus.RUNNING)
+    # Paused once the command runs (its shell, and sandbox, take a moment to start).
+    wait_until((Path(settings.workspace) / "started").exists)
     conversation.pause()
     assert conversation.wait(timeout_s=10) is ConversationStatus.PAUSED
     assert (Path(settings.workspace) / "paused.txt").read_text() == "finished\n"

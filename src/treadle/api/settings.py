@@ -1,5 +1,5 @@
-"""A conversation's settings as data (model choice, tools, confirmation, workspace, system
-prompt): what a client sends and a store keeps. Validated here without the runtime;
+"""A conversation's settings as data (model choice, tools, confirmation, workspace, sandbox,
+system prompt): what a client sends and a store keeps. Validated here without the runtime;
 ``treadle.runtime.settings`` builds the agent from them. Never holds an API key."""
 
 from __future__ import annotations
@@ -117,6 +117,83 @@ class SnapshotSettings(BaseModel):
         return {"enabled": value} if isinstance(value, bool) else value
 
 
+SandboxKind = Literal["bubblewrap", "none"]
+NetworkChoice = Literal["off", "on"]
+
+
+class SandboxLimits(BaseModel):
+    """Limits on what the sandboxed commands use; None is unlimited. Memory (address space),
+    file size and CPU time apply to each process; ``processes`` to the whole sandbox."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_mib: int | None = Field(default=4096, ge=16)
+    processes: int | None = Field(default=256, ge=8)
+    file_size_mib: int | None = Field(default=4096, ge=1)
+    cpu_seconds: int | None = Field(default=3600, ge=1)
+
+    def within(self, limit: SandboxLimits) -> list[str]:
+        """The names of the limits that are looser than ``limit``'s (None is the loosest)."""
+        looser = []
+        for name in type(self).model_fields:
+            mine, theirs = getattr(self, name), getattr(limit, name)
+            if theirs is not None and (mine is None or mine > theirs):
+                looser.append(name)
+        return looser
+
+
+class SandboxSettings(BaseModel):
+    """Where the tools' processes run: ``bubblewrap`` (a sandbox: read-only system, the
+    workspace writable, private HOME and /tmp, own process namespace, no network unless
+    ``network`` is on) or ``none`` (as this process's user, on the whole machine)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: SandboxKind = "bubblewrap"
+    network: NetworkChoice = Field(
+        default="off",
+        description="on: the host's network, host services on 127.0.0.1 included",
+    )
+    mounts_ro: tuple[str, ...] = Field(
+        default=(), description="Absolute host paths shown read-only inside the sandbox"
+    )
+    limits: SandboxLimits = SandboxLimits()
+
+    @field_validator("mounts_ro")
+    @classmethod
+    def _absolute_paths(cls, mounts: tuple[str, ...]) -> tuple[str, ...]:
+        for mount in mounts:
+            if not mount.startswith("/") or "\0" in mount:
+                raise ValueError(f"mount {mount!r} is not an absolute path: give one like /opt/x")
+        return mounts
+
+    @model_validator(mode="after")
+    def _none_has_no_sandbox_options(self) -> SandboxSettings:
+        if self.kind == "none" and self.mounts_ro:
+            raise ValueError("mounts_ro applies to a sandbox only (kind none sees every path)")
+        return self
+
+    def looser_than(self, limit: SandboxSettings) -> list[str]:
+        """How these settings ask for less isolation than ``limit`` allows (empty: none)."""
+        problems: list[str] = []
+        if limit.kind == "none":
+            return problems  # a limit of no sandbox allows anything
+        if self.kind == "none":
+            return ["sandbox none (the limit is bubblewrap)"]
+        if limit.network == "off" and self.network == "on":
+            problems.append("network on (the limit is off)")
+        extra = [mount for mount in self.mounts_ro if mount not in limit.mounts_ro]
+        if extra:
+            allowed = ", ".join(limit.mounts_ro) or "none"
+            problems.append(f"mounts {', '.join(extra)} (allowed: {allowed})")
+        for name in self.limits.within(limit.limits):
+            problems.append(
+                f"limits.{name} {getattr(self.limits, name)} "
+                f"(the limit is {getattr(limit.limits, name)})"
+            )
+        return problems
+
+
 class ConversationSettings(BaseModel):
     """Everything needed to run a conversation again in any process, stored with it."""
 
@@ -126,6 +203,7 @@ class ConversationSettings(BaseModel):
     tools: tuple[str, ...] = BUILTIN_TOOL_NAMES
     confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER
     workspace: str
+    sandbox: SandboxSettings = SandboxSettings()
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     condense: CondenseMode = Field(
         default=CondenseMode.AUTO,

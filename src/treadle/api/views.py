@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from treadle.api.isolation import IsolationView
 from treadle.api.status import ConversationStatus
 from treadle.events.model import Event
 
@@ -66,6 +67,11 @@ class ConversationView(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     restore: RestoreView | None = None
     """Set by a head move or a fork that restored the workspace's files."""
+    isolation: IsolationView | None = Field(
+        default=None,
+        description="What the last run's tools ran under (its recorded isolation fact); "
+        "given by GET /api/conversations/{id}, not in lists; null before any run",
+    )
 
 
 class ConversationList(BaseModel):

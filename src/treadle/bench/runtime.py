@@ -2,7 +2,8 @@
 short and long histories; the model answers instantly and the tool (think) does nothing. With
 condensation on (a small budget, so that the measured steps condense several times), the same
 at 100 and at 10,000 events, and the condenser's own decision (no summary call) at 10,000
-events under a 100,000-token budget."""
+events under a 100,000-token budget; and what the sandbox costs the terminal: per command, and
+to start a conversation's shell."""
 
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ from treadle.runtime.condense.context import ContextView
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm.base import ModelResponse, ToolCall
 from treadle.runtime.llm.litellm_model import litellm_token_counter
-from treadle.runtime.settings import ConversationSettings
+from treadle.runtime.secrets import Secrets
+from treadle.runtime.settings import ConversationSettings, SandboxSettings, build_workspace
+from treadle.runtime.tools import TerminalTool, ToolContext, ToolSet
 from treadle.store.urls import open_store
+
+NO_SANDBOX = SandboxSettings(kind="none")
 
 
 class InstantThinkModel:
@@ -58,12 +63,14 @@ def _step_seconds(
     name = f"runtime-{history}-{context_tokens or 'whole'}.db"
     store = open_store(f"sqlite:///{folder / name}?durability={durability}")
     # The model's name is only stored; the instant model given here answers.
+    # No sandbox: think and finish start no process, and this measures the store's cost.
     settings = ConversationSettings.litellm(
         InstantThinkModel.name,
         folder / "workspace",
         tools=("think", "finish"),
         condense="off" if context_tokens is None else "auto",
         context_tokens=context_tokens,
+        sandbox=NO_SANDBOX,
     )
     conversation = Conversation.create(store, settings, model=InstantThinkModel())
     past = realistic_events(history)
@@ -132,6 +139,49 @@ def decision_seconds(events: int = 10_000, budget: int = 100_000) -> dict[str, f
     }
 
 
+def run_sandbox_bench(commands: int = 200, starts: int = 10) -> dict[str, Any]:
+    """The sandbox's cost to the terminal: per command (median of ``true`` in a sandboxed shell
+    minus in an unsandboxed one) and to start (a conversation's first command, its shell and
+    sandbox started). The two kinds alternate, so a busy machine slows both alike."""
+    kinds = {"plain": SandboxSettings(kind="none"), "sandbox": SandboxSettings()}
+    first: dict[str, list[float]] = {kind: [] for kind in kinds}
+    each: dict[str, list[float]] = {kind: [] for kind in kinds}
+    tools = ToolSet([TerminalTool()])
+    with tempfile.TemporaryDirectory(prefix="treadle-bench-") as tmp:
+        contexts = {}
+        for kind, sandbox in kinds.items():
+            settings = ConversationSettings.litellm("bench", Path(tmp) / kind, sandbox=sandbox)
+            contexts[kind] = build_workspace(settings)
+        try:
+            for start in range(starts):
+                for kind, workspace in contexts.items():
+                    context = ToolContext(workspace, Secrets(), conversation_id=f"start-{start}")
+                    begin = time.perf_counter()
+                    tools.call("terminal", {"command": "true"}, context)
+                    first[kind].append(time.perf_counter() - begin)
+            running = {
+                kind: ToolContext(workspace, Secrets(), conversation_id="commands")
+                for kind, workspace in contexts.items()
+            }
+            for context in running.values():
+                tools.call("terminal", {"command": "true"}, context)  # its shell started
+            for _ in range(commands):
+                for kind, context in running.items():
+                    begin = time.perf_counter()
+                    tools.call("terminal", {"command": "true"}, context)
+                    each[kind].append(time.perf_counter() - begin)
+        finally:
+            tools.close()
+    plain_s, boxed_s = statistics.median(each["plain"]), statistics.median(each["sandbox"])
+    return {
+        "terminal_command_s": plain_s,
+        "sandbox_terminal_command_s": boxed_s,
+        "sandbox_command_overhead_s": boxed_s - plain_s,
+        "terminal_start_s": statistics.median(first["plain"]),
+        "sandbox_start_s": statistics.median(first["sandbox"]),
+    }
+
+
 def run_runtime_bench(
     short: int = 100,
     long: int = 10_000,
@@ -164,4 +214,5 @@ def run_runtime_bench(
         "condensations_in_steps_short": short_made,
         "condensations_in_steps_long": long_made,
         **decision_seconds(long, 100_000),
+        **run_sandbox_bench(),
     }

@@ -51,7 +51,8 @@ def bench_runtime(
     steps: Annotated[int, typer.Option("--steps", min=10)] = 200,
     as_json: JsonOption = False,
 ) -> None:
-    """Treadle's overhead per agent step (store + projection) at 100 and at --long events."""
+    """Treadle's overhead per agent step (store + projection) at 100 and at --long events,
+    and the sandbox's cost to the terminal (per command, and to start a conversation's shell)."""
     from treadle.bench.runtime import run_runtime_bench
 
     print_figures("treadle bench runtime", run_runtime_bench(long=long, steps=steps), as_json)

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from importlib import resources
 from pathlib import Path
 from types import FrameType
@@ -22,15 +23,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 
+from treadle.api.isolation import isolation_text
 from treadle.api.settings import CondenseMode
 from treadle.cli.app import app
 from treadle.cli.live_view import LiveView, describe
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
 from treadle.cli.store_commands import open_existing_store
 from treadle.cli.store_options import StoreOption, open_store_or_exit
-from treadle.environment import model_environment
+from treadle.environment import model_environment, shell_environment
 from treadle.errors import TreadleError
 from treadle.events.audit import audit_events
 from treadle.events.model import ActionEvent, MessageEvent
@@ -39,7 +42,12 @@ from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm import ModelError
 from treadle.runtime.llm.base import LanguageModel
-from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
+from treadle.runtime.settings import (
+    SETTINGS_KEY,
+    ConversationSettings,
+    SandboxSettings,
+    SettingsPolicy,
+)
 from treadle.runtime.status import ConversationStatus
 from treadle.store.base import ConversationNotFound, EventStore, StoreError
 from treadle.store.lease_holder import HeldLease, LeaseTaken
@@ -47,6 +55,23 @@ from treadle.store.leases import CLI, new_owner, open_leases
 
 if TYPE_CHECKING:
     from treadle.runtime.llm import LiteLLMModel
+
+
+class SandboxKind(StrEnum):
+    bubblewrap = "bubblewrap"
+    none = "none"
+
+
+class Network(StrEnum):
+    off = "off"
+    on = "on"
+
+
+def cli_policy() -> SettingsPolicy:
+    """The CLI runs the user's own settings (trusted); an unsandboxed shell gets the PATH,
+    HOME and locale of the user's environment, read here at the edge."""
+    return SettingsPolicy(shell_environment=shell_environment())
+
 
 EXIT_STOPPED = 3
 """Exit 3: stopped before the end (interrupted, paused, max steps, a confirmation nobody gave)."""
@@ -95,10 +120,17 @@ def _summary(console: Console, conversation: Conversation) -> None:
             f"status: [bold]{conversation.status.value}[/]{reason}\n"
             f"model steps: {steps}   events on the active path: {len(path)}\n"
             f"tokens: {tokens_in} in / {tokens_out} out   cost: ${cost:.4f}\n"
+            f"isolation: {escape(_isolation_line(conversation))}\n"
             f"conversation: {conversation.id}",
             title="summary",
         )
     )
+
+
+def _isolation_line(conversation: Conversation) -> str:
+    fact = dict(conversation.workspace.isolation)
+    fact["override"] = conversation.isolation_override
+    return isolation_text(fact)
 
 
 def _ask_user(console: Console, conversation: Conversation) -> bool:
@@ -131,8 +163,8 @@ def run(
         Path | None,
         typer.Option(
             "--workspace",
-            help="Folder the tools act in (no isolation!); with --conversation only when it "
-            "has no stored settings",
+            help="Folder the tools act in (the only one a sandboxed command can change); with "
+            "--conversation only when it has no stored settings",
         ),
     ] = None,
     model: Annotated[
@@ -185,10 +217,34 @@ def run(
             "--model/--script only for one without, e.g. imported: then stored with it)",
         ),
     ] = None,
+    sandbox: Annotated[
+        SandboxKind | None,
+        typer.Option(
+            "--sandbox",
+            help="Where the tools' processes run: bubblewrap (a sandbox: only the workspace "
+            "is writable) or none (as you, on the whole machine) [default: bubblewrap]; with "
+            "--conversation, an explicit choice for this run, recorded in its log",
+        ),
+    ] = None,
+    network: Annotated[
+        Network | None,
+        typer.Option(
+            "--network",
+            help="Network inside the sandbox [default: off]; on shares the host's network, "
+            "services on 127.0.0.1 included",
+        ),
+    ] = None,
+    mount_ro: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--mount-ro",
+            help="A host path shown read-only inside the sandbox (repeatable), e.g. a toolchain",
+        ),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Run an agent on TASK in a workspace, or continue a stored conversation, showing every
-    event as it is stored.
+    event as it is stored. The tools run in a bubblewrap sandbox unless --sandbox none.
 
     Ctrl-C or SIGTERM stops the run cleanly: open calls are closed, the stop is recorded and
     the summary printed (exit 3)."""
@@ -197,6 +253,7 @@ def run(
     choice = _ModelOptions(
         model, base_url, script, confirm, model_deadline, condense, context_tokens
     )
+    sandbox_choice = _SandboxOptions(sandbox, network, tuple(mount_ro or ()))
     if conversation_id is None:
         if task is None or workspace is None:
             fail(
@@ -204,7 +261,7 @@ def run(
                 "continue a stored one",
                 EXIT_BAD_INPUT,
             )
-        settings, chosen_model = _new_settings(console, workspace, choice)
+        settings, chosen_model = _new_settings(console, workspace, choice, sandbox_choice)
         opened = open_store_or_exit(store)
         try:
             conversation = Conversation.create(
@@ -214,6 +271,7 @@ def run(
                 model=chosen_model,
                 callbacks=[LiveView(console)],
                 model_key=model_key_from_env(),
+                policy=cli_policy(),
             )
         except TreadleError as error:
             opened.close()
@@ -221,7 +279,9 @@ def run(
         to_store: ConversationSettings | None = None
     else:
         opened = open_existing_store(store)
-        conversation, to_store = _continue(console, opened, conversation_id, workspace, choice)
+        conversation, to_store = _continue(
+            console, opened, conversation_id, workspace, choice, sandbox_choice
+        )
         if task is None and conversation.status is ConversationStatus.FINISHED:
             conversation.close()
             opened.close()
@@ -295,15 +355,50 @@ class _ModelOptions:
         return fields
 
 
+@dataclass(frozen=True)
+class _SandboxOptions:
+    """The options that choose where the tools run (None: not given)."""
+
+    kind: SandboxKind | None
+    network: Network | None
+    mounts_ro: tuple[Path, ...]
+
+    @property
+    def given(self) -> bool:
+        return self.kind is not None or self.network is not None or bool(self.mounts_ro)
+
+    def settings(self, base: SandboxSettings | None = None) -> SandboxSettings:
+        """``base`` (default: the default sandbox) with the options given; exit 2 when they
+        do not fit together (e.g. --mount-ro with --sandbox none)."""
+        fields = (base or SandboxSettings()).model_dump()
+        if self.kind is not None:
+            fields["kind"] = self.kind.value
+        if self.network is not None:
+            fields["network"] = self.network.value
+        if self.mounts_ro:
+            fields["mounts_ro"] = [str(path.resolve()) for path in self.mounts_ro]
+        if fields["kind"] == "none":
+            fields["mounts_ro"] = [] if not self.mounts_ro else fields["mounts_ro"]
+        try:
+            return SandboxSettings.model_validate(fields)
+        except ValidationError as error:
+            fail(f"--sandbox/--mount-ro: {error.errors()[0]['msg']}", EXIT_BAD_INPUT)
+
+
 def _new_settings(
-    console: Console, workspace: Path, choice: _ModelOptions
+    console: Console, workspace: Path, choice: _ModelOptions, sandbox: _SandboxOptions
 ) -> tuple[ConversationSettings, LanguageModel | None]:
     """Settings from the options, and the model to run them with (None: built from them)."""
     confirmation = choice.confirm or ConfirmationPolicy.NEVER
+    isolation = sandbox.settings()
     try:
         if choice.script is not None:
             settings = ConversationSettings.scripted(
-                choice.script, workspace, confirmation=confirmation, **choice.condense_fields()
+                choice.script,
+                workspace,
+                confirmation=confirmation,
+                sandbox=isolation,
+                **choice.condense_fields(),
             )
             return settings, None
         chosen = _litellm_model(console, choice.model, choice.base_url, choice.deadline_s)
@@ -312,6 +407,7 @@ def _new_settings(
             workspace,
             chosen.settings.base_url,
             confirmation=confirmation,
+            sandbox=isolation,
             **choice.condense_fields(),
         )
         return settings, chosen
@@ -338,9 +434,12 @@ def _continue(
     conversation_id: str,
     workspace: Path | None,
     choice: _ModelOptions,
+    sandbox: _SandboxOptions,
 ) -> tuple[Conversation, ConversationSettings | None]:
     """The stored conversation to continue, and the settings to store with it (None when it
-    has its own). Exits 2 when it is unknown, or the options do not fit it."""
+    has its own). Exits 2 when it is unknown, or the options do not fit it. Sandbox options
+    on a conversation with settings are the user's explicit choice for this run (recorded
+    with its isolation); the stored settings keep their own."""
     try:
         info = store.get_conversation(conversation_id)
         stored = ConversationSettings.from_metadata(info.metadata)
@@ -369,7 +468,7 @@ def _continue(
                     "are stored with it",
                     EXIT_BAD_INPUT,
                 )
-            to_store, chosen_model = _new_settings(console, workspace, choice)
+            to_store, chosen_model = _new_settings(console, workspace, choice, sandbox)
             # Stored with it under the run lease (``_run_under_lease``), not here.
             conversation = Conversation.open(
                 store,
@@ -378,6 +477,7 @@ def _continue(
                 callbacks=[LiveView(console)],
                 model_key=model_key_from_env(),
                 settings_if_missing=to_store,
+                policy=cli_policy(),
             )
         else:
             _check_fits(conversation_id, stored, workspace, choice)
@@ -391,6 +491,8 @@ def _continue(
                 model=chosen_model,
                 callbacks=[LiveView(console)],
                 model_key=model_key_from_env(),
+                policy=cli_policy(),
+                sandbox=sandbox.settings(stored.sandbox) if sandbox.given else None,
             )
     except TreadleError as error:
         store.close()
@@ -493,14 +595,21 @@ def demo(store: StoreOption = None) -> None:
     )
     opened = open_store_or_exit(store)
     console.rule("Treadle demo")
-    console.print(f"store: {opened.url}\nworkspace: {workspace} (a local folder: no isolation)")
-    with Conversation.create(
-        opened,
-        settings,
-        title="treadle demo",
-        callbacks=[LiveView(console)],
-        model_key=model_key_from_env(),
-    ) as conversation:
+    console.print(f"store: {opened.url}\nworkspace: {workspace}")
+    try:
+        conversation = Conversation.create(
+            opened,
+            settings,
+            title="treadle demo",
+            callbacks=[LiveView(console)],
+            model_key=model_key_from_env(),
+            policy=cli_policy(),
+        )
+    except TreadleError as error:  # e.g. the sandbox cannot start here: say why, exit 2
+        opened.close()
+        fail(str(error), EXIT_BAD_INPUT)
+    console.print(f"isolation: {escape(_isolation_line(conversation))}")
+    with conversation:
         conversation.send_message("Write notes.txt in the workspace, then edit its second line.")
         status = conversation.run()
         first_wait = True

@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from treadle.cli.app import app
+from treadle.cli.run_commands import Network, SandboxKind
 from treadle.cli.store_options import StoreOption
 from treadle.files import read_regular_file
+from treadle.runtime.settings import SandboxSettings
 from treadle.server.limits import MAX_BODY_BYTES, MAX_RUNNING
 from treadle.store.openhands.transfer import ArchiveLimits
 
@@ -89,12 +92,44 @@ def serve(
             "--max-running", min=1, help="Conversations running at once here (429 past it)"
         ),
     ] = MAX_RUNNING,
+    sandbox: Annotated[
+        SandboxKind,
+        typer.Option(
+            "--sandbox",
+            help="The least isolation a conversation may ask for: bubblewrap (clients cannot "
+            "ask for none) or none (any)",
+        ),
+    ] = SandboxKind.bubblewrap,
+    network: Annotated[
+        Network,
+        typer.Option(
+            "--network", help="off: clients cannot turn the sandbox's network on; on: they may"
+        ),
+    ] = Network.off,
+    mount_ro: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--mount-ro",
+            help="A host path clients may show read-only in their sandbox (repeatable)",
+        ),
+    ] = None,
 ) -> None:
-    """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs."""
+    """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs.
+
+    --sandbox, --network and --mount-ro are limits, not defaults: a conversation's settings
+    asking for less isolation are refused (403); stricter ones are kept."""
     import uvicorn
 
     from treadle.server import create_app
 
+    try:
+        sandbox_limit = SandboxSettings(
+            kind=sandbox.value,
+            network=network.value,
+            mounts_ro=tuple(str(path.resolve()) for path in mount_ro or ()),
+        )
+    except ValidationError as error:
+        raise typer.BadParameter(error.errors()[0]["msg"], param_hint="--mount-ro") from None
     keys = [*(api_key or ()), *(read_key_file(api_key_file) if api_key_file else ())]
     if not keys:
         keys = [k.strip() for k in os.environ.get("TREADLE_API_KEYS", "").split(",") if k.strip()]
@@ -112,6 +147,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         archive_limits=ArchiveLimits(max_bytes=max_archive_bytes, max_members=max_archive_members),
         max_running=max_running,
+        sandbox_limit=sandbox_limit,
     )
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
 

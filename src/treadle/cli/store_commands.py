@@ -24,6 +24,7 @@ from treadle.cli.overview import LeaseLook, overview, status_text
 from treadle.cli.store_options import StoreOption
 from treadle.events.audit import audit_events
 from treadle.events.model import CondensationEvent, Event, event_to_dict, event_to_json
+from treadle.runtime.isolation import read_isolation
 from treadle.store.base import (
     ConversationInfo,
     ConversationNotFound,
@@ -307,11 +308,19 @@ def _totals_lines(event_store: EventStore, conversation: str) -> list[str]:
         leases.close()
     settings = info.metadata.get("settings")
     shown = "none stored" if settings is None else _settings_text(settings)
+    isolation = read_isolation(event_store, conversation)
+    if isolation is None:
+        ran = "no run recorded what its tools ran under"
+    else:
+        ran = isolation.text
+        if isolation.unsandboxed_runs and isolation.sandbox != "none":
+            ran += f"; {isolation.unsandboxed_runs} earlier run(s) had no sandbox"
     return [
         f"status: {status_text(item)}",
         f"whole log: {info.event_count} event(s); tokens {item.prompt_tokens} in / "
         f"{item.completion_tokens} out; cost ${item.cost_usd:.4f}",
         f"settings: {shown}",
+        f"isolation (last run): {ran}",
     ]
 
 
@@ -337,9 +346,11 @@ def _settings_text(settings: Any) -> str:
     )
     base = f" at {model['base_url']}" if model.get("base_url") else ""
     tools = ", ".join(settings.get("tools") or ())
+    sandbox = settings.get("sandbox") or {"kind": "bubblewrap", "network": "off"}
     return (
         f"model {name}{base}; workspace {settings.get('workspace')}; "
         f"confirmation {settings.get('confirmation')}; tools {tools}; "
+        f"sandbox {sandbox.get('kind')}, network {sandbox.get('network')}; "
         f"condense {settings.get('condense', 'auto')}"
         + (f" at {settings['context_tokens']} tokens" if settings.get("context_tokens") else "")
     )

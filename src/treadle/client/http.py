@@ -45,7 +45,8 @@ class InvalidRequest(RemoteError):
 
 
 class Unauthorized(RemoteError):
-    """401 or 403: no valid API key, or a Host/Origin the server refuses."""
+    """401 or 403: no valid API key, a Host/Origin the server refuses, or settings asking for
+    less isolation than the server's sandbox limits allow (code ``sandbox_refused``)."""
 
 
 AuthError = Unauthorized

@@ -295,8 +295,12 @@ class StateChangeEvent(EventBase):
         "after_event, files, bytes_added, skipped: [paths], ...}`: the workspace's files after "
         "the batch ending at `after_event`); `restore` (`{snapshot, previous_snapshot, "
         "changed: [paths], phase: started|done, ...}`: the workspace's files put back to "
-        "`snapshot`, `previous_snapshot` holding what they were). Other keys are kept as they "
-        "are"
+        "`snapshot`, `previous_snapshot` holding what they were); `isolation` "
+        "(`{sandbox: bubblewrap|none, network: off|on, mounts_ro: [...], limits: {memory_mib, "
+        "processes, file_size_mib, cpu_seconds}, override}`, null = unlimited: what the "
+        "tools ran under, at the start of each run; `override` says why it is not what the "
+        "stored settings ask for, e.g. the user's --sandbox none). Other keys are kept as "
+        "they are"
     )
     value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
 

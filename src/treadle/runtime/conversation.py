@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from treadle.api.isolation import ISOLATION_KEY
 from treadle.errors import TreadleError
 from treadle.events.links import pending_actions
 from treadle.events.model import (
@@ -81,9 +82,11 @@ from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (
     SETTINGS_KEY,
     ConversationSettings,
+    SandboxSettings,
     SettingsPolicy,
     build_agent,
     build_condenser,
+    build_workspace,
 )
 from treadle.runtime.snapshots import (
     NoSnapshot,
@@ -106,6 +109,7 @@ from treadle.store.base import EventStore, StoreError, StoreUnavailable
 
 __all__ = [
     "CALL_IDS_KEY",
+    "ISOLATION_KEY",
     "MODEL_ERROR_KEY",
     "USER_PAUSE",
     "Conversation",
@@ -147,8 +151,12 @@ class Conversation:
         condenser: Condenser | None = None,
         snapshots: WorkspaceSnapshots | None = None,
         policy: SettingsPolicy | None = None,
+        isolation_override: str | None = None,
     ) -> None:
         self._log = log
+        self._isolation_override = isolation_override
+        """Why this object runs under other isolation than the stored settings' (the user's
+        explicit choice, recorded with each run's isolation), or None."""
         self.store = log.store
         self.id = log.id
         self.agent = agent
@@ -197,7 +205,7 @@ class Conversation:
         ``id`` is taken (``open`` reopens). ``policy``: what the settings may reach (a
         server's limits). ``model_key``: this process's model key (the caller reads it from
         its environment), masked wherever it shows up and never given to a tool."""
-        parts = cls._built(store, settings, model, secrets, policy, model_key)
+        parts = cls._built(store, settings, model, secrets, policy, model_key, None)
         try:
             info = store.create_conversation(
                 id, title=title, metadata={SETTINGS_KEY: settings.to_metadata()}
@@ -219,12 +227,15 @@ class Conversation:
         policy: SettingsPolicy | None = None,
         model_key: str | None = None,
         settings_if_missing: ConversationSettings | None = None,
+        sandbox: SandboxSettings | None = None,
     ) -> Conversation:
         """Reopen a stored conversation in this process from its stored settings
         (``ConversationNotFound`` when there is none; arguments as in ``create``). A
         conversation without settings (e.g. imported) runs with ``settings_if_missing``
         (``NotRunnable`` without them); storing them with it is the caller's, e.g. under the
-        run lease it holds, so that a refused run leaves the conversation as it was."""
+        run lease it holds, so that a refused run leaves the conversation as it was.
+        ``sandbox``: run under this sandbox instead of the stored settings' one, the user's
+        explicit choice (e.g. ``treadle run --sandbox none``), recorded with each run."""
         info = store.get_conversation(conversation_id)
         settings = ConversationSettings.from_metadata(info.metadata) or settings_if_missing
         if settings is None:
@@ -232,7 +243,7 @@ class Conversation:
                 f"conversation {conversation_id!r} has no runtime settings (was it imported?): "
                 "give it settings to continue it"
             )
-        parts = cls._built(store, settings, model, secrets, policy, model_key)
+        parts = cls._built(store, settings, model, secrets, policy, model_key, sandbox)
         return parts.wire(ConversationLog(store, info.id, callbacks))
 
     @classmethod
@@ -244,15 +255,14 @@ class Conversation:
         secrets: Secrets | None,
         policy: SettingsPolicy | None,
         model_key: str | None,
+        sandbox: SandboxSettings | None,
     ) -> _Parts:
         """The agent, workspace and secrets ``settings`` ask for, checked against ``policy``,
         waiting for the log they will drive."""
         policy = policy or SettingsPolicy()
         agent = build_agent(settings, model, policy)
         try:
-            workspace = LocalWorkspace(
-                settings.workspace, create=True, within=policy.workspace_root
-            )
+            workspace = build_workspace(settings, policy, sandbox)
             snapshots = _workspace_snapshots(store, settings, workspace, policy)
             secrets = policy.register_masked(secrets if secrets is not None else Secrets())
             if model_key and MODEL_KEY_NAME not in secrets:
@@ -261,6 +271,13 @@ class Conversation:
         except BaseException:
             agent.tools.close()
             raise
+        override = None
+        if sandbox is not None and sandbox != settings.sandbox:
+            stored = settings.sandbox
+            override = (
+                f"chosen for this run by the user; the conversation's settings ask for sandbox "
+                f"{stored.kind}, network {stored.network}"
+            )
         return _Parts(
             cls,
             agent,
@@ -270,6 +287,7 @@ class Conversation:
             build_condenser(settings, agent.model),
             snapshots,
             policy,
+            override,
         )
 
     def close(self) -> None:
@@ -283,6 +301,11 @@ class Conversation:
         self.close()
 
     # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def isolation_override(self) -> str | None:
+        """Why this object's tools run under other isolation than the stored settings'."""
+        return self._isolation_override
 
     @property
     def status(self) -> ConversationStatus:
@@ -354,6 +377,7 @@ class Conversation:
         if self.pending_actions() and self._status is Status.WAITING_FOR_CONFIRMATION:
             return self._status
         self._close_interrupted_calls()
+        self._record_isolation()
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
@@ -441,6 +465,7 @@ class Conversation:
             return self._ending_cleanly(self._confirm, chosen)
 
     def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
+        self._record_isolation()
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
@@ -549,6 +574,7 @@ class Conversation:
                 condenser=self.condenser,
                 snapshots=self.snapshots,
                 policy=self._policy,
+                isolation_override=self._isolation_override,
             )
         forked = Conversation.open(
             self.store,
@@ -852,6 +878,12 @@ class Conversation:
         """RUN: calls a crash left without a result are answered before the model is asked."""
         self._close_open_calls("crash")
 
+    def _record_isolation(self) -> None:
+        """ISOLATION: what this run's tools run under, recorded before any of them runs."""
+        fact = dict(self.workspace.isolation)
+        fact["override"] = self._isolation_override
+        self._log.record_fact(ISOLATION_KEY, fact)
+
     def _record_pause(self) -> ConversationStatus:
         reason = self._pause_requested.clear()
         self._log.append([PauseEvent()])
@@ -899,6 +931,7 @@ class _Parts:
     condenser: Condenser | None
     snapshots: WorkspaceSnapshots | None
     policy: SettingsPolicy
+    isolation_override: str | None
 
     def wire(self, log: ConversationLog) -> Conversation:
         if self.snapshots is not None:
@@ -913,6 +946,7 @@ class _Parts:
             condenser=self.condenser,
             snapshots=self.snapshots,
             policy=self.policy,
+            isolation_override=self.isolation_override,
         )
 
 

@@ -5,6 +5,7 @@ lets settings reach (a server: its operator's limits). The settings themselves a
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from treadle.api.settings import SETTINGS_KEY as SETTINGS_KEY
 from treadle.api.settings import CondenseMode
 from treadle.api.settings import ConversationSettings as ConversationSettings
 from treadle.api.settings import ModelChoice as ModelChoice
+from treadle.api.settings import SandboxSettings as SandboxSettings
 from treadle.errors import TreadleError
 from treadle.runtime.agent import Agent
 from treadle.runtime.condense.condenser import Condenser
@@ -20,10 +22,17 @@ from treadle.runtime.llm.base import LanguageModel, ModelError
 from treadle.runtime.llm.litellm_model import litellm_token_counter
 from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
 from treadle.runtime.tools import builtin_tools
+from treadle.runtime.workspace.local import LocalWorkspace
+from treadle.runtime.workspace.sandbox import SandboxedWorkspace
 
 
 class SettingsError(TreadleError, ValueError):
     """Settings ask for something this process does not allow (a path outside its root)."""
+
+
+class SandboxRefused(TreadleError):
+    """Settings ask for less isolation than this process allows (a server's --sandbox,
+    --network, --mount-ro limits): refused, never loosened silently."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,23 @@ class SettingsPolicy:
     snapshot_data_dir: Path | None = None
     """A local folder for the workspace snapshots of a store that has no file of its own
     (PostgreSQL); a SQLite store keeps them beside its file. None: such a store takes none."""
+    sandbox_limit: SandboxSettings | None = None
+    """The least isolation settings may ask for (a server's --sandbox, --network,
+    --mount-ro); None: any. A limit, not a default: stricter settings are kept as they are."""
+    shell_environment: Mapping[str, str] | None = field(default=None, repr=False)
+    """PATH, HOME and locale for an unsandboxed shell, read by the edge; None: a bare PATH."""
+
+    def check_sandbox(self, sandbox: SandboxSettings) -> None:
+        """``SandboxRefused`` when ``sandbox`` is looser than ``sandbox_limit``."""
+        if self.sandbox_limit is None:
+            return
+        looser = sandbox.looser_than(self.sandbox_limit)
+        if looser:
+            raise SandboxRefused(
+                f"this server does not allow {'; '.join(looser)}: ask for at least its "
+                "isolation (omit the sandbox settings to get the default: bubblewrap, network "
+                "off)"
+            )
 
     def register_masked(self, secrets: Secrets) -> Secrets:
         """``secrets`` with the ``masked`` values registered (mask only, not exported)."""
@@ -103,6 +129,33 @@ def build_model(choice: ModelChoice, policy: SettingsPolicy | None = None) -> La
             base_url=choice.base_url,
             key_base_urls=None if policy.trusted else policy.key_base_urls,
         )
+    )
+
+
+def build_workspace(
+    settings: ConversationSettings,
+    policy: SettingsPolicy | None = None,
+    sandbox: SandboxSettings | None = None,
+) -> LocalWorkspace:
+    """The workspace ``settings`` name, in the sandbox they ask for (``sandbox``: another one,
+    the user's explicit choice for this run), checked against ``policy``. Raises
+    ``SandboxUnavailable`` when the sandbox cannot start here: never a fallback to none."""
+    policy = policy or SettingsPolicy()
+    chosen = sandbox or settings.sandbox
+    policy.check_sandbox(chosen)
+    if chosen.kind == "none":
+        return LocalWorkspace(
+            settings.workspace,
+            create=True,
+            within=policy.workspace_root,
+            environment=policy.shell_environment,
+        )
+    return SandboxedWorkspace(
+        settings.workspace,
+        chosen,
+        create=True,
+        within=policy.workspace_root,
+        environment=policy.shell_environment,
     )
 
 

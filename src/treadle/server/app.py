@@ -12,8 +12,8 @@ from pathlib import Path
 from fastapi import FastAPI
 
 import treadle
-from treadle.environment import model_environment
-from treadle.runtime.settings import SettingsPolicy
+from treadle.environment import model_environment, shell_environment
+from treadle.runtime.settings import SandboxSettings, SettingsPolicy
 from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
 from treadle.server.errors import install_error_handlers
 from treadle.server.limits import MAX_RUNNING
@@ -41,9 +41,12 @@ def create_app(
     max_body_bytes: int | None = None,
     archive_limits: ArchiveLimits | None = None,
     max_running: int = MAX_RUNNING,
+    sandbox_limit: SandboxSettings | None = None,
 ) -> FastAPI:
     """``allow_base_urls``: base URLs (besides the provider's own endpoint and TREADLE_BASE_URL)
-    that may receive the server's model key; a conversation with any other runs without it."""
+    that may receive the server's model key; a conversation with any other runs without it.
+    ``sandbox_limit``: the least isolation a client's settings may ask for (default: the
+    default sandbox, bubblewrap with the network off; a client asking for less gets 403)."""
     url = store_url or default_store_url()
     security = SecurityConfig.build(
         api_keys,
@@ -68,6 +71,8 @@ def create_app(
         model_environment=environment,
         # Snapshots of a store without a file of its own (PostgreSQL) live in this folder.
         snapshot_data_dir=default_store_dir(),
+        sandbox_limit=sandbox_limit or SandboxSettings(),
+        shell_environment=shell_environment(),
     )
     model_key = environment.api_key
 

@@ -25,8 +25,9 @@ from treadle.runtime.errors import (
     NotWaiting,
     TooManyRunning,
 )
+from treadle.runtime.settings import SandboxRefused
 from treadle.runtime.snapshots import NoSnapshot, RestoreBusy, SnapshotError
-from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
+from treadle.runtime.workspace.base import SandboxUnavailable, WorkspaceError, WorkspacePathError
 from treadle.store.base import (
     ConversationExists,
     ConversationNotFound,
@@ -122,6 +123,10 @@ def status_of(error: Exception) -> tuple[int, str]:
         return 503, "store_unavailable"
     if isinstance(error, InvalidConversationId):
         return 422, "invalid_conversation_id"
+    if isinstance(error, SandboxRefused):
+        return 403, "sandbox_refused"
+    if isinstance(error, SandboxUnavailable):
+        return 503, "sandbox_unavailable"
     if isinstance(error, WorkspaceError | WorkspacePathError):
         return 422, "bad_workspace"
     if isinstance(error, ConversationNotFound | EventNotFound):
@@ -145,7 +150,7 @@ def status_of(error: Exception) -> tuple[int, str]:
 def install_error_handlers(app: FastAPI) -> None:
     async def treadle_error(_request: Request, error: Exception) -> AsciiJSONResponse:
         status, code = status_of(error)
-        if status == 503:
+        if code == "store_unavailable":
             logger.warning("store unavailable: %s", error)
             return AsciiJSONResponse(
                 error_body(code, f"the store is unavailable now, retry later: {error}"),

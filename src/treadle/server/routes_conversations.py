@@ -27,6 +27,7 @@ from treadle.api import (
 )
 from treadle.events.model import event_to_dict
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.isolation import read_isolation
 from treadle.runtime.snapshots import (
     RESTORE_KEY,
     GitSnapshotStore,
@@ -44,7 +45,10 @@ router = APIRouter(prefix="/api/conversations", tags=["conversations"])
 State = Annotated[ServerState, Depends(server_state)]
 
 
-def view(state: ServerState, info: ConversationInfo) -> ConversationView:
+def view(
+    state: ServerState, info: ConversationInfo, *, isolation: bool = False
+) -> ConversationView:
+    """``isolation``: read the last run's isolation fact too (one conversation, not a list)."""
     status, reason = state.status_of(info.id)
     return ConversationView(
         id=info.id,
@@ -57,6 +61,7 @@ def view(state: ServerState, info: ConversationInfo) -> ConversationView:
         updated_at=info.updated_at,
         running_here=state.runs.is_running(info.id),
         metadata=info.metadata,
+        isolation=read_isolation(state.store, info.id) if isolation else None,
     )
 
 
@@ -104,7 +109,7 @@ def list_conversations(
 
 @router.get("/{conversation_id}", response_model=ConversationView)
 def get_conversation(conversation_id: str, state: State) -> ConversationView:
-    return view(state, state.store.get_conversation(conversation_id))
+    return view(state, state.store.get_conversation(conversation_id), isolation=True)
 
 
 @router.delete("/{conversation_id}", status_code=204)
@@ -218,7 +223,7 @@ def move_head(conversation_id: str, body: MoveHead, state: State) -> Conversatio
         restored = state.runtime(conversation_id).switch_branch(
             body.event_id, restore_files=body.restore_files
         )
-    shown = view(state, state.store.get_conversation(conversation_id))
+    shown = view(state, state.store.get_conversation(conversation_id), isolation=True)
     shown.restore = RestoreView(**restored.to_dict()) if restored else None
     return shown
 

@@ -37,7 +37,7 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.errors import ConversationBusy, ConversationError, NotRunnable, TooManyRunning
 from treadle.runtime.llm.base import ModelError
 from treadle.runtime.requests import PauseKind
-from treadle.runtime.settings import SettingsError, SettingsPolicy
+from treadle.runtime.settings import SandboxRefused, SettingsError, SettingsPolicy
 from treadle.runtime.status import ConversationStatus, read_status, status_event
 from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.server.limits import MAX_RUNNING
@@ -52,7 +52,14 @@ Check = Callable[[Conversation], object]  # raises to refuse; what it returns is
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 """Seconds a conversation's object and its shell stay open after its last use or run."""
 
-NOT_RUNNABLE = (ConversationError, ModelError, SettingsError, WorkspaceError, WorkspacePathError)
+NOT_RUNNABLE = (
+    ConversationError,
+    ModelError,
+    SettingsError,
+    SandboxRefused,
+    WorkspaceError,
+    WorkspacePathError,
+)
 """Why a stored conversation cannot be opened here (its settings reach what this server
 refuses, or its workspace moved): ``NotRunnable`` to a client, a recorded refusal to the
 watcher."""

@@ -54,6 +54,8 @@ class ServerState:
                 self.policy.check_script(settings.model.script)
             except SettingsError as error:
                 raise ApiError(422, "script_path_refused", str(error)) from None
+        # Before anything is made: less isolation than the server allows is refused (403).
+        self.policy.check_sandbox(settings.sandbox)
         return settings.model_copy(update={"workspace": self.workspace_folder(settings.workspace)})
 
     def workspace_folder(self, requested: str) -> str:

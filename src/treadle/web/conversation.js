@@ -40,6 +40,7 @@ export class ConversationScreen {
     this.counter = el("span", { class: "count" });
     // Plain text only: a reason may quote a model's or a tool's (hostile) output.
     this.reasonLine = el("p", { class: "status-reason", role: "status", hidden: true });
+    this.isolationLine = el("p", { class: "isolation-line", hidden: true });
     this.streamNote = el("p", { class: "stream-note", role: "alert", hidden: true });
     this.auditButton = el("button", { type: "button", class: "quiet", text: "Audit", onclick: () => this.showTab("audit") });
     this.scroller = el("div", { class: "transcript", tabindex: 0, "aria-label": "Transcript" });
@@ -55,6 +56,7 @@ export class ConversationScreen {
         el("button", { type: "button", class: "quiet", text: "Branches", onclick: () => this.showTab("branches") }),
         el("button", { type: "button", class: "quiet", text: "Search", onclick: () => this.showTab("search") }),
         this.auditButton),
+      this.isolationLine,
       this.reasonLine,
       this.streamNote,
       this.scroller,
@@ -114,6 +116,23 @@ export class ConversationScreen {
     this.title.title = view.id;
     this.setStatus(view.status, view.status_reason);
     this.counter.textContent = `${view.event_count.toLocaleString()} events`;
+    if (view.isolation) this.showIsolation(view.isolation, view.isolation.unsandboxed_runs);
+  }
+
+  /** What the last run's tools ran under (its recorded isolation fact), in one small line. */
+  showIsolation(fact, unsandboxedRuns = 0) {
+    const none = fact.sandbox === "none";
+    let text = none
+      ? "No sandbox: the tools ran unconfined, as the user of the process that ran them"
+      : `Sandbox: ${fact.sandbox}, network ${fact.network}`;
+    if (!none && fact.mounts_ro?.length) text += `, read-only ${fact.mounts_ro.join(", ")}`;
+    if (!none && unsandboxedRuns) text += ` (${unsandboxedRuns} earlier run(s) without a sandbox)`;
+    const limits = Object.entries(fact.limits ?? {}).map(([name, value]) => `${name} ${value ?? "unlimited"}`);
+    this.isolationLine.textContent = text;
+    this.isolationLine.title = [limits.join(", "), fact.override ?? ""].filter(Boolean).join("; ");
+    this.isolationLine.className = `isolation-line ${none ? "isolation-none" : "isolation-sandbox"}`;
+    this.isolationLine.dataset.sandbox = fact.sandbox;
+    this.isolationLine.hidden = false;
   }
 
   setStatus(status, reason) {
@@ -186,6 +205,11 @@ export class ConversationScreen {
       // The frame says what the status and head are after this event: mirrored, not derived.
       this.liveEvent(message);
       this.liveStatus(message.status);
+      const { event } = message;
+      if (event.kind === "state_change" && event.key === "isolation" && event.value) {
+        const earlier = this.view?.isolation?.unsandboxed_runs ?? 0;
+        this.showIsolation(event.value, event.value.sandbox === "none" ? earlier + 1 : earlier);
+      }
       if (message.event.kind === "state_change" && message.head && message.head !== this.branch.headId) {
         this.headMoved(message.head);
       }

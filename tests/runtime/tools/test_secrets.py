@@ -2,10 +2,18 @@
 base64; exported to the terminal unless masked-only; the terminal inherits no other key."""
 
 import base64
+from pathlib import Path
 
 import pytest
 
+from treadle.environment import shell_environment
 from treadle.runtime.secrets import SecretError, Secrets
+from treadle.runtime.settings import (
+    ConversationSettings,
+    SandboxSettings,
+    SettingsPolicy,
+    build_workspace,
+)
 from treadle.runtime.tools import TerminalTool, ToolCallError, ToolContext, ToolSet
 
 API_KEY = "sk-test-4f9a8b7c6d5e"
@@ -140,13 +148,23 @@ def test_a_masked_only_secret_never_reaches_the_shell(tools: ToolSet, context: T
     assert result.content.splitlines()[:2] == ["[]", "<secret:MODEL_KEY>"]
 
 
+@pytest.mark.parametrize("sandbox", ["none", "bubblewrap"])
 def test_the_shell_gets_a_clean_environment(
-    tools: ToolSet, context: ToolContext, monkeypatch: pytest.MonkeyPatch
+    tools: ToolSet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
 ) -> None:
     monkeypatch.setenv("TREADLE_API_KEY", "sk-process-key-123456")
     monkeypatch.setenv("TREADLE_API_KEYS", "server-auth-key-123456")
     monkeypatch.setenv("SOME_PROVIDER_API_KEY", "provider-key-123456")
+    settings = ConversationSettings.scripted_inline([], tmp_path / "ws")
+    settings = settings.model_copy(update={"sandbox": SandboxSettings(kind=sandbox)})
+    # What the edge reads for the shell (PATH, HOME, locale), as the CLI and server pass it.
+    policy = SettingsPolicy(shell_environment=shell_environment())
+    workspace = build_workspace(settings, policy)
+    context = ToolContext(workspace=workspace, secrets=Secrets(), conversation_id="env")
     result = tools.call("terminal", {"command": "env | cut -d= -f1 | sort"}, context)
     names = set(result.content.splitlines()[:-1])
-    assert {"PATH", "HOME"} <= names
+    assert {"PATH", "HOME", "LANG", "TERM"} <= names
     assert not names & {"TREADLE_API_KEY", "TREADLE_API_KEYS", "SOME_PROVIDER_API_KEY"}
+    home = tools.call("terminal", {"command": "echo $HOME; ls -A $HOME | wc -l"}, context)
+    if sandbox == "bubblewrap":  # a private, empty HOME
+        assert home.content.splitlines()[:2] == ["/home/sandbox", "0"]

@@ -8,6 +8,10 @@ private file and ``source``d (so multi-line scripts and long lines work, with st
 it cannot swallow the next command); bash's PROMPT_COMMAND then prints a marker carrying a fresh
 random nonce, the exit code and the working directory. Output before the marker is the command's.
 
+Where it runs is the workspace's choice (``Workspace.shell_command``): as is, or behind a sandbox
+(bubblewrap), with the environment, resource limits and pids cgroup the workspace gives; the
+session never reads this process's environment.
+
 Interrupt (the user's, not a timeout): ``run`` is given a ``stop`` event; another thread sets it
 and calls ``wake``. The running command is then stopped now: the shell gets SIGINT (bash abandons
 the rest of the command line) and every process the command started (``process_tree``: its
@@ -17,8 +21,10 @@ answer within ``INTERRUPT_GRACE`` it is killed, and the next command starts a ne
 happens when an exception (Ctrl-C's KeyboardInterrupt) unwinds out of ``run``.
 
 Limits: ``close`` (and interpreter exit) hangs up the terminal, which ends bash and its jobs. If
-the Python process is killed outright mid-command, the hangup still ends bash and that command,
-but background jobs it started with ``&`` can survive as orphans.
+the Python process is killed outright mid-command, the hangup still ends bash and that command;
+unsandboxed, background jobs it started with ``&`` can survive as orphans, while in a sandbox
+they die with its process namespace. A timed-out command's process group is killed (its
+background children included) once the shell has its prompt back.
 """
 
 from __future__ import annotations
@@ -36,18 +42,23 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import termios
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from treadle.errors import TreadleError
 from treadle.runtime.tools.process_tree import Mark, kill_started_since, mark
+from treadle.runtime.workspace.shell import (
+    PidsCgroup,
+    ShellCommand,
+    launch_argv,
+    unsandboxed_environment,
+)
 
 DEFAULT_MAX_OUTPUT_BYTES = 30_000
 """Output kept per command (head and tail halves); the model's context is the scarce resource."""
@@ -59,20 +70,8 @@ _KILL_SWEEP_S = 0.05
 """While an interrupted command's shell has not printed its marker, how often what the command
 started (or what bash started next, before it saw the SIGINT) is killed again."""
 
-INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "TMPDIR")
-"""All a shell takes from this process's environment: never its keys (TREADLE_API_KEY,
-TREADLE_API_KEYS, a provider's key); anything else a tool needs is passed explicitly."""
-
 _MARKER_SLACK = 512
 """Bytes kept beyond the tail limit so a marker split across reads is still found whole."""
-
-# Runs in the child between fork and exec: take the pty as controlling terminal (Popen has no
-# option for it, and preexec_fn is unsafe with threads), then become bash.
-_LAUNCHER = (
-    "import fcntl, os, sys, termios\n"
-    "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
-    "os.execv(sys.argv[1], sys.argv[1:])\n"
-)
 
 _BASH_FLAGS = ("--noprofile", "--norc", "--noediting", "-i")
 """Interactive for job control and PROMPT_COMMAND; no rc files (the user's prompt, aliases);
@@ -176,8 +175,20 @@ def truncation_note(cut: int, total: int) -> str:
     )
 
 
+ShellStarter = Callable[[list[str], Path], ShellCommand]
+"""How to start the shell (a workspace's ``shell_command``): its argv and private folder in,
+the command line, environment and containment out."""
+
+
+def plain_shell(shell_argv: list[str], private_dir: Path) -> ShellCommand:
+    """No sandbox and no environment from this process: a PATH and a locale only."""
+    env = unsandboxed_environment(None)
+    return ShellCommand(argv=tuple(shell_argv), env=env, private_dir_inside=private_dir)
+
+
 class BashSession:
-    """A live bash in ``cwd`` with ``env``. Not thread-safe: callers serialize ``run``."""
+    """A live bash in ``cwd``, started by ``start`` (default: as is, with a bare environment),
+    with ``env`` added (variables the user passes). Not thread-safe: callers serialize ``run``."""
 
     def __init__(
         self,
@@ -185,41 +196,54 @@ class BashSession:
         env: Mapping[str, str] | None = None,
         *,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        start: ShellStarter = plain_shell,
     ) -> None:
-        bash = shutil.which("bash")
+        bash = shutil.which("bash", path="/usr/bin:/bin")
         if bash is None:
-            raise BashSessionError("bash was not found on PATH: install bash to use the terminal")
+            raise BashSessionError("bash was not found in /usr/bin or /bin: install bash")
         self._max_output = max_output_bytes
         self._exported: dict[str, str] = {}
         self._tmpdir = Path(tempfile.mkdtemp(prefix="treadle-terminal-"))
+        try:
+            shell = start([bash, *_BASH_FLAGS], self._tmpdir)
+        except BaseException:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            raise
+        self._cgroup = shell.cgroup
         self._script = self._tmpdir / "command.sh"
+        self._script_inside = shell.private_dir_inside / "command.sh"
         master, slave = os.openpty()
         # A wide terminal, so tools that format to the width do not wrap lines.
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 250, 0, 0))
-        child_env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
+        child_env = dict(shell.env)
         child_env.update(env or {})
         child_env.update(
             TERM="dumb", PAGER="cat", GIT_PAGER="cat", MANPAGER="cat", HISTFILE="/dev/null"
         )
         try:
+            # No start_new_session: setsid makes the session (it would fork in a group leader).
+            # restore_signals (the default) gives the shell SIGPIPE and SIGXFSZ back.
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _LAUNCHER, bash, *_BASH_FLAGS],
+                launch_argv(shell),
                 stdin=slave,
                 stdout=slave,
                 stderr=slave,
                 cwd=cwd,
                 env=child_env,
-                start_new_session=True,
             )
         except OSError as error:
             os.close(master)
             os.close(slave)
             shutil.rmtree(self._tmpdir, ignore_errors=True)
+            if shell.cgroup is not None:
+                shell.cgroup.kill()
             raise BashSessionError(f"could not start bash in {cwd}: {error}") from error
         os.close(slave)
         self._fd = master
         self._alive = True
-        self._finalizer = weakref.finalize(self, _terminate, self._process, master, self._tmpdir)
+        self._finalizer = weakref.finalize(
+            self, _terminate, self._process, master, self._tmpdir, shell.cgroup
+        )
         # ``wake`` writes here so that a ``run`` waiting for output checks its ``stop`` now.
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake_finalizer = weakref.finalize(self, _close_fds, self._wake_read, self._wake_write)
@@ -227,16 +251,21 @@ class BashSession:
         """The interactive bash (the process owning the terminal), which ``_stop_command``
         signals: the one started here, unless a wrapper (a sandbox) started it."""
         try:
-            # If this process dies without closing us (SIGKILL), the hung-up shell exits and
-            # removes its own temp folder.
-            remove = f"rm -rf -- {shlex.quote(str(self._tmpdir))}"
-            cleanup = f"trap {shlex.quote(remove)} EXIT"
-            self._sync([_INIT, cleanup], STARTUP_TIMEOUT)
-            with contextlib.suppress(OSError):
-                self._shell_pid = os.tcgetpgrp(master)  # at its prompt: bash's own group
-        except BashSessionError:
+            lines = [_INIT]
+            if not shell.sandboxed:
+                # If this process dies without closing us (SIGKILL), the hung-up shell exits
+                # and removes its own temp folder. A sandbox sees it read-only (so that it
+                # cannot turn the command file into a link this process would write through).
+                remove = f"rm -rf -- {shlex.quote(str(self._tmpdir))}"
+                lines.append(f"trap {shlex.quote(remove)} EXIT")
+            self._sync(lines, STARTUP_TIMEOUT)
+            # At its prompt bash is its terminal's foreground group: the group never to kill.
+            self._shell_pid = os.tcgetpgrp(master)
+        except (BashSessionError, OSError) as error:
             self.close()
-            raise
+            if isinstance(error, BashSessionError):
+                raise
+            raise BashSessionError(f"the shell's terminal failed: {error}") from error
 
     @property
     def pid(self) -> int:
@@ -280,7 +309,7 @@ class BashSession:
         if stop is not None and stop.is_set():  # stopped before it started: never run it
             return CommandOutcome("", "", None, None, False, 0, 0, True, interrupted=True)
         self._write(
-            f"__treadle_nonce={nonce}; source {shlex.quote(str(self._script))} </dev/null\n"
+            f"__treadle_nonce={nonce}; source {shlex.quote(str(self._script_inside))} </dev/null\n"
         )
         try:
             match = self._read_until(marker, output, time.monotonic() + timeout, stop)
@@ -357,15 +386,21 @@ class BashSession:
     def _interrupt(
         self, marker: re.Pattern[bytes], output: _BoundedOutput
     ) -> re.Match[bytes] | None:
+        # The command's process group, named before Ctrl-C hands the terminal back to bash.
+        group: int | None = None
+        with contextlib.suppress(OSError):
+            group = os.tcgetpgrp(self._fd)
+        if group == self._shell_pid:
+            group = None  # a builtin loop runs in bash itself: Ctrl-C is all it gets
         # Ctrl-C first: bash then abandons the rest of the command line (a loop stops too).
         self._write("\x03")
         match = self._read_until(marker, output, time.monotonic() + INTERRUPT_GRACE)
+        if group is not None:
+            # Its children too: a child a command put in the background ignores Ctrl-C.
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGKILL)
         if match is not None or not self.alive:
             return match
-        with contextlib.suppress(OSError):
-            group = os.tcgetpgrp(self._fd)
-            if group != self._process.pid:
-                os.killpg(group, signal.SIGKILL)
         return self._read_until(marker, output, time.monotonic() + INTERRUPT_GRACE)
 
     def _sync(self, lines: list[str], timeout: float) -> None:
@@ -475,7 +510,9 @@ def _close_fds(*fds: int) -> None:
             os.close(fd)
 
 
-def _terminate(process: subprocess.Popen[bytes], fd: int, tmpdir: Path) -> None:
+def _terminate(
+    process: subprocess.Popen[bytes], fd: int, tmpdir: Path, cgroup: PidsCgroup | None
+) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
     try:
@@ -485,4 +522,6 @@ def _terminate(process: subprocess.Popen[bytes], fd: int, tmpdir: Path) -> None:
             os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=INTERRUPT_GRACE)
+    if cgroup is not None:
+        cgroup.kill()  # whatever is left of the sandbox (a fork bomb's children)
     shutil.rmtree(tmpdir, ignore_errors=True)

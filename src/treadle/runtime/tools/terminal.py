@@ -32,7 +32,8 @@ file: `cmd > server.log 2>&1 &`.
 to a file and use head, tail or grep to read it.
 * Several lines form one script; the exit code of the last command is reported.
 * `reset: true` kills the shell and starts a new one in the workspace folder before running the command.
-* This shell is not a sandbox: it acts with the user's permissions on the whole machine."""
+* Where the shell runs depends on the conversation: in a sandbox (only the workspace is writable, \
+HOME and /tmp are private and empty, and the network is usually off) or on the user's machine."""
 
 
 class TerminalArguments(ToolArguments):
@@ -82,7 +83,7 @@ class TerminalTool(Tool[TerminalArguments]):
         self._lock = threading.Lock()
 
     def risky(self, arguments: TerminalArguments) -> bool:
-        return True  # arbitrary commands with the user's rights
+        return True  # arbitrary commands (with the user's rights when not sandboxed)
 
     def run(self, arguments: TerminalArguments, context: ToolContext) -> ToolResult:
         key = (context.conversation_id, str(context.workspace.root))
@@ -104,7 +105,9 @@ class TerminalTool(Tool[TerminalArguments]):
                 # resolve("."): the folder is checked again (it may have become a symlink that
                 # leads out of the workspace root since it was opened).
                 slot.session = BashSession(
-                    context.workspace.resolve("."), max_output_bytes=self.max_output_bytes
+                    context.workspace.resolve("."),
+                    max_output_bytes=self.max_output_bytes,
+                    start=context.workspace.shell_command,
                 )
             slot.session.export(context.secrets.env())
             timeout = arguments.timeout or self.default_timeout

@@ -2,19 +2,24 @@
 
 A local workspace is NO isolation. ``resolve`` keeps the file editor inside the folder, but the
 terminal runs a real bash as the current user: it can read, change or delete anything that user
-can, anywhere on the machine. Use a sandbox (a container, a VM, a remote workspace) for isolation.
+can, anywhere on the machine. ``SandboxedWorkspace`` (bubblewrap) is the isolated kind.
 """
 
 from __future__ import annotations
 
 import os.path
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from treadle.runtime.workspace.base import (
     PathOutsideWorkspaceError,
     WorkspaceError,
     WorkspacePathError,
 )
+from treadle.runtime.workspace.shell import ShellCommand, unsandboxed_environment
+
+UNLIMITED = {"memory_mib": None, "processes": None, "file_size_mib": None, "cpu_seconds": None}
 
 
 class LocalWorkspace:
@@ -32,7 +37,11 @@ class LocalWorkspace:
         state_dir: str | Path | None = None,
         create: bool = False,
         within: str | Path | None = None,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
+        """``environment``: what the caller read at its edge for the shell (PATH, HOME,
+        locale: ``SHELL_ENV_NAMES``); the shell gets nothing else of this process's."""
+        self._environment = unsandboxed_environment(environment)
         path = Path(root).expanduser()
         self._within = Path(os.path.realpath(within)) if within is not None else None
         if self._within is not None:
@@ -69,6 +78,20 @@ class LocalWorkspace:
     @property
     def state_dir(self) -> Path | None:
         return self._state_dir
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """What the tools run under, as the log records it: nothing at all."""
+        return {"sandbox": "none", "network": "on", "mounts_ro": [], "limits": dict(UNLIMITED)}
+
+    def shell_command(self, shell_argv: list[str], private_dir: Path) -> ShellCommand:
+        """The shell, started as is, with the caller's shell environment."""
+        return ShellCommand(
+            argv=tuple(shell_argv), env=dict(self._environment), private_dir_inside=private_dir
+        )
+
+    def close(self) -> None:
+        """Nothing to release: the shells are the terminal's."""
 
     def resolve(self, path: str | Path) -> Path:
         text = str(path)

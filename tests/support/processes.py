@@ -1,0 +1,22 @@
+"""Finding a test's processes on this host by a marker in their command line: a sandboxed
+command's own `$$` and `$!` are pids of its namespace, not of the host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def host_pids_with(marker: str) -> list[int]:
+    """Pids of the live (not zombie) processes whose command line contains ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
