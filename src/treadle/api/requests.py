@@ -109,6 +109,20 @@ class ForkRequest(_Body):
     )
 
 
+class RaiseBudget(_Body):
+    """``PATCH /budget``: budgets to raise (never lower) on a stored conversation; a field
+    left out keeps its budget. The limits are those of ``ConversationSettings``."""
+
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    max_total_tokens: int | None = Field(default=None, ge=1, le=10**12)
+
+    @model_validator(mode="after")
+    def _one_given(self) -> RaiseBudget:
+        if self.max_cost_usd is None and self.max_total_tokens is None:
+            raise ValueError("give max_cost_usd or max_total_tokens (or both) to raise")
+        return self
+
+
 class MoveHead(_Body):
     event_id: str
     restore_files: bool = Field(

@@ -1,5 +1,5 @@
 """A conversation's settings as data (model choice, tools, confirmation, workspace, sandbox,
-system prompt): what a client sends and a store keeps. Validated here without the runtime;
+system prompt, condensation, budgets): what a client sends and a store keeps. Validated here without the runtime;
 ``treadle.runtime.settings`` builds the agent from them. Never holds an API key."""
 
 from __future__ import annotations
@@ -220,6 +220,22 @@ class ConversationSettings(BaseModel):
     )
     snapshots: SnapshotSettings = SnapshotSettings()
     """On by default: a local workspace is snapshotted after each batch of calls."""
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="Budget: the conversation's model calls may cost this much in USD in all "
+        "(summary calls included); reaching it pauses the run before the next model call. "
+        "Raising it lets the run go on",
+    )
+    max_total_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**12,
+        description="Budget: the tokens in and out of the conversation's model calls in all "
+        "(summary calls included; not a response's `max_tokens`); reaching it pauses the run "
+        "before the next model call. Raising it lets the run go on",
+    )
 
     @field_validator("tools")
     @classmethod

@@ -72,6 +72,11 @@ class ConversationView(BaseModel):
         description="What the last run's tools ran under (its recorded isolation fact); "
         "given by GET /api/conversations/{id}, not in lists; null before any run",
     )
+    prompt_tokens: int = Field(
+        default=0, description="tokens sent in all the model calls of the log, every branch"
+    )
+    completion_tokens: int = Field(default=0, description="tokens the model calls returned")
+    cost_usd: float = Field(default=0.0, description="cost of those calls in USD (a float sum)")
 
 
 class ConversationList(BaseModel):

@@ -81,8 +81,16 @@ def _print_table(items: list[Overview], total: int) -> None:
             escape(item.info.title or ""),
             escape(status_text(item)),
             str(item.info.event_count),
-            f"{item.prompt_tokens + item.completion_tokens:,}",
-            f"${item.cost_usd:.4f}",
+            f"{item.prompt_tokens + item.completion_tokens:,}"
+            + _of_budget(item, "max_total_tokens", "{:,}"),
+            f"${item.cost_usd:.4f}" + _of_budget(item, "max_cost_usd", "${:.4f}"),
             when(item.info.updated_at),
         )
     Console().print(table)
+
+
+def _of_budget(item: Overview, name: str, shape: str) -> str:
+    """`` of BUDGET`` when the conversation's settings set budget ``name``."""
+    settings = item.info.metadata.get("settings")
+    limit = settings.get(name) if isinstance(settings, dict) else None
+    return f" of {shape.format(limit)}" if isinstance(limit, int | float) else ""

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -38,6 +38,7 @@ from treadle.errors import TreadleError
 from treadle.events.audit import audit_events
 from treadle.events.model import ActionEvent, MessageEvent
 from treadle.events.projection import count_tool_calls
+from treadle.runtime.budget import Budget, BudgetLowered, raised
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm import ModelError
@@ -200,6 +201,25 @@ def run(
             "when LiteLLM knows the model; else condense only when the provider refuses)",
         ),
     ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            min=0.000001,
+            help="Budget in USD for all the conversation's model calls: reaching it pauses "
+            "the run (exit 3); with --conversation it may raise the stored one",
+        ),
+    ] = None,
+    max_total_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-total-tokens",
+            min=1,
+            help="Budget of tokens (in and out) for all the conversation's model calls: "
+            "reaching it pauses the run (exit 3); with --conversation it may raise the "
+            "stored one",
+        ),
+    ] = None,
     model_deadline: Annotated[
         float | None,
         typer.Option(
@@ -251,7 +271,14 @@ def run(
     console = Console(highlight=False)
     _quiet_logs()
     choice = _ModelOptions(
-        model, base_url, script, confirm, model_deadline, condense, context_tokens
+        model,
+        base_url,
+        script,
+        confirm,
+        model_deadline,
+        condense,
+        context_tokens,
+        Budget(max_cost, max_total_tokens),
     )
     sandbox_choice = _SandboxOptions(sandbox, network, tuple(mount_ro or ()))
     if conversation_id is None:
@@ -277,11 +304,13 @@ def run(
             opened.close()
             fail(str(error), EXIT_BAD_INPUT)
         to_store: ConversationSettings | None = None
+        budget = Budget()
     else:
         opened = open_existing_store(store)
         conversation, to_store = _continue(
             console, opened, conversation_id, workspace, choice, sandbox_choice
         )
+        budget = choice.budget
         if task is None and conversation.status is ConversationStatus.FINISHED:
             conversation.close()
             opened.close()
@@ -290,7 +319,7 @@ def run(
                 EXIT_BAD_INPUT,
             )
     try:
-        status = _run_under_lease(console, opened, conversation, task, max_steps, to_store)
+        status = _run_under_lease(console, opened, conversation, task, max_steps, to_store, budget)
     finally:
         opened.close()
     raise typer.Exit(_exit_code(status, conversation.status_reason))
@@ -303,9 +332,11 @@ def _run_under_lease(
     task: str | None,
     max_steps: int,
     to_store: ConversationSettings | None,
+    budget: Budget,
 ) -> ConversationStatus:
     """The run, holding the conversation's run lease; ``to_store``: settings stored first,
-    under the lease. Refused (exit 2, naming the holder) while another process runs it."""
+    ``budget``: budgets raised first, both under the lease. Refused (exit 2, naming the
+    holder) while another process runs it."""
     with conversation:
         try:
             # Like a server, a CLI run holds the run lease: if this process dies, the lease
@@ -322,6 +353,8 @@ def _run_under_lease(
             with lease, _signals_stop_the_run():
                 if to_store is not None:
                     _store_settings(opened, conversation.id, to_store)
+                elif budget.limited:
+                    _raise_budget(console, conversation, budget)
                 status = _run_to_the_end(console, conversation, task, max_steps)
         except LeaseTaken as error:
             fail(f"{error}: wait for that run to end, or stop it there", EXIT_BAD_INPUT)
@@ -347,11 +380,17 @@ class _ModelOptions:
     deadline_s: float | None
     condense: CondenseMode | None = None
     context_tokens: int | None = None
+    budget: Budget = field(default_factory=Budget)
 
     def condense_fields(self) -> dict[str, object]:
+        """The condensation and budget settings of a new conversation."""
         fields: dict[str, object] = {"condense": self.condense or CondenseMode.AUTO}
         if self.context_tokens is not None:
             fields["context_tokens"] = self.context_tokens
+        if self.budget.max_cost_usd is not None:
+            fields["max_cost_usd"] = self.budget.max_cost_usd
+        if self.budget.max_total_tokens is not None:
+            fields["max_total_tokens"] = self.budget.max_total_tokens
         return fields
 
 
@@ -527,12 +566,23 @@ def _check_fits(
         differs.append(f"--condense (stored: {stored.condense.value})")
     if choice.context_tokens is not None and choice.context_tokens != stored.context_tokens:
         differs.append(f"--context-tokens (stored: {stored.context_tokens or 'none'})")
+    try:  # a budget is the one setting that may change, and only upwards
+        raised(stored, choice.budget)
+    except BudgetLowered as error:
+        differs.append(f"{error} (a budget may only be raised)")
     if differs:
         fail(
             f"conversation {conversation_id} has stored settings and keeps them: "
             f"{'; '.join(differs)}; leave these options out to continue it",
             EXIT_BAD_INPUT,
         )
+
+
+def _raise_budget(console: Console, conversation: Conversation, budget: Budget) -> None:
+    """Raise the stored budgets to ``budget``'s (checked by ``_check_fits``), recorded in the
+    log; said on screen."""
+    for name, change in conversation.raise_budget(budget).items():
+        console.print(f"[cyan]budget[/] {name} raised from {change['from']} to {change['to']}")
 
 
 def _model_name(settings: ConversationSettings) -> str:

@@ -353,7 +353,18 @@ def _settings_text(settings: Any) -> str:
         f"sandbox {sandbox.get('kind')}, network {sandbox.get('network')}; "
         f"condense {settings.get('condense', 'auto')}"
         + (f" at {settings['context_tokens']} tokens" if settings.get("context_tokens") else "")
+        + _budget_text(settings)
     )
+
+
+def _budget_text(settings: dict[str, Any]) -> str:
+    """The stored budgets, as ``treadle log`` shows them beside the totals."""
+    budgets = []
+    if settings.get("max_total_tokens") is not None:
+        budgets.append(f"max {settings['max_total_tokens']} tokens")
+    if settings.get("max_cost_usd") is not None:
+        budgets.append(f"max cost ${settings['max_cost_usd']:.4f}")
+    return f"; budget {', '.join(budgets)}" if budgets else ""
 
 
 def _summary(event: Event) -> str:

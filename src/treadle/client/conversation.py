@@ -189,6 +189,14 @@ class RemoteConversation:
         """The unified diff of the workspace's files from ``event_a`` to ``event_b``."""
         return _read(DiffView, self._call("GET", "/diff", params={"a": event_a, "b": event_b}))
 
+    def raise_budget(
+        self, *, max_cost_usd: float | None = None, max_total_tokens: int | None = None
+    ) -> ConversationView:
+        """Raise the conversation's budgets (never lower: ``budget_lowered``); ``run`` then
+        continues a run a budget paused."""
+        body = {"max_cost_usd": max_cost_usd, "max_total_tokens": max_total_tokens}
+        return _read(ConversationView, self._call("PATCH", "/budget", json=body))
+
     def delete(self) -> None:
         self._call("DELETE")
 

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -32,6 +33,7 @@ from treadle.events.model import (
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
+from treadle.events.usage import UsageTotals
 from treadle.runtime.agent import (
     Agent,
     InterruptedBy,
@@ -39,6 +41,7 @@ from treadle.runtime.agent import (
     interrupted_error,
     unique_call_ids,
 )
+from treadle.runtime.budget import BUDGET_KEY, Budget, raised
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.condense.context import ContextView
 from treadle.runtime.confirmation import (
@@ -641,7 +644,13 @@ class Conversation:
         self._ensure_system_prompt()
         condensed_for_refusal = False
         while True:
+            # Before each model call: this one, and a condensation's summary call.
+            if reached := self._budget_reached():
+                return self._pause_for_budget(reached)
+            head = self.head
             messages = self._request_messages()
+            if self.head != head and (reached := self._budget_reached()):
+                return self._pause_for_budget(reached)  # the summary call just reached it
             try:
                 response = self._ask(messages)
                 break
@@ -698,6 +707,46 @@ class Conversation:
             f"treadle-model-{self.id[:8]}",
         )
         return result_unless_interrupted(future, self.context.interruption, grace_s=0)
+
+    # -- budgets ---------------------------------------------------------------------------
+
+    def _budget_reached(self) -> str | None:
+        """Why the next model call may not be made (a budget reached), else None. Read from
+        the conversation's row: its stored budgets (raised by any process) and the totals the
+        store keeps at append time."""
+        info = self.store.get_conversation(self.id)
+        budget = Budget.from_metadata(info.metadata)
+        if not budget.limited:
+            return None
+        totals = UsageTotals(info.prompt_tokens, info.completion_tokens, info.cost_usd)
+        return budget.reached(totals)
+
+    def _pause_for_budget(self, reason: str) -> ConversationStatus:
+        # Paused by the runtime, not the user: the status's reason says which budget.
+        self._log.append([PauseEvent(source="environment")])
+        return self._set_status(Status.PAUSED, reason)
+
+    def raise_budget(self, budget: Budget) -> dict[str, Any]:
+        """Raise this conversation's budgets to those ``budget`` gives (None: kept), stored
+        in its settings and recorded in its log (a ``budget`` state change with each
+        ``from`` and ``to``); the changes made. ``BudgetLowered`` when one would go down:
+        a budget is never lowered under a log made with it. Not while a run is in progress."""
+        with self._running(), self._log.lock:
+            info = self.store.get_conversation(self.id)
+            stored = ConversationSettings.from_metadata(info.metadata)
+            if stored is None:
+                raise NotRunnable(f"conversation {self.id!r} has no settings to raise")
+            changes = raised(stored, budget)
+            if not changes:
+                return changes
+            updated = stored.model_copy(
+                update={name: change["to"] for name, change in changes.items()}
+            )
+            metadata = dict(info.metadata)
+            metadata[SETTINGS_KEY] = updated.to_metadata()
+            self.store.update_conversation(self.id, metadata=metadata)
+            self._log.record_fact(BUDGET_KEY, changes)
+            return changes
 
     # -- condensation ----------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Send
 
 from treadle.errors import ContractError, TreadleError
+from treadle.runtime.budget import BudgetLowered
 from treadle.runtime.errors import (
     ConversationBusy,
     ConversationError,
@@ -129,6 +130,8 @@ def status_of(error: Exception) -> tuple[int, str]:
         return 503, "sandbox_unavailable"
     if isinstance(error, WorkspaceError | WorkspacePathError):
         return 422, "bad_workspace"
+    if isinstance(error, BudgetLowered):
+        return 422, "budget_lowered"
     if isinstance(error, ConversationNotFound | EventNotFound):
         return 404, "not_found"
     if isinstance(error, ConversationExists):

@@ -1,5 +1,5 @@
 """REST routes for conversations: create, list, get, delete, and the user's intents (message,
-run, pause, interrupt, confirm, reject, fork, move the head)."""
+run, pause, interrupt, confirm, reject, fork, move the head, raise a budget)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from treadle.api import (
     DiffView,
     ForkRequest,
     MoveHead,
+    RaiseBudget,
     RejectRequest,
     RestoreRequest,
     RestoreView,
@@ -26,6 +27,7 @@ from treadle.api import (
     SnapshotView,
 )
 from treadle.events.model import event_to_dict
+from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.isolation import read_isolation
 from treadle.runtime.snapshots import (
@@ -62,6 +64,9 @@ def view(
         running_here=state.runs.is_running(info.id),
         metadata=info.metadata,
         isolation=read_isolation(state.store, info.id) if isolation else None,
+        prompt_tokens=info.prompt_tokens,
+        completion_tokens=info.completion_tokens,
+        cost_usd=info.cost_usd,
     )
 
 
@@ -277,6 +282,18 @@ def diff(
         state.store.get_event(conversation_id, event_id)  # 404 for an unknown event
     found = events_diff(state.store, _snapshot_store(state), conversation_id, a, b)
     return DiffView(**found.to_dict())
+
+
+@router.patch("/{conversation_id}/budget", response_model=ConversationView)
+def raise_budget(conversation_id: str, body: RaiseBudget, state: State) -> ConversationView:
+    """Raise the conversation's budgets (stored in its settings, recorded in its log as a
+    ``budget`` state change); 422 ``budget_lowered`` for one below the stored budget, 409
+    while it runs. A run paused by a budget continues with ``POST /run``."""
+    with state.runs.exclusive(conversation_id, "pause it before changing its budget"):
+        state.runtime(conversation_id).raise_budget(
+            Budget(body.max_cost_usd, body.max_total_tokens)
+        )
+    return view(state, state.store.get_conversation(conversation_id), isolation=True)
 
 
 def _snapshot_store(state: ServerState) -> GitSnapshotStore | None:

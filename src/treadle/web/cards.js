@@ -199,7 +199,8 @@ function renderCondensed(item, ctx) {
 
 function renderPause(item, ctx) {
   return eventBox("div", "item item-pause", item.entry, ctx,
-    el("span", { text: `Paused by the ${item.entry.event.source} · ${clockTime(item.entry.event.timestamp)}` }));
+    // The runtime pauses as the environment (a budget reached: the status's reason says which).
+    el("span", { text: `Paused by the ${item.entry.event.source === "environment" ? "runtime" : item.entry.event.source} · ${clockTime(item.entry.event.timestamp)}` }));
 }
 
 function renderOther(item, ctx) {

@@ -15,6 +15,8 @@ import { TranscriptView } from "./transcript.js";
 // Statuses whose reason the user must see (why a run failed, got stuck or stopped); a run
 // whose process died shows as "running" with a reason starting "interrupted".
 const REASON_LABELS = { error: "Failed", stuck: "Stuck", paused: "Paused" };
+// The kinds whose usage is a model call's (the server's rule: treadle.events.usage).
+const USAGE_KINDS = new Set(["action", "message", "condensation"]);
 // Close codes worth telling the user about while retrying: server error, restart, store
 // unavailable ("try again later"), bad gateway. (A plain reconnect, 4408, is routine.)
 const SERVER_TROUBLE = new Set([1011, 1012, 1013, 1014]);
@@ -38,6 +40,7 @@ export class ConversationScreen {
     this.title = el("h1", { class: "title" });
     this.badge = el("span", { class: "status" });
     this.counter = el("span", { class: "count" });
+    this.usage = el("span", { class: "count usage", title: "Tokens and cost of every model call in this conversation (every branch, summary calls too), and its budgets" });
     // Plain text only: a reason may quote a model's or a tool's (hostile) output.
     this.reasonLine = el("p", { class: "status-reason", role: "status", hidden: true });
     this.isolationLine = el("p", { class: "isolation-line", hidden: true });
@@ -47,7 +50,7 @@ export class ConversationScreen {
     this.scroller.addEventListener("click", (event) => this.clicked(event));
     this.root = el("section", { class: "conversation" },
       el("header", { class: "conversation-head" },
-        this.title, this.badge, this.counter,
+        this.title, this.badge, this.counter, this.usage,
         el("span", { class: "spacer" }),
         el("button", { type: "button", class: "primary", text: "Run", onclick: () => this.steering.runAgain() }),
         el("button", { type: "button", text: "Pause", title: "Stop before the next call: the calls in progress end first", onclick: () => this.steering.pause() }),
@@ -116,6 +119,7 @@ export class ConversationScreen {
     this.title.title = view.id;
     this.setStatus(view.status, view.status_reason);
     this.counter.textContent = `${view.event_count.toLocaleString()} events`;
+    this.showUsage();
     if (view.isolation) this.showIsolation(view.isolation, view.isolation.unsandboxed_runs);
   }
 
@@ -133,6 +137,18 @@ export class ConversationScreen {
     this.isolationLine.className = `isolation-line ${none ? "isolation-none" : "isolation-sandbox"}`;
     this.isolationLine.dataset.sandbox = fact.sandbox;
     this.isolationLine.hidden = false;
+  }
+
+  /** The conversation's usage totals (the server keeps them at append time; live events
+   * with a usage add theirs), each beside its budget when the settings set one. */
+  showUsage() {
+    const view = this.view;
+    const settings = view.metadata?.settings ?? {};
+    const tokens = (view.prompt_tokens ?? 0) + (view.completion_tokens ?? 0);
+    const cost = view.cost_usd ?? 0;
+    const ofTokens = settings.max_total_tokens != null ? ` of ${settings.max_total_tokens.toLocaleString()}` : "";
+    const ofCost = settings.max_cost_usd != null ? ` of $${settings.max_cost_usd.toFixed(4)}` : "";
+    this.usage.textContent = `${tokens.toLocaleString()}${ofTokens} tokens · $${cost.toFixed(4)}${ofCost}`;
   }
 
   setStatus(status, reason) {
@@ -180,6 +196,11 @@ export class ConversationScreen {
   viewRefreshed(view) {
     if (!this.view || view.status !== this.status) return; // the stream tells status changes
     if ((view.status_reason ?? null) !== this.statusReason) this.setStatus(view.status, view.status_reason);
+    if (view.event_count >= this.view.event_count) {
+      // A raised budget, or totals the stream has not told (events on another branch).
+      Object.assign(this.view, { metadata: view.metadata, prompt_tokens: view.prompt_tokens, completion_tokens: view.completion_tokens, cost_usd: view.cost_usd });
+      this.showUsage();
+    }
   }
 
   context() {
@@ -223,6 +244,13 @@ export class ConversationScreen {
   }
 
   liveEvent({ seq, event, parent_id: parentId, head }) {
+    const fresh = seq >= this.view.event_count;
+    if (fresh && event.usage && USAGE_KINDS.has(event.kind)) {
+      this.view.prompt_tokens = (this.view.prompt_tokens ?? 0) + (event.usage.prompt_tokens ?? 0);
+      this.view.completion_tokens = (this.view.completion_tokens ?? 0) + (event.usage.completion_tokens ?? 0);
+      this.view.cost_usd = (this.view.cost_usd ?? 0) + (event.usage.cost_usd ?? 0);
+      this.showUsage();
+    }
     this.view.event_count = Math.max(this.view.event_count, seq + 1);
     this.counter.textContent = `${this.view.event_count.toLocaleString()} events`;
     this.syncListEntry();
