@@ -9,11 +9,10 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from support.cli import run_treadle
 from support.fake_openai import FakeOpenAIServer
-from support.processes import host_pids_with
+from support.processes import alive, host_pids_with
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.events.audit import audit_events
@@ -201,14 +200,6 @@ def test_sigterm_during_a_tool_call_closes_the_call_and_records_the_stop(tmp_pat
     assert "interrupted" in closed.error
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_ctrl_c_mid_command_kills_it_and_its_jobs_exits_3_and_the_model_is_told(tmp_path):
     ws = tmp_path / "ws"
     # Found on the host by their sleep arguments: sandboxed, $$ and $! are the sandbox's pids.
@@ -223,7 +214,7 @@ def test_ctrl_c_mid_command_kills_it_and_its_jobs_exits_3_and_the_model_is_told(
     pids = [pid for marker in markers for pid in host_pids_with(marker)]
     process.send_signal(signal.SIGINT)
     events = _check_stopped(process, store_url, "SIGINT")
-    assert not any(_alive(pid) for pid in pids)  # gone before the process exited
+    assert not any(alive(pid) for pid in pids)  # gone before the process exited
     assert not (ws / "ran-on").exists()
     (closed,) = [e for e in events if e.kind == "agent_error"]
     assert closed.interrupted == "user"

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from support.postgres import fresh_schema_url
-from support.processes import host_pids_with
+from support.processes import alive, host_pids_with
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
 from support.waiting import wait_until
@@ -43,15 +43,6 @@ def _responses() -> list[dict]:
     ]
 
 
-def _alive(pid: int) -> bool:
-    """Running (a zombie, killed and not yet reaped, counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _interrupted_errors(conversation: RemoteConversation) -> list:
     return [
         e
@@ -71,14 +62,14 @@ def _interrupt_mid_command(
     wait_until(lambda: bool((workspace / "fg.pid").read_text().strip()))
     wait_until(lambda: all(host_pids_with(marker) for marker in (FOREGROUND, BACKGROUND)))
     pids = [pid for marker in (FOREGROUND, BACKGROUND) for pid in host_pids_with(marker)]
-    assert all(_alive(pid) for pid in pids)
+    assert all(alive(pid) for pid in pids)
 
     sent = time.monotonic()
     send(receiver)
     wait_until(lambda: bool(_interrupted_errors(running)), timeout_s=10, what="interrupted call")
     closed_after = time.monotonic() - sent
     assert closed_after < INTERRUPT_WITHIN_S, f"call closed {closed_after:.2f} s after interrupt"
-    wait_until(lambda: not any(_alive(pid) for pid in pids), timeout_s=2, what="pids gone")
+    wait_until(lambda: not any(alive(pid) for pid in pids), timeout_s=2, what="pids gone")
     assert running.wait(timeout_s=10) is ConversationStatus.PAUSED
     assert receiver.info().status is ConversationStatus.PAUSED
     time.sleep(0.2)  # the line after the command would have run by now, had bash gone on

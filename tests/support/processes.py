@@ -20,3 +20,12 @@ def host_pids_with(marker: str) -> list[int]:
         if marker in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def alive(pid: int) -> bool:
+    """The process is running (a zombie, killed and not yet reaped, counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -12,20 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from support.processes import alive
 from support.waiting import wait_until
 from treadle.runtime.tools import ToolContext, ToolResult, ToolSet
 from treadle.runtime.tools.bash_session import BashSession
 from treadle.runtime.tools.process_tree import _PID_MAX, Mark
 
 STOPPED_WITHIN_S = 1.5
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _pid(path: Path) -> int:
@@ -76,15 +69,15 @@ def test_interrupt_kills_the_command_and_its_background_jobs_and_keeps_the_shell
     assert result.data["interrupted"] is True
     assert result.is_error is True
     assert "interrupted by the user" in result.content
-    wait_until(lambda: not any(_alive(pid) for pid in started), timeout_s=2, what="killed")
+    wait_until(lambda: not any(alive(pid) for pid in started), timeout_s=2, what="killed")
     assert not (root / "ran-on").exists()
-    assert _alive(old_job), result.content  # an earlier command's job is not this one's
+    assert alive(old_job), result.content  # an earlier command's job is not this one's
 
     context.interruption.clear()  # the next run
     after = tools.call("terminal", {"command": 'echo "still $KEPT"; kill %1'}, context)
     assert after.content.splitlines()[0] == "still yes"
     assert after.data["shell_ended"] is False
-    wait_until(lambda: not _alive(old_job), timeout_s=5, what="the old job ends")
+    wait_until(lambda: not alive(old_job), timeout_s=5, what="the old job ends")
 
 
 @pytest.mark.parametrize(
@@ -128,7 +121,7 @@ def test_ctrl_c_in_the_running_thread_stops_the_command(tmp_path: Path) -> None:
         timer.start()
         with pytest.raises(KeyboardInterrupt):
             session.run("sleep 300 & echo $! > bg.pid; sleep 30; touch ran-on", 60)
-        assert not _alive(_pid(tmp_path / "bg.pid"))
+        assert not alive(_pid(tmp_path / "bg.pid"))
         assert not (tmp_path / "ran-on").exists()
         assert session.run("echo ok", 10).head == "ok\n"  # the same shell goes on
     finally:
