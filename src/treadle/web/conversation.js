@@ -40,7 +40,7 @@ export class ConversationScreen {
     this.title = el("h1", { class: "title" });
     this.badge = el("span", { class: "status" });
     this.counter = el("span", { class: "count" });
-    this.usage = el("span", { class: "count usage", title: "Tokens and cost of every model call in this conversation (every branch, summary calls too), and its budgets" });
+    this.usage = el("span", { class: "usage", title: "Tokens and cost of every model call in this conversation (every branch, summary calls too), and its budgets" });
     // Plain text only: a reason may quote a model's or a tool's (hostile) output.
     this.reasonLine = el("p", { class: "status-reason", role: "status", hidden: true });
     this.isolationLine = el("p", { class: "isolation-line", hidden: true });
