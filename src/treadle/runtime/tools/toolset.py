@@ -86,8 +86,8 @@ class ToolSet(Mapping[str, Tool[Any]]):
         """
         tool = self.tool(tool_name)
         mask = secrets.mask if secrets is not None else _identity
-        summary = parameters_summary(tool.parameters_schema())
         if not isinstance(arguments, Mapping):
+            summary = parameters_summary(tool.parameters_schema())
             shown = raw_arguments if arguments is None and raw_arguments is not None else arguments
             raise ToolCallError(
                 tool_name,
@@ -105,6 +105,8 @@ class ToolSet(Mapping[str, Tool[Any]]):
             problems = "; ".join(_describe(detail, mask) for detail in error.errors())
         except ValueError as error:  # a tool's own check (e.g. an MCP tool's JSON Schema)
             problems = str(error)
+        # Only a refused call needs the summary: building the schema costs ~1 ms per call.
+        summary = parameters_summary(tool.parameters_schema())
         raise ToolCallError(
             tool_name,
             "invalid_arguments",
