@@ -34,7 +34,15 @@ from treadle.api.settings import (
     SnapshotSettings,
 )
 from treadle.api.status import ConversationStatus
-from treadle.api.stream import EventFrame, RunFinishedFrame, StatusView, TransientFrame
+from treadle.api.stream import (
+    EventFrame,
+    OutputFrame,
+    RunFinishedFrame,
+    StatusView,
+    StreamFrame,
+    TransientFrame,
+    typed_frame,
+)
 from treadle.api.transcript import TranscriptPage
 from treadle.api.views import (
     Accepted,
@@ -84,6 +92,7 @@ __all__ = [
     "ForkRequest",
     "ModelChoice",
     "MoveHead",
+    "OutputFrame",
     "RaiseBudget",
     "RejectRequest",
     "RestoreRequest",
@@ -100,10 +109,12 @@ __all__ = [
     "SnapshotView",
     "StatusView",
     "StoredEventView",
+    "StreamFrame",
     "TranscriptPage",
     "TransientFrame",
     "TreeView",
     "ViolationView",
     "conversation_id_problem",
     "surrogate_in",
+    "typed_frame",
 ]

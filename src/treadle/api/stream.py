@@ -54,6 +54,38 @@ class TransientFrame(BaseModel):
     stored: Literal[False] = False
 
 
+class OutputFrame(TransientFrame):
+    """What a call in progress printed lately (a terminal command's output so far), masked:
+    ``text`` starts ``offset`` characters into the call's output. An offset past what a
+    client holds means output it did not get (dropped for a slow client, or a chunk's limit);
+    the call's stored result replaces it all when it lands."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    type: Literal["output"] = "output"
+    conversation_id: str
+    action_id: str
+    tool_call_id: str
+    tool_name: str
+    offset: int
+    text: str
+
+
+StreamFrame = EventFrame | RunFinishedFrame | OutputFrame | TransientFrame
+
+
+def typed_frame(frame: dict[str, Any]) -> StreamFrame:
+    """A decoded frame as its model (a transient type this version does not know stays a
+    plain ``TransientFrame``, its fields kept)."""
+    if is_transient(frame):
+        if frame.get("type") == "output":
+            return OutputFrame.model_validate(frame)
+        return TransientFrame.model_validate(frame)
+    if frame.get("type") == "run_finished":
+        return RunFinishedFrame.model_validate(frame)
+    return EventFrame.model_validate(frame)
+
+
 def is_transient(frame: dict[str, Any]) -> bool:
     """Whether a decoded frame is transient (it carries ``"stored": false`` and no seq)."""
     return frame.get("stored") is False

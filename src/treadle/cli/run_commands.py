@@ -29,6 +29,7 @@ from rich.panel import Panel
 from treadle.api.isolation import isolation_text
 from treadle.api.settings import CondenseMode
 from treadle.cli.app import app
+from treadle.cli.live_output import LiveOutputView
 from treadle.cli.live_view import LiveView, describe
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
 from treadle.cli.store_commands import open_existing_store
@@ -318,6 +319,7 @@ def run(
                 f"conversation {conversation_id} is finished: give a MESSAGE to continue it",
                 EXIT_BAD_INPUT,
             )
+    conversation.context.live_output.listeners.append(LiveOutputView(console))
     try:
         status = _run_under_lease(console, opened, conversation, task, max_steps, to_store, budget)
     finally:

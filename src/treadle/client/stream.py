@@ -14,7 +14,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from treadle.api.stream import is_transient
+from treadle.api.stream import OutputFrame, StreamFrame, is_transient, typed_frame
 from treadle.client.http import HttpApi
 from treadle.errors import TreadleError
 from treadle.events.model import Event, event_from_dict
@@ -48,6 +48,8 @@ RETRY_LATER = frozenset({4408, 4429})
 """4400-4499 mirror HTTP 4xx; these two say "reconnect" and "later", not "never"."""
 FINAL_PROTOCOL_CODES = frozenset({1002, 1003, 1007, 1008, 1009, 1010})
 """Protocol, data, policy and size failures: trying again would fail the same way."""
+LIVE_OUTPUT_CHARS = 65_536
+"""Characters of a running call's output a subscription keeps (the newest)."""
 HEALTHY_CONNECTION_S = 30.0
 """A connection open this long counts as working even if no event came (an idle stream)."""
 
@@ -97,6 +99,11 @@ class EventSubscription:
         """``{status, reason}`` after the last event taken, as the server sent it."""
         self.head: str | None = None
         """The head after the last event taken, as the server sent it."""
+        self.live_output: dict[str, str] = {}
+        """Output so far of the calls in progress, by action id (its newest
+        ``LIVE_OUTPUT_CHARS``; ``[... N characters not received ...]`` where frames were
+        missed), dropped when the call's result is taken: never stored, never replayed."""
+        self._live_ends: dict[str, int] = {}
         self._finished_seq: int | None = None
         self._socket: ClientConnection | None = None
         self._closed = threading.Event()
@@ -163,6 +170,12 @@ class EventSubscription:
                 reason,
             )
 
+    def frames(self) -> Iterator[StreamFrame]:
+        """The frames as their models (``treadle.api.stream``): ``EventFrame``,
+        ``RunFinishedFrame``, ``OutputFrame``, or a ``TransientFrame`` of another type."""
+        for frame in self:
+            yield typed_frame(frame)
+
     def messages_until(self, predicate, timeout_s: float = 60.0) -> list[dict[str, Any]]:
         """Consume messages until ``predicate(message)`` holds (or time out)."""
         deadline = time.monotonic() + timeout_s
@@ -220,6 +233,8 @@ class EventSubscription:
         the server computed them: never derived here."""
         kind = frame.get("type")
         if is_transient(frame):
+            if kind == "output":
+                self._take_output(OutputFrame.model_validate(frame))
             return True  # live only: no seq, no gap
         seq = frame.get("seq")
         if kind == "run_finished":
@@ -235,10 +250,27 @@ class EventSubscription:
         if seq != self.last_seq + 1:
             raise StreamGap(f"expected seq {self.last_seq + 1}, got {seq}")
         self.events[seq] = event_from_dict(frame["event"])
+        if frame.get("answers"):  # the stored result replaces the output so far
+            self.live_output.pop(frame["answers"], None)
+            self._live_ends.pop(frame["answers"], None)
         self.last_seq = seq
         self.status = frame["status"]
         self.head = frame["head"]
         return True
+
+    def _take_output(self, frame: OutputFrame) -> None:
+        action = frame.action_id
+        if action not in self.live_output and len(self.live_output) >= 64:
+            oldest = next(iter(self.live_output))  # a call whose result never came here
+            self.live_output.pop(oldest)
+            self._live_ends.pop(oldest, None)
+        so_far = self.live_output.get(action, "")
+        end = self._live_ends.get(action, 0)
+        if frame.offset > end:
+            so_far += f"[... {frame.offset - end} characters not received ...]"
+        so_far += frame.text[max(0, end - frame.offset) :]
+        self.live_output[action] = so_far[-LIVE_OUTPUT_CHARS:]
+        self._live_ends[action] = max(end, frame.offset + len(frame.text))
 
     def _note_end(self, seq: int) -> bool:
         self._finished_seq = seq

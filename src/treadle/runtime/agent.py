@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal, cast
 
@@ -132,7 +132,7 @@ class Agent:
             arguments = self.tools.validate(
                 action.tool_name, action.arguments, action.raw_arguments, secrets=context.secrets
             )
-            result = self.tools.execute(action.tool_name, arguments, context)
+            result = self.tools.execute(action.tool_name, arguments, replace(context, call=action))
         except ToolCallError as error:
             return CallOutcome(error.to_agent_error(action))
         except Exception as error:  # a tool's own bug: recorded as the call's result, run stops

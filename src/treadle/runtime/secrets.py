@@ -117,6 +117,12 @@ class Secrets:
 
         return pattern.sub(name_of, text)
 
+    def forms(self) -> list[str]:
+        """Every text that gives a secret away (values, hex and base64 forms): what output
+        streamed in pieces must hold back the start of (``runtime/live_output.py``)."""
+        with self._lock:
+            return list(self._by_form)
+
     def mask_around_cut(self, before: str, after: str) -> tuple[str, str]:
         """Mask the two sides of a cut in a text (truncated output), including a secret (or a
         form of one) the cut split: its start ending ``before`` or its end starting ``after``

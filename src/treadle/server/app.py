@@ -17,6 +17,7 @@ from treadle.runtime.settings import SandboxSettings, SettingsPolicy
 from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
 from treadle.server.errors import install_error_handlers
 from treadle.server.limits import MAX_RUNNING
+from treadle.server.live_relay import LiveRelay
 from treadle.server.runs import DEFAULT_IDLE_TIMEOUT_S, RunManager
 from treadle.server.security import SecurityConfig, SecurityMiddleware
 from treadle.server.state import ServerState
@@ -79,6 +80,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(url)
+        hubs = Hubs(store)
+        relay = LiveRelay(store, hubs)  # commands' output as they run, to the stream
         runs = RunManager(
             store,
             open_leases(url),
@@ -87,12 +90,13 @@ def create_app(
             idle_timeout_s=idle_timeout_s,
             max_running=max_running,
             model_key=model_key,
+            live_output=relay,
         )
         app.state.treadle = ServerState(
             store=store,
             runs=runs,
             security=security,
-            hubs=Hubs(store),
+            hubs=hubs,
             workspace_root=root,
             policy=policy,
             archive_limits=archive_limits or ArchiveLimits(),
@@ -101,6 +105,7 @@ def create_app(
             yield
         finally:
             runs.shutdown()
+            relay.close()
             store.close()
 
     app = FastAPI(

@@ -35,6 +35,7 @@ from typing import Any
 from treadle.events.model import ROOT, MessageEvent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.errors import ConversationBusy, ConversationError, NotRunnable, TooManyRunning
+from treadle.runtime.live_output import OutputListener
 from treadle.runtime.llm.base import ModelError
 from treadle.runtime.requests import PauseKind
 from treadle.runtime.settings import SandboxRefused, SettingsError, SettingsPolicy
@@ -99,8 +100,11 @@ class RunManager:
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         max_running: int = MAX_RUNNING,
         model_key: str | None = None,
+        live_output: OutputListener | None = None,
     ) -> None:
         self.store = store
+        self.live_output = live_output
+        """Told the output of every call in progress here (the stream's transient frames)."""
         self.model_key = model_key
         """This process's model key (its caller read it from the environment): masked."""
         self.policy = policy or SettingsPolicy()
@@ -140,13 +144,16 @@ class RunManager:
 
     def _open(self, conversation_id: str) -> Conversation:
         try:
-            return Conversation.open(
+            conversation = Conversation.open(
                 self.store, conversation_id, policy=self.policy, model_key=self.model_key
             )
         except NOT_RUNNABLE as error:
             if isinstance(error, NotRunnable):
                 raise
             raise NotRunnable(str(error)) from error
+        if self.live_output is not None:
+            conversation.context.live_output.listeners.append(self.live_output)
+        return conversation
 
     def forget(self, conversation_id: str) -> None:
         with self._lock:

@@ -21,12 +21,16 @@ from dataclasses import dataclass, field
 
 from treadle.events.model import EVENT_KINDS, event_to_json
 from treadle.runtime.status import StreamState, read_status
+from treadle.server.live_relay import LiveChannel
 from treadle.store.base import EventQuery, EventStore, StoredEvent
 
 logger = logging.getLogger(__name__)
 
 MAX_BACKLOG = 10_000
 """Messages a slow client may fall behind before it is dropped (it reconnects and replays)."""
+TRANSIENT_BACKLOG = 256
+"""Messages a client may be behind before transient frames for it are dropped (not queued):
+live output never makes a client fall behind its stored events, nor waits for it."""
 SEED_WINDOW = 1000
 """Events a stream's state is seeded from (the rest of the log is summed up by look-ups)."""
 _HEAD_KINDS = [kind for kind in EVENT_KINDS if kind != "state_change"]
@@ -114,6 +118,8 @@ class Listener:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[Delivery | None] = field(default_factory=asyncio.Queue)
     dropped: bool = False
+    transient_dropped: int = 0
+    """Transient frames not sent because this client was behind (docs/stream.md)."""
     disconnected: bool = False
     hub: ConversationHub | None = None
     """The hub it joined (set by ``Hubs.join``; ``Hubs.leave`` takes it out again)."""
@@ -150,7 +156,9 @@ class ConversationHub:
         # store fails the join that asked for this hub, and the hub's thread never needs a
         # per-thread store connection of its own.
         self._state = seeded_state(store, conversation_id, self.last_seq)
-        self._events = store.subscribe(conversation_id, self.last_seq, stop=self._stop)
+        # A store shared by processes also brings live frames from whichever runs it.
+        live = {"on_live": self.publish_transient} if isinstance(store, LiveChannel) else {}
+        self._events = store.subscribe(conversation_id, self.last_seq, stop=self._stop, **live)
         self._thread = threading.Thread(
             target=self._follow, name=f"treadle-hub-{conversation_id[:8]}", daemon=True
         )
@@ -215,6 +223,9 @@ class ConversationHub:
     def _hand(self, listener: Listener, delivery: Delivery) -> None:
         if listener.dropped:
             return
+        if delivery.seq is None and listener.queue.qsize() >= TRANSIENT_BACKLOG:
+            listener.transient_dropped += 1  # live only: a slow client misses it, never waits
+            return
         if listener.queue.qsize() > MAX_BACKLOG:
             listener.dropped = True
             item: Delivery | None = None
@@ -267,6 +278,14 @@ class Hubs:
             if last_seq is not None:
                 listener.hub = hub
             return last_seq
+
+    def publish_transient(self, conversation_id: str, frame: dict) -> None:
+        """Hand a transient frame to the conversation's listeners in this process, if any.
+        Never blocks: any thread may call it."""
+        with self._lock:
+            hub = self._hubs.get(conversation_id)
+        if hub is not None:
+            hub.publish_transient(frame)
 
     def leave(self, listener: Listener) -> None:
         """Take ``listener`` out of its hub; the last one out stops the hub and drops it."""

@@ -846,8 +846,11 @@ class PostgresEventStore:
         *,
         poll_interval: float = 0.05,
         stop: threading.Event | None = None,
+        on_live: Callable[[dict[str, Any]], None] | None = None,
     ) -> Generator[StoredEvent, None, None]:
-        """Stored events after ``after_seq``, then new ones as any process appends them.
+        """Stored events after ``after_seq``, then new ones as any process appends them;
+        ``on_live`` is handed each live frame any process publishes meanwhile
+        (``publish_live``), in the subscriber's thread.
 
         LISTEN comes before the first read, so an append either is in that read or notifies
         after it: no gap. Rows are read by ``seq > last yielded``: no duplicate. A notification
@@ -856,7 +859,16 @@ class PostgresEventStore:
         """
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)  # fail now, not at the first next()
-        return self._follow(conversation_id, key, after_seq, poll_interval, stop)
+        return self._follow(conversation_id, key, after_seq, poll_interval, stop, on_live)
+
+    def publish_live(self, conversation_id: str, frame: dict[str, Any]) -> None:
+        """Hand a live frame (never stored) to every process that follows the conversation,
+        this one included, on its channel: a notification of at most ``LIVE_PAYLOAD_BYTES``
+        (a longer frame's ``text`` keeps its end, and its ``offset`` moves on). One try: a
+        frame that cannot go now is dropped (StoreError/Unreachable say why)."""
+        payload = _live_payload(frame)
+        with self._pool.connection() as conn:
+            conn.execute("SELECT pg_notify(%s, %s)", (self._channel(conversation_id), payload))
 
     def _follow(
         self,
@@ -865,6 +877,7 @@ class PostgresEventStore:
         after_seq: int,
         poll_interval: float,
         stop: threading.Event | None,
+        on_live: Callable[[dict[str, Any]], None] | None = None,
     ) -> Generator[StoredEvent, None, None]:
         listener = _Listener(self._listen(conversation_id))
         with self._listeners_lock:
@@ -890,6 +903,11 @@ class PostgresEventStore:
                         if not rows and waited and not self._exists(listener.conn, key):
                             return  # the conversation was deleted: nothing more will come
                         for notice in listener.conn.notifies(timeout=poll_interval):
+                            live = _live_frame(notice.payload)
+                            if live is not None:
+                                if on_live is not None:
+                                    on_live(live)
+                                continue
                             if _notice_seq(notice.payload) > last:
                                 break  # stale notices (rows already read) keep us waiting
                     waited = True
@@ -1026,6 +1044,33 @@ def _notice(conversation_id: str, last_seq: int) -> str:
     if len(conversation_id) <= 1000:
         body["conversation"] = conversation_id
     return json.dumps(body)
+
+
+LIVE_PAYLOAD_BYTES = 7900
+"""A live frame's notification at most (PostgreSQL refuses payloads of 8000 bytes or more)."""
+
+
+def _live_payload(frame: dict[str, Any]) -> str:
+    """``{"live": frame}`` within ``LIVE_PAYLOAD_BYTES``: the text keeps its newest part."""
+    text = str(frame.get("text", ""))
+    while True:
+        payload = json.dumps({"live": {**frame, "text": text}})
+        if len(payload.encode()) <= LIVE_PAYLOAD_BYTES or not text:
+            return payload
+        cut = max(1, len(text) // 4)
+        text = text[cut:]
+        frame = {**frame, "offset": int(frame.get("offset", 0)) + cut}
+
+
+def _live_frame(payload: str) -> dict[str, Any] | None:
+    """The live frame a notification carries, or None (an append's or a deletion's)."""
+    if not payload.startswith('{"live"'):
+        return None
+    try:
+        live = json.loads(payload)["live"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return live if isinstance(live, dict) else None
 
 
 def _notice_seq(payload: str) -> int:

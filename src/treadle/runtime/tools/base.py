@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from treadle.errors import TreadleError
 from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent
+from treadle.runtime.live_output import CallOutput, LiveOutput
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.text import storable, storable_text
 from treadle.runtime.tools.schema import parameters_schema
@@ -92,6 +93,15 @@ class ToolContext:
     interruption: threading.Event = field(default_factory=threading.Event)
     """Set when the user interrupted the run: a tool stops what it does for this conversation
     as soon as it can (``Tool.interrupt`` is called once it is set)."""
+    live_output: LiveOutput = field(default_factory=LiveOutput)
+    """Who is told a call's output while it runs (the live view, the stream); never stored."""
+    call: ActionEvent | None = None
+    """The call being run (the agent sets it for each call): what its live output belongs to."""
+
+    def open_live_output(self) -> CallOutput | None:
+        """A feed for the running call's output so far (None: nobody listens); the tool
+        closes it when the call ends."""
+        return self.live_output.open(self.conversation_id, self.call, self.secrets)
 
 
 ArgsT = TypeVar("ArgsT", bound=ToolArguments)

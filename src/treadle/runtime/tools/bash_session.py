@@ -50,6 +50,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from treadle.errors import TreadleError
 from treadle.runtime.tools.process_tree import Mark, kill_started_since, mark
@@ -175,6 +176,38 @@ def truncation_note(cut: int, total: int) -> str:
     )
 
 
+class LiveSink(Protocol):
+    """Where a command's output goes while it runs (``runtime.live_output.CallOutput``)."""
+
+    def feed(self, data: bytes) -> None: ...
+
+    def wait_s(self) -> float | None: ...
+
+    def tick(self) -> None: ...
+
+
+class _OutputSoFar:
+    """Passes a command's output on as it is read, less what may be the start of the marker
+    that ends it (a newline, then ``__TREADLE_<nonce>__``): only bytes that are certainly the
+    command's own reach ``sink``."""
+
+    def __init__(self, sink: LiveSink, nonce: str) -> None:
+        self.sink = sink
+        self._marker_start = b"\n__TREADLE_" + nonce.encode() + b"__ "
+        self._held = b""
+
+    def feed(self, data: bytes) -> None:
+        data = self._held + data
+        end = data.find(self._marker_start)
+        if end < 0:
+            newline = data.rfind(b"\n")
+            maybe = newline >= 0 and self._marker_start.startswith(data[newline:])
+            end = newline if maybe else len(data)
+        self._held = data[end:]
+        if end:
+            self.sink.feed(data[:end])
+
+
 ShellStarter = Callable[[list[str], Path], ShellCommand]
 """How to start the shell (a workspace's ``shell_command``): its argv and private folder in,
 the command line, environment and containment out."""
@@ -291,11 +324,16 @@ class BashSession:
         self._exported = wanted
 
     def run(
-        self, command: str, timeout: float, stop: threading.Event | None = None
+        self,
+        command: str,
+        timeout: float,
+        stop: threading.Event | None = None,
+        live: LiveSink | None = None,
     ) -> CommandOutcome:
         """Run ``command`` (any bash, several lines allowed) and return its merged output.
         When ``stop`` is set (before or while it runs; another thread then calls ``wake``),
-        the command is stopped now with what it started (see the module's docstring)."""
+        the command is stopped now with what it started (see the module's docstring).
+        ``live`` is fed the output as it comes (never the end marker); the caller closes it."""
         if not self.alive:
             raise BashSessionError("the shell has exited: start a new session")
         early = _STALE_MARKER.sub(b"", self._drain())
@@ -304,15 +342,18 @@ class BashSession:
         nonce = secrets.token_hex(8)
         marker = re.compile(rb"\n__TREADLE_" + nonce.encode() + rb"__ (\d+) ([^\n]*)\n")
         output = _BoundedOutput(self._max_output // 2, self._max_output - self._max_output // 2)
+        so_far = _OutputSoFar(live, nonce) if live is not None else None
         if early:
             output.feed(early)
+            if so_far is not None:
+                so_far.feed(early)
         if stop is not None and stop.is_set():  # stopped before it started: never run it
             return CommandOutcome("", "", None, None, False, 0, 0, True, interrupted=True)
         self._write(
             f"__treadle_nonce={nonce}; source {shlex.quote(str(self._script_inside))} </dev/null\n"
         )
         try:
-            match = self._read_until(marker, output, time.monotonic() + timeout, stop)
+            match = self._read_until(marker, output, time.monotonic() + timeout, stop, so_far)
         except BaseException:  # Ctrl-C in this thread: the command must not outlive the call
             if self._stop_command(marker, output, since) is None:
                 self.close()
@@ -432,9 +473,11 @@ class BashSession:
         output: _BoundedOutput,
         deadline: float,
         stop: threading.Event | None = None,
+        so_far: _OutputSoFar | None = None,
     ) -> re.Match[bytes] | None:
         """The marker once read; None at ``deadline``, when the shell is gone, or when
-        ``stop`` is set (checked whenever ``wake`` is called)."""
+        ``stop`` is set (checked whenever ``wake`` is called). ``so_far`` is fed what is read,
+        and ticked when its waiting output falls due."""
         while True:
             match = output.find(marker)
             if match is not None:
@@ -444,12 +487,19 @@ class BashSession:
                 return None
             if stop is not None and stop.is_set():
                 return None
-            if not self._wait_readable(remaining, stop is not None):
+            due = so_far.sink.wait_s() if so_far is not None else None
+            if not self._wait_readable(
+                min(remaining, due) if due is not None else remaining, stop is not None
+            ):
+                if so_far is not None:
+                    so_far.sink.tick()
                 continue
             data = self._read_available()
             if data is None:
                 return None
             output.feed(data)
+            if so_far is not None:
+                so_far.feed(data)
 
     def _read_available(self) -> bytes | None:
         """One read; None when the shell side is gone (EIO on Linux once bash exits)."""

@@ -111,7 +111,12 @@ class TerminalTool(Tool[TerminalArguments]):
                 )
             slot.session.export(context.secrets.env())
             timeout = arguments.timeout or self.default_timeout
-            outcome = slot.session.run(arguments.command, timeout, context.interruption)
+            live = context.open_live_output()  # what it prints so far, told as it comes
+            try:
+                outcome = slot.session.run(arguments.command, timeout, context.interruption, live)
+            finally:
+                if live is not None:
+                    live.close()
             if not outcome.shell_alive:
                 slot.session = None
         return _result(outcome, timeout, notes, context.secrets)
