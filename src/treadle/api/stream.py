@@ -3,9 +3,10 @@ status and head after it; ``run_finished`` after a run's last event; transient f
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class StatusView(BaseModel):
@@ -79,7 +80,8 @@ def typed_frame(frame: dict[str, Any]) -> StreamFrame:
     plain ``TransientFrame``, its fields kept)."""
     if is_transient(frame):
         if frame.get("type") == "output":
-            return OutputFrame.model_validate(frame)
+            with contextlib.suppress(ValidationError):  # another version's shape: kept plain
+                return OutputFrame.model_validate(frame)
         return TransientFrame.model_validate(frame)
     if frame.get("type") == "run_finished":
         return RunFinishedFrame.model_validate(frame)

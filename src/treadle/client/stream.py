@@ -4,6 +4,7 @@ invents); a close code that says "do not retry" ends it with a typed error."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import threading
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import ValidationError
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
@@ -234,7 +236,8 @@ class EventSubscription:
         kind = frame.get("type")
         if is_transient(frame):
             if kind == "output":
-                self._take_output(OutputFrame.model_validate(frame))
+                with contextlib.suppress(ValidationError):  # a shape it does not know: passed on
+                    self._take_output(OutputFrame.model_validate(frame))
             return True  # live only: no seq, no gap
         seq = frame.get("seq")
         if kind == "run_finished":

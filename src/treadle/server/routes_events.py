@@ -353,7 +353,7 @@ async def _stream(
         return
     last = max(params.after_seq, delivered_up_to)
     while True:
-        waiting = await _waiting_deliveries(listener, params.batch)
+        waiting = listener.with_transient(await _waiting_deliveries(listener, params.batch))
         if listener.disconnected:
             return
         # transient deliveries (no seq) go out as they come; stored ones only once

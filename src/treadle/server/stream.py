@@ -13,6 +13,7 @@ nothing behind.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -29,8 +30,8 @@ logger = logging.getLogger(__name__)
 MAX_BACKLOG = 10_000
 """Messages a slow client may fall behind before it is dropped (it reconnects and replays)."""
 TRANSIENT_BACKLOG = 256
-"""Messages a client may be behind before transient frames for it are dropped (not queued):
-live output never makes a client fall behind its stored events, nor waits for it."""
+"""Transient frames waiting for one client at most; beyond, the oldest is dropped: live output
+never makes a client fall behind its stored events, and the publisher never waits for it."""
 SEED_WINDOW = 1000
 """Events a stream's state is seeded from (the rest of the log is summed up by look-ups)."""
 _HEAD_KINDS = [kind for kind in EVENT_KINDS if kind != "state_change"]
@@ -52,6 +53,10 @@ class Delivery:
     @classmethod
     def transient(cls, frame: dict) -> Delivery:
         return cls(None, (json.dumps({**frame, "stored": False}),))
+
+
+TRANSIENT_READY = Delivery(None, ())
+"""Queued for a listener when transient frames wait for it (``Listener.with_transient``)."""
 
 
 def frame_texts(stored: StoredEvent, state: StreamState) -> tuple[str, ...]:
@@ -118,11 +123,35 @@ class Listener:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[Delivery | None] = field(default_factory=asyncio.Queue)
     dropped: bool = False
+    transient: collections.deque[Delivery] = field(
+        default_factory=lambda: collections.deque(maxlen=TRANSIENT_BACKLOG)
+    )
+    """Transient frames waiting for this client, apart from its queue (bounded, drop-oldest);
+    one ``TRANSIENT_READY`` in the queue says some wait."""
     transient_dropped: int = 0
-    """Transient frames not sent because this client was behind (docs/stream.md)."""
+    """Transient frames dropped because this client was behind (docs/stream.md)."""
+    wake_pending: bool = False
     disconnected: bool = False
     hub: ConversationHub | None = None
     """The hub it joined (set by ``Hubs.join``; ``Hubs.leave`` takes it out again)."""
+
+    def with_transient(self, waiting: list[Delivery | None]) -> list[Delivery | None]:
+        """``waiting`` (taken from the queue) with each ``TRANSIENT_READY`` replaced by the
+        transient frames that wait now, in the order they came."""
+        if TRANSIENT_READY not in waiting:
+            return waiting
+        self.wake_pending = False  # before draining: a frame added meanwhile wakes again
+        taken: list[Delivery | None] = []
+        while self.transient:
+            taken.append(self.transient.popleft())
+        out: list[Delivery | None] = []
+        for item in waiting:
+            if item is TRANSIENT_READY:
+                out += taken
+                taken = []
+            else:
+                out.append(item)
+        return out
 
     def end(self) -> bool:
         """Queue the end of the stream from another thread; False when the client's loop has
@@ -223,8 +252,8 @@ class ConversationHub:
     def _hand(self, listener: Listener, delivery: Delivery) -> None:
         if listener.dropped:
             return
-        if delivery.seq is None and listener.queue.qsize() >= TRANSIENT_BACKLOG:
-            listener.transient_dropped += 1  # live only: a slow client misses it, never waits
+        if delivery.seq is None:
+            self._hand_transient(listener, delivery)
             return
         if listener.queue.qsize() > MAX_BACKLOG:
             listener.dropped = True
@@ -233,6 +262,20 @@ class ConversationHub:
             item = delivery
         try:
             listener.loop.call_soon_threadsafe(listener.queue.put_nowait, item)
+        except RuntimeError:  # the client's loop is closed: it has gone
+            self._listeners.discard(listener)
+            if not self._listeners:
+                self._stop.set()
+
+    def _hand_transient(self, listener: Listener, delivery: Delivery) -> None:
+        if len(listener.transient) == TRANSIENT_BACKLOG:
+            listener.transient_dropped += 1  # the oldest goes: live only, never waited for
+        listener.transient.append(delivery)
+        if listener.wake_pending:
+            return
+        listener.wake_pending = True
+        try:
+            listener.loop.call_soon_threadsafe(listener.queue.put_nowait, TRANSIENT_READY)
         except RuntimeError:  # the client's loop is closed: it has gone
             self._listeners.discard(listener)
             if not self._listeners:

@@ -1,12 +1,13 @@
 // One transcript item as DOM: message, model response card (its calls, their arguments and
 // results), condensation, collapsed span. Model and tool text only ever goes in as text.
 import { clockTime, el, snippet } from "./dom.js";
+import { liveOutputBox } from "./live_output.js";
 
 const TEXT_LIMIT = 20000; // longer outputs show a button: a huge <pre> would stall the page
 
 /**
  * @param item a Timeline item
- * @param ctx {status, violations: Map, selectedCall, busy: Set, onConfirm, onReject}
+ * @param ctx {status, violations: Map, selectedCall, busy: Set, onConfirm, onReject, liveOutput}
  */
 export function renderItem(item, ctx) {
   const render = RENDERERS[item.type] ?? renderOther;
@@ -74,7 +75,8 @@ function renderCall(call, ctx) {
   renderArguments(action),
   );
   if (state === "waiting") box.append(decisionButtons(action, ctx));
-  box.append(call.result ? renderResult(call.result, ctx) : pendingNote(state));
+  const live = call.result ? null : ctx.liveOutput?.(action.id);
+  box.append(call.result ? renderResult(call.result, ctx) : live ? liveOutputBox(live) : pendingNote(state));
   for (const extra of call.extra) box.append(renderResult(extra, ctx));
   return box;
 }

@@ -8,6 +8,7 @@ import { el, toast } from "./dom.js";
 import { renderInspector } from "./inspector.js";
 import { renderSearch } from "./search.js";
 import { Steering } from "./steering.js";
+import { LiveOutput } from "./live_output.js";
 import { EventStream } from "./stream.js";
 import { Timeline } from "./timeline.js";
 import { TranscriptView } from "./transcript.js";
@@ -48,6 +49,7 @@ export class ConversationScreen {
     this.auditButton = el("button", { type: "button", class: "quiet", text: "Audit", onclick: () => this.showTab("audit") });
     this.scroller = el("div", { class: "transcript", tabindex: 0, "aria-label": "Transcript" });
     this.scroller.addEventListener("click", (event) => this.clicked(event));
+    this.live = new LiveOutput(this.scroller);
     this.root = el("section", { class: "conversation" },
       el("header", { class: "conversation-head" },
         this.title, this.badge, this.counter, this.usage,
@@ -211,6 +213,7 @@ export class ConversationScreen {
       busy: this.steering.busy,
       onConfirm: (id) => this.steering.confirm(id),
       onReject: (id) => this.steering.reject(id),
+      liveOutput: (id) => this.live.text(id),
     };
   }
 
@@ -221,8 +224,12 @@ export class ConversationScreen {
       this.buffer.push(message);
       return;
     }
-    if (message.stored === false) return; // transient frames: nothing shows them yet
+    if (message.stored === false) { // transient frames: a call's output so far
+      this.live.received(message);
+      return;
+    }
     if (message.type === "event") {
+      if (message.answers) this.live.forget(message.answers); // its stored result shows now
       // The frame says what the status and head are after this event: mirrored, not derived.
       this.liveEvent(message);
       this.liveStatus(message.status);
