@@ -15,9 +15,11 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+from collections.abc import Callable, Generator
 from typing import Any, Protocol, runtime_checkable
 
 from treadle.runtime.live_output import OutputChunk
+from treadle.store.base import StoredEvent
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,16 @@ class LiveChannel(Protocol):
     """A store that carries live frames between processes (``PostgresEventStore``)."""
 
     def publish_live(self, conversation_id: str, frame: dict[str, Any]) -> None: ...
+
+    def subscribe(
+        self,
+        conversation_id: str,
+        after_seq: int = -1,
+        *,
+        poll_interval: float = 0.05,
+        stop: threading.Event | None = None,
+        on_live: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Generator[StoredEvent, None, None]: ...
 
 
 class LiveRelay:

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import threading
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from treadle.events.model import EVENT_KINDS, event_to_json
@@ -186,8 +187,12 @@ class ConversationHub:
         # per-thread store connection of its own.
         self._state = seeded_state(store, conversation_id, self.last_seq)
         # A store shared by processes also brings live frames from whichever runs it.
-        live = {"on_live": self.publish_transient} if isinstance(store, LiveChannel) else {}
-        self._events = store.subscribe(conversation_id, self.last_seq, stop=self._stop, **live)
+        # A store shared by processes also brings the live frames of a run in any of them.
+        self._events = (
+            _subscribe_with_live(store, conversation_id, self.last_seq, self._stop, self)
+            if isinstance(store, LiveChannel)
+            else store.subscribe(conversation_id, self.last_seq, stop=self._stop)
+        )
         self._thread = threading.Thread(
             target=self._follow, name=f"treadle-hub-{conversation_id[:8]}", daemon=True
         )
@@ -280,6 +285,17 @@ class ConversationHub:
             self._listeners.discard(listener)
             if not self._listeners:
                 self._stop.set()
+
+
+def _subscribe_with_live(
+    channel: LiveChannel,
+    conversation_id: str,
+    after_seq: int,
+    stop: threading.Event,
+    hub: ConversationHub,
+) -> Generator[StoredEvent, None, None]:
+    """A subscription that also hands ``hub`` the live frames any process publishes."""
+    return channel.subscribe(conversation_id, after_seq, stop=stop, on_live=hub.publish_transient)
 
 
 class Hubs:
