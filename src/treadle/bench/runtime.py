@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from treadle.bench.live_output import run_live_output_bench
 from treadle.bench.workload import realistic_events
 from treadle.events.model import CondensationEvent, Event, TokenUsage
 from treadle.runtime.condense.condenser import Condenser
@@ -215,4 +216,5 @@ def run_runtime_bench(
         "condensations_in_steps_long": long_made,
         **decision_seconds(long, 100_000),
         **run_sandbox_bench(),
+        **run_live_output_bench(),
     }
