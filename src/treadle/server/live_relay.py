@@ -58,6 +58,7 @@ class LiveRelay:
         self._lock = threading.Condition()
         self._sender: threading.Thread | None = None
         self._closed = False
+        self._failing = False
 
     def __call__(self, chunk: OutputChunk) -> None:
         frame = chunk.frame()
@@ -106,6 +107,9 @@ class LiveRelay:
                 conversation_id, frame = self._waiting.popleft()
             try:
                 self.channel.publish_live(conversation_id, frame)
+                self._failing = False
             except Exception as error:  # the store is out: live output is lost, runs go on
                 self.dropped += 1
-                logger.warning("live output of %s not published: %s", conversation_id, error)
+                if not self._failing:  # once per outage, not once per frame
+                    logger.warning("live output not published (%s): dropped until it is", error)
+                self._failing = True
