@@ -7,7 +7,8 @@ Every frame is made from a stored event and the state before it (``runtime.statu
 seeded from the log up to where a reader starts), so a replay reproduces live frames exactly
 (docs/stream.md). The event's stored JSON is sent as it is, never decoded and re-encoded. A hub lives while it has listeners: its thread and its store
 subscription (a connection) end when the last one leaves, so streams opened and closed leave
-nothing behind.
+nothing behind. Transient frames (a command's output so far) wait apart, a bounded number per
+client with the oldest dropped, so live output never holds up a run nor ends a stream.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ class Listener:
     transient_dropped: int = 0
     """Transient frames dropped because this client was behind (docs/stream.md)."""
     wake_pending: bool = False
+    """A ``TRANSIENT_READY`` is on its way to the queue (one wake-up for many frames)."""
     disconnected: bool = False
     hub: ConversationHub | None = None
     """The hub it joined (set by ``Hubs.join``; ``Hubs.leave`` takes it out again)."""
@@ -186,7 +188,6 @@ class ConversationHub:
         # store fails the join that asked for this hub, and the hub's thread never needs a
         # per-thread store connection of its own.
         self._state = seeded_state(store, conversation_id, self.last_seq)
-        # A store shared by processes also brings live frames from whichever runs it.
         # A store shared by processes also brings the live frames of a run in any of them.
         self._events = (
             _subscribe_with_live(store, conversation_id, self.last_seq, self._stop, self)
