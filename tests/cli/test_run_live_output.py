@@ -3,6 +3,7 @@ stored observation's line; the store holds the observation as before and nothing
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -10,7 +11,11 @@ import threading
 import time
 from pathlib import Path
 
+from rich.console import Console
+
 from support.scripts import assert_store_audits_clean, write_script
+from treadle.cli.live_output import LiveOutputView
+from treadle.runtime.live_output import OutputChunk
 from treadle.store.urls import open_store
 
 
@@ -72,3 +77,15 @@ def test_the_live_view_shows_output_before_the_command_ends(tmp_path: Path):
         "live-42" in (item.payload or "") for item in stored if item.event.kind != "observation"
     )
     assert_store_audits_clean(store_url)
+
+
+def test_the_live_view_never_sends_a_commands_control_characters_to_the_terminal():
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    view = LiveOutputView(console)
+    view(OutputChunk("c", "a1", "call-1", "terminal", 0, "red \x1b[31mtext\x1b]0;title\x07\r\n"))
+    view(OutputChunk("c", "a1", "call-1", "terminal", 5000, "later\n"))
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b" not in shown
+    assert "\x07" not in shown
+    assert "red \\x1b[31mtext\\x1b]0;title\\x07" in shown
+    assert "[... earlier output not shown ...]" in shown  # the gap the offset shows

@@ -3,11 +3,15 @@ indented under the call's line (the stored observation's line follows when it en
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.text import Text
 
 from treadle.runtime.live_output import OutputChunk
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""What a terminal would act on (escape sequences, bells, carriage returns): shown, not sent."""
 GUTTER = "      │ "
 """Under the seq column of the event lines, so output so far never looks like an event."""
 
@@ -38,4 +42,5 @@ class LiveOutputView:
         if text:
             lines += text.removesuffix("\n").split("\n")
         for line in lines:
-            self.console.print(Text(GUTTER, style="dim") + Text(line.rstrip("\r"), style="dim"))
+            shown = _CONTROL.sub(lambda c: f"\\x{ord(c.group()):02x}", line.rstrip("\r"))
+            self.console.print(Text(GUTTER, style="dim") + Text(shown, style="dim"))
