@@ -1,0 +1,87 @@
+"""The model of a replay: it answers the n-th model call on the path with the n-th recorded
+response, and a condenser's summary call with the recorded summary (never asked again).
+
+It finds its place like the scripted model (``PlacedModel``): the runtime tells it how many
+responses its path already holds. Where the recording condensed after a provider refused the
+request as too long, it refuses once at the same place, so the runtime condenses there too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from treadle.runtime.llm.base import ContextWindowExceeded, ModelError, ModelResponse
+from treadle.runtime.replay.recording import Recording
+
+END_OF_RECORDING = "the recording has no response {number}: the replay stops here"
+
+
+class RecordedModel:
+    """Answers from ``recording``; named as the recorded model (its name picks the token
+    counter the condenser uses, so the replay condenses where the run did)."""
+
+    takes_responses_before = True
+
+    def __init__(self, recording: Recording, name: str) -> None:
+        self._recording = recording
+        self._name = name
+        self._refused: set[int] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        responses_before: int | None = None,
+    ) -> ModelResponse:
+        number = (
+            responses_before
+            if responses_before is not None
+            else sum(1 for message in messages if message.get("role") == "assistant")
+        )
+        with self._lock:
+            if number in self._recording.refused_before and number not in self._refused:
+                self._refused.add(number)
+                raise ContextWindowExceeded(
+                    "the recorded provider refused this request as longer than its context "
+                    "window (replayed)"
+                )
+        responses = self._recording.responses
+        if number >= len(responses):
+            raise ModelError(END_OF_RECORDING.format(number=number + 1))
+        return responses[number]
+
+    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
+        """The ``number``-th recorded condensation's summary, as it was recorded (its
+        response id and usage); a condensation recorded without one fails again."""
+        summaries = self._recording.summaries
+        if number >= len(summaries):
+            raise ModelError(f"the recording has no summary {number + 1}")
+        recorded = summaries[number]
+        if recorded.summary is None:
+            raise ModelError(f"the recorded summary call failed: {recorded.note}")
+        return ModelResponse(
+            id=recorded.llm_response_id or "",
+            text=recorded.summary,
+            usage=recorded.usage or ModelResponse("").usage,
+        )
+
+
+def recorded_model_name(recording: Recording) -> str:
+    """The name the recorded model had: from the usage its responses recorded, else from the
+    settings (a scripted model is ``scripted:<source>``, LiteLLM's is its model name)."""
+    for response in recording.responses:
+        if response.usage.model:
+            return response.usage.model
+    choice = recording.settings.model
+    if choice.kind == "scripted":
+        return f"scripted:{choice.script}" if choice.script else "scripted:inline"
+    return choice.model or "unknown"
+

@@ -1,0 +1,239 @@
+"""What a replay is fed: a stored conversation's path to a head, read once into the recorded
+model responses, tool results, user inputs and confirmation decisions (docs/replay.md).
+
+Nothing here writes: the recording is read from the store and kept in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from treadle.api.isolation import ISOLATION_KEY
+from treadle.api.settings import ConversationSettings, SandboxSettings
+from treadle.errors import TreadleError
+from treadle.events.model import (
+    ActionEvent,
+    AgentErrorEvent,
+    CondensationEvent,
+    Event,
+    MessageEvent,
+    ObservationEvent,
+    PauseEvent,
+    StateChangeEvent,
+    UserRejectionEvent,
+)
+from treadle.runtime.llm.base import ModelResponse, ToolCall
+from treadle.runtime.snapshots.facts import SnapshotFact, facts, snapshot_facts
+from treadle.store.base import EventStore
+
+CALL_IDS_KEY = "tool_call_ids"
+"""The runtime's fact naming call ids it renamed (``runtime.conversation.CALL_IDS_KEY``; not
+imported from there, which would tie this reader to the run loop's module)."""
+REFUSAL_NOTE = "the provider refused the request"
+"""How a condensation made after a context-window refusal starts its note (the condenser's
+reason), so that the replay refuses at the same place."""
+
+Result = ObservationEvent | AgentErrorEvent | UserRejectionEvent
+
+
+class ReplayInputError(TreadleError):
+    """The replay cannot start: an unknown conversation or event, or nothing to replay with
+    (no settings, no starting files). The CLI exits 2 with this message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One thing the driver does to the replayed conversation, in the recorded order:
+    ``send`` a user message, ``pause`` as the user did, or ``step`` (one model call and its
+    consequences; the calls it proposes are confirmed or rejected as recorded)."""
+
+    kind: Literal["send", "pause", "step"]
+    text: str = ""
+
+
+@dataclass
+class Recording:
+    """A conversation's path root..``head`` and what a replay of it is fed."""
+
+    conversation_id: str
+    head: str
+    settings: ConversationSettings
+    metadata: dict[str, Any]
+    path: list[Event]
+    responses: list[ModelResponse] = field(default_factory=list)
+    """The model's responses in path order (k calls each, or a text)."""
+    summaries: list[CondensationEvent] = field(default_factory=list)
+    """The condensations in path order: their summaries answer the summary calls."""
+    refused_before: set[int] = field(default_factory=set)
+    """Indexes of responses asked after a provider refused the request as too long."""
+    results: dict[str, Result] = field(default_factory=dict)
+    """The recorded result of each call, by tool call id (unique on a path: LINK-UNIQUE)."""
+    inputs: list[Input] = field(default_factory=list)
+    isolation: dict[str, Any] | None = None
+    """The last recorded ``isolation`` fact (what the tools ran under), if any."""
+    snapshots: list[SnapshotFact] = field(default_factory=list)
+    """The snapshots taken after events of the path, in the order they were taken."""
+
+    def result_position(self, tool_call_id: str) -> int:
+        """Where the call's recorded result stands on the path (a large number: none)."""
+        result = self.results.get(tool_call_id)
+        return self._positions.get(result.id, len(self.path)) if result else len(self.path)
+
+    def __post_init__(self) -> None:
+        self._positions = {event.id: index for index, event in enumerate(self.path)}
+
+    @property
+    def first_snapshot(self) -> SnapshotFact | None:
+        """The files the conversation started from: the snapshot after its first event."""
+        if not self.path:
+            return None
+        first = self.path[0].id
+        return next((fact for fact in self.snapshots if fact.after_event == first), None)
+
+    @property
+    def last_snapshot(self) -> SnapshotFact | None:
+        return self.snapshots[-1] if self.snapshots else None
+
+    def sandbox(self) -> SandboxSettings:
+        """What the tools ran under last: the ``isolation`` fact when there is one (it names
+        an override such as ``--sandbox none``), else the stored settings' sandbox."""
+        fact = self.isolation
+        if not fact:
+            return self.settings.sandbox
+        if fact.get("sandbox") == "none":
+            return SandboxSettings(kind="none")
+        if self.settings.sandbox.kind == "bubblewrap":
+            return self.settings.sandbox
+        try:  # sandboxed although the settings say none (they were changed since)
+            return SandboxSettings(
+                kind="bubblewrap",
+                network=fact.get("network", "off"),
+                mounts_ro=tuple(fact.get("mounts_ro") or ()),
+                limits=fact.get("limits") or self.settings.sandbox.limits,
+            )
+        except ValidationError:  # a fact from elsewhere: the settings say it then
+            return self.settings.sandbox
+
+
+def read_recording(store: EventStore, conversation_id: str, head: str | None) -> Recording:
+    """The recording of ``conversation_id`` up to ``head`` (default: its head);
+    ``ReplayInputError`` for an unknown conversation or event, or one without settings."""
+    try:
+        info = store.get_conversation(conversation_id)
+        head = head or store.head(conversation_id)
+        if head is None:
+            raise ReplayInputError(f"conversation {conversation_id!r} has no events to replay")
+        stored = store.get_event(conversation_id, head)
+        if isinstance(stored.event, StateChangeEvent):
+            raise ReplayInputError(
+                f"event {head!r} is a state change (a fact beside the path): give an event of "
+                "the conversation's tree (treadle path lists them)"
+            )
+        path = store.path_to_root(conversation_id, head)
+        settings = ConversationSettings.from_metadata(info.metadata)
+    except ValidationError as error:
+        raise ReplayInputError(
+            f"conversation {conversation_id!r} has settings this version cannot read: {error}"
+        ) from None
+    except ReplayInputError:
+        raise
+    except TreadleError as error:  # ConversationNotFound, EventNotFound
+        raise ReplayInputError(str(error)) from None
+    if settings is None:
+        raise ReplayInputError(
+            f"conversation {conversation_id!r} has no runtime settings (was it imported?): "
+            "a replay runs the runtime with the settings it ran with"
+        )
+    recording = Recording(conversation_id, head, settings, dict(info.metadata), list(path))
+    on_path = {event.id for event in path}
+    recording.snapshots = [
+        fact for fact in snapshot_facts(store, conversation_id) if fact.after_event in on_path
+    ]
+    isolation = facts(store, conversation_id, ISOLATION_KEY)
+    if isolation and isinstance(isolation[-1][1].value, dict):
+        recording.isolation = dict(isolation[-1][1].value)
+    _read_path(recording, _renamed_originals(store, conversation_id))
+    return recording
+
+
+def _renamed_originals(store: EventStore, conversation_id: str) -> dict[str, str]:
+    """action id -> the call id the model sent, for calls the runtime renamed: the replay
+    sends the original so that the runtime renames it again."""
+    originals: dict[str, str] = {}
+    for _seq, event in facts(store, conversation_id, CALL_IDS_KEY):
+        value = event.value if isinstance(event.value, dict) else {}
+        for item in value.get("renamed") or ():
+            if isinstance(item, dict) and "action_id" in item and "original" in item:
+                originals[str(item["action_id"])] = str(item["original"])
+    return originals
+
+
+def _read_path(recording: Recording, originals: dict[str, str]) -> None:
+    path = recording.path
+    index = 0
+    while index < len(path):
+        event = path[index]
+        if isinstance(event, ActionEvent):
+            batch = _batch_at(path, index)
+            recording.inputs.append(Input("step"))
+            recording.responses.append(_response_of(batch, originals))
+            index += len(batch)
+            continue
+        if isinstance(event, MessageEvent):
+            if event.source == "agent":
+                recording.inputs.append(Input("step"))
+                recording.responses.append(
+                    ModelResponse(
+                        id=event.llm_response_id or "",
+                        text=event.text,
+                        reasoning=event.reasoning,
+                        usage=event.usage or ModelResponse("").usage,
+                    )
+                )
+            else:
+                recording.inputs.append(Input("send", event.text))
+        elif isinstance(event, PauseEvent) and event.source == "user":
+            recording.inputs.append(Input("pause"))
+        elif isinstance(event, CondensationEvent):
+            if (event.note or "").startswith(REFUSAL_NOTE):
+                recording.refused_before.add(len(recording.responses))
+            recording.summaries.append(event)
+        elif isinstance(event, ObservationEvent | AgentErrorEvent | UserRejectionEvent):
+            recording.results.setdefault(event.tool_call_id, event)
+        index += 1
+
+
+def _batch_at(path: Sequence[Event], start: int) -> list[ActionEvent]:
+    """The actions of one response from ``start`` (PROJECT-BATCH: consecutive actions with
+    the same response id)."""
+    first = path[start]
+    assert isinstance(first, ActionEvent)
+    batch = [first]
+    for event in path[start + 1 :]:
+        if not isinstance(event, ActionEvent) or event.llm_response_id != first.llm_response_id:
+            break
+        batch.append(event)
+    return batch
+
+
+def _response_of(batch: Sequence[ActionEvent], originals: dict[str, str]) -> ModelResponse:
+    """The model response that made ``batch``, as the model sent it (original call ids)."""
+    first = batch[0]
+    return ModelResponse(
+        id=first.llm_response_id,
+        text=first.thought,
+        reasoning=first.reasoning,
+        tool_calls=tuple(
+            ToolCall(
+                id=originals.get(action.id, action.tool_call_id),
+                name=action.tool_name,
+                arguments=action.raw_arguments,
+            )
+            for action in batch
+        ),
+        usage=first.usage or ModelResponse("").usage,
+    )

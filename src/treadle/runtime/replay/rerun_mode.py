@@ -1,0 +1,188 @@
+"""REPLAY-RERUN: the recorded responses, with the tools really run again, in a fresh workspace
+filled from the first snapshot (or from a folder of starting files), written as a new
+conversation linked to the original (a ``replay`` fact and its ``origin``); each call's result
+is compared with the recorded one, and the files at the end with the recorded last snapshot.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from treadle.api.settings import SETTINGS_KEY
+from treadle.runtime.conversation import Conversation
+from treadle.runtime.log import ConversationLog
+from treadle.runtime.replay.compare import compare_results
+from treadle.runtime.replay.driver import drive
+from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
+from treadle.runtime.replay.recording import Recording, ReplayInputError, read_recording
+from treadle.runtime.replay.report import ReplayReport
+from treadle.runtime.settings import SettingsPolicy
+from treadle.runtime.snapshots import GitSnapshotStore, open_snapshot_store, snapshot_facts
+from treadle.runtime.snapshots.gitstore import EMPTY_TREE
+from treadle.runtime.workspace.sandbox import check_bubblewrap
+from treadle.store.base import EventStore
+
+REPLAY_KEY = "replay"
+"""State-change key on the new conversation: ``{of, event_id, mode, starting_files, phase:
+started}``, then ``{phase: done, same, divergent_actions, file_changes}``."""
+WORKSPACE_MARK = "<workspace>"
+"""What each run's workspace folder is written as before results are compared (a command's
+``cwd``, a path the editor shows): the rerun works in another folder by design."""
+
+
+@dataclass(frozen=True)
+class StartingFiles:
+    """Where the rerun's files come from: a recorded snapshot, or a folder copied."""
+
+    snapshot: str | None = None
+    git_tree: str | None = None
+    folder: Path | None = None
+
+    def describe(self) -> str:
+        return f"snapshot {self.snapshot}" if self.snapshot else f"workspace {self.folder}"
+
+
+def rerun(
+    store: EventStore,
+    conversation_id: str,
+    head: str | None = None,
+    *,
+    workspace: Path | None = None,
+    into: Path | None = None,
+    policy: SettingsPolicy | None = None,
+) -> ReplayReport:
+    """Run ``conversation_id``'s recorded responses up to ``head`` again with real tools.
+    ``workspace``: the starting files when the conversation has no first snapshot; ``into``:
+    the rerun's own folder (absent or empty; default: a new one in the temp folder, kept: it
+    is the new conversation's workspace). ``ReplayInputError`` before anything is written
+    when the rerun cannot start."""
+    policy = policy or SettingsPolicy()
+    recording = read_recording(store, conversation_id, head)
+    objects = open_snapshot_store(store, policy.snapshot_data_dir)
+    start = _starting_files(recording, objects, workspace)
+    sandbox = recording.sandbox()
+    if sandbox.kind == "bubblewrap":
+        check_bubblewrap()  # SandboxUnavailable: refused before anything is made
+    target = _fresh_folder(into, conversation_id)
+    _fill(target, start, objects)
+    settings = recording.settings.model_copy(
+        update={"workspace": str(target), "sandbox": sandbox}
+    )
+    metadata: dict[str, Any] = dict(recording.metadata)
+    metadata[SETTINGS_KEY] = settings.to_metadata()
+    metadata["origin"] = {"replay_of": conversation_id, "event_id": recording.head, "mode": "rerun"}
+    info = store.create_conversation(
+        title=f"rerun of {store.get_conversation(conversation_id).title or conversation_id}",
+        metadata=metadata,
+    )
+    log = ConversationLog(store, info.id)
+    log.record_fact(
+        REPLAY_KEY,
+        {
+            "of": conversation_id,
+            "event_id": recording.head,
+            "mode": "rerun",
+            "starting_files": start.describe(),
+            "phase": "started",
+        },
+    )
+    model = RecordedModel(recording, recorded_model_name(recording))
+    with Conversation.open(store, info.id, model=model, policy=policy) as conversation:
+        drive(conversation, recording)
+        replayed = conversation.active_path()
+    report = ReplayReport("rerun", conversation_id, recording.head)
+    report.new_conversation = info.id
+    report.workspace = str(target)
+    report.starting_files = start.describe()
+    report.recorded_events = len(recording.path)
+    report.replayed_events = len(replayed)
+    folders = [recording.settings.workspace, str(target)]
+    report.actions, report.divergences = compare_results(
+        recording.path, recording.results, replayed, lambda value: _marked(value, folders)
+    )
+    report.file_changes = _file_changes(recording, objects, store, info.id)
+    log.record_fact(
+        REPLAY_KEY,
+        {
+            "phase": "done",
+            "same": report.same,
+            "divergent_actions": [d.action_id for d in report.divergences],
+            "file_changes": None if report.file_changes is None else len(report.file_changes),
+        },
+    )
+    return report
+
+
+def _starting_files(
+    recording: Recording, objects: GitSnapshotStore | None, workspace: Path | None
+) -> StartingFiles:
+    first = recording.first_snapshot
+    if first is not None and objects is not None and objects.exists(first.id):
+        return StartingFiles(snapshot=first.id, git_tree=first.git_tree)
+    if workspace is not None:
+        if not workspace.is_dir():
+            raise ReplayInputError(f"--workspace {workspace}: no such folder")
+        return StartingFiles(folder=workspace.resolve())
+    raise ReplayInputError(
+        f"conversation {recording.conversation_id} has no snapshot of the files it started "
+        "from (snapshots were off, or its store keeps none): give --workspace DIR with the "
+        "starting files; nothing was run"
+    )
+
+
+def _fresh_folder(into: Path | None, conversation_id: str) -> Path:
+    if into is None:
+        return Path(tempfile.mkdtemp(prefix=f"treadle-rerun-{conversation_id[:8]}-")).resolve()
+    if into.exists() and (not into.is_dir() or any(into.iterdir())):
+        raise ReplayInputError(
+            f"--into {into}: the rerun needs a folder of its own, absent or empty"
+        )
+    into.mkdir(parents=True, exist_ok=True)
+    return into.resolve()
+
+
+def _fill(target: Path, start: StartingFiles, objects: GitSnapshotStore | None) -> None:
+    """Put the starting files into the empty ``target``."""
+    if start.folder is not None:
+        shutil.copytree(start.folder, target, symlinks=True, dirs_exist_ok=True)
+        return
+    assert objects is not None and start.snapshot is not None
+    objects.checkout(target, objects.changes(EMPTY_TREE, start.snapshot))
+    if start.git_tree:
+        (target / ".git").mkdir()
+        objects.checkout(target / ".git", objects.changes(EMPTY_TREE, start.git_tree))
+
+
+def _marked(value: Any, folders: list[str]) -> Any:
+    """``value`` with each workspace folder written ``WORKSPACE_MARK`` (longest first)."""
+    if isinstance(value, str):
+        for folder in sorted(folders, key=len, reverse=True):
+            value = value.replace(folder, WORKSPACE_MARK)
+        return value
+    if isinstance(value, dict):
+        return {key: _marked(item, folders) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_marked(item, folders) for item in value]
+    return value
+
+
+def _file_changes(
+    recording: Recording, objects: GitSnapshotStore | None, store: EventStore, rerun_id: str
+) -> list[dict[str, str]] | None:
+    """The files from the recorded last snapshot to the rerun's last one (None when either
+    is missing: nothing to compare)."""
+    recorded = recording.last_snapshot
+    taken = snapshot_facts(store, rerun_id)
+    if recorded is None or not taken or objects is None:
+        return None
+    return [
+        {"status": change.status, "path": change.path}
+        for change in objects.changes(recorded.id, taken[-1].id)
+    ]
+
+
+__all__ = ["REPLAY_KEY", "rerun"]
