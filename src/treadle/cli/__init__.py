@@ -6,6 +6,7 @@ from treadle.cli import (  # noqa: F401  (importing registers their commands)
     core_commands,
     jsonl_commands,
     openhands_commands,
+    replay_commands,
     run_commands,
     serve_commands,
     snapshot_commands,

@@ -15,6 +15,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from treadle.events.model import ROOT, ActionEvent, Event
+from treadle.events.projection import summary_id
 from treadle.runtime.replay.recording import Result
 from treadle.runtime.replay.report import ActionCheck, Divergence
 
@@ -74,7 +75,13 @@ def _comparable(event: Event, ids: dict[str, str] | None = None) -> dict[str, An
 def _translated(event_id: str, ids: dict[str, str]) -> str:
     if event_id == ROOT:
         return event_id
-    return ids.get(event_id, f"<recorded {event_id}, not in the replay>")
+    if event_id in ids:
+        return ids[event_id]
+    # A condensation may forget an earlier one's summary, which has a derived id.
+    for condensation, replayed in ids.items():
+        if event_id == summary_id(condensation):
+            return summary_id(replayed)
+    return f"<recorded {event_id}, not in the replay>"
 
 
 def _field_divergence(

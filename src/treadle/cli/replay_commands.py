@@ -1,0 +1,141 @@
+"""``treadle replay``: a recorded conversation replayed from its recording (``--mode
+recorded``, REPLAY-RECORDED) or with its tools run again (``--mode rerun``, REPLAY-RERUN) —
+docs/replay.md.
+
+Exit codes (README, "The command line"): 0 the replay is the same; 1 it diverges (each
+divergence is listed); 2 bad input (an unknown conversation or event, no starting files, a
+sandbox that cannot start).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from treadle.cli.app import app
+from treadle.cli.output import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.store_commands import open_existing_store
+from treadle.cli.store_options import StoreOption
+from treadle.environment import shell_environment
+from treadle.errors import TreadleError
+from treadle.runtime.replay import Divergence, ReplayReport, replay_recorded
+from treadle.runtime.replay.rerun_mode import rerun
+from treadle.runtime.settings import SettingsPolicy
+from treadle.store.urls import default_store_dir
+
+SHOWN_CHARS = 300
+"""An expected or actual value is cut to this many characters in the text output."""
+
+
+class ReplayMode(StrEnum):
+    recorded = "recorded"
+    rerun = "rerun"
+
+
+@app.command("replay")
+def replay(
+    conversation: Annotated[str, typer.Argument(help="The conversation's id")],
+    mode: Annotated[
+        ReplayMode,
+        typer.Option(
+            "--mode",
+            help="recorded: feed the recorded responses and results, expect the same events; "
+            "rerun: run the tools again into a new conversation, compare each result",
+        ),
+    ],
+    head: Annotated[
+        str | None,
+        typer.Option("--head", help="Replay the path up to this event (default: the head)"),
+    ] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            help="rerun: the starting files, when the conversation has no first snapshot "
+            "(copied; the folder is not changed)",
+        ),
+    ] = None,
+    into: Annotated[
+        Path | None,
+        typer.Option(
+            "--into",
+            help="rerun: the new conversation's workspace, absent or empty (default: a new "
+            "folder in the temp folder, kept)",
+        ),
+    ] = None,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Replay CONVERSATION: exit 0 when the replay is the same, 1 when it diverges."""
+    if mode is ReplayMode.recorded and (workspace is not None or into is not None):
+        fail("--workspace and --into apply to --mode rerun only", EXIT_BAD_INPUT)
+    opened = open_existing_store(store)
+    try:
+        if mode is ReplayMode.recorded:
+            report = replay_recorded(opened, conversation, head)
+        else:
+            policy = SettingsPolicy(
+                snapshot_data_dir=default_store_dir(), shell_environment=shell_environment()
+            )
+            report = rerun(
+                opened, conversation, head, workspace=workspace, into=into, policy=policy
+            )
+    except TreadleError as error:  # unknown conversation or event, no starting files, ...
+        fail(str(error), EXIT_BAD_INPUT)
+    finally:
+        opened.close()
+    if as_json:
+        print_json(report.to_json())
+    else:
+        typer.echo("\n".join(report_lines(report)))
+    raise typer.Exit(EXIT_OK if report.same else EXIT_VIOLATIONS)
+
+
+def report_lines(report: ReplayReport) -> list[str]:
+    """The report as text: a summary line, the actions of a rerun, each divergence."""
+    verdict = "same" if report.same else f"{len(report.divergences)} divergence(s)"
+    lines = [
+        f"replay ({report.mode}) of {report.conversation} up to {report.head}: "
+        f"{report.recorded_events} events recorded, {report.replayed_events} replayed: {verdict}"
+    ]
+    if report.new_conversation:
+        lines.append(
+            f"the rerun is conversation {report.new_conversation} (workspace "
+            f"{report.workspace}, files from {report.starting_files})"
+        )
+        for check in report.actions:
+            mark = "same     " if check.same else "DIFFERENT"
+            lines.append(f"  {mark} {check.action_id} {check.tool_call_id} {check.tool}")
+    lines += [line for divergence in report.divergences for line in _divergence_lines(divergence)]
+    if report.mode == "rerun":
+        if report.file_changes is None:
+            lines.append("files: no recorded last snapshot to compare with")
+        else:
+            lines.append(
+                f"files at the end against the recorded last snapshot: "
+                f"{len(report.file_changes)} changed"
+            )
+            lines += [f"  {change['status']} {change['path']}" for change in report.file_changes]
+    return lines
+
+
+def _divergence_lines(divergence: Divergence) -> list[str]:
+    where = divergence.event_id or f"(new {divergence.replayed_event_id})"
+    call = ""
+    if divergence.tool_call_id:
+        call = f", call {divergence.tool_call_id}, tool {divergence.tool}"
+    lines = [f"{divergence.contract} {where} ({divergence.kind}{call}): {divergence.message}"]
+    if divergence.expected is not None:
+        lines.append(f"  expected: {_shown(divergence.expected)}")
+    if divergence.actual is not None:
+        lines.append(f"  actual:   {_shown(divergence.actual)}")
+    return lines
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"

@@ -1,0 +1,224 @@
+"""REPLAY-RECORDED through the real run loop: conversations made by really running the scripted
+agent with the real tools (parallel calls, errors, duplicate call ids, rejections and
+confirmations, condensations, several user turns) replay to the same events; a tampered log is
+reported on exactly the event that was changed or dropped; bad input is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support.replays import FINISH, bash, call, calls, copy_with, raw_rows, recorded, without
+from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent
+from treadle.runtime.confirmation import ConfirmationPolicy
+from treadle.runtime.replay import ReplayInputError, replay_recorded
+from treadle.store.urls import open_store
+
+NO_SANDBOX = {"sandbox": {"kind": "none"}}
+
+
+def path_of(store, conversation_id):
+    return store.path_to_root(conversation_id, store.head(conversation_id))
+
+
+def mixed_responses():
+    """Parallel calls (one response, three calls), a tool error, invalid arguments, a call id
+    repeated inside a response (PROJECT-DUP-CALL), and a shell command."""
+    return [
+        calls(
+            call("think", {"thought": "first"}),
+            call("think", {"thought": "second"}),
+            call("task_tracker", {"command": "view"}),
+            text="Three things at once.",
+        ),
+        calls(
+            call("file_editor", {"command": "view", "path": "missing.txt"}),
+            call("terminal", {"command": "echo made > made.txt; cat made.txt"}),
+        ),
+        calls(call("terminal", {"wrong": 1})),  # invalid arguments: an agent error
+        calls(call("think", {"thought": "a"}, id="same"), call("think", {"thought": "b"}, id="same")),
+        FINISH,
+        {"text": "All done, anything else?"},
+    ]
+
+
+def test_parallel_calls_errors_and_two_user_turns_replay_to_the_same_events(
+    store, store_file, workspace
+):
+    conversation = recorded(
+        store, workspace, mixed_responses(), messages=("go", "and now?"), **NO_SANDBOX
+    )
+    before = raw_rows(store_file, conversation)
+    path = path_of(store, conversation)
+    actions = [e for e in path if isinstance(e, ActionEvent)]
+    assert len({a.llm_response_id for a in actions[:3]}) == 1  # three calls, one response
+    assert sum(isinstance(e, AgentErrorEvent) for e in path) >= 3  # view, arguments, dup id
+    report = replay_recorded(store, conversation)
+    assert report.divergences == []
+    assert report.same
+    assert report.replayed_events == report.recorded_events == len(path)
+    # The replay went to a temporary store: nothing was written here.
+    assert raw_rows(store_file, conversation) == before
+    assert [info.id for info in store.list_conversations()] == [conversation]
+
+
+def test_confirmations_and_rejections_replay_to_the_same_events(store, workspace):
+    responses = [
+        calls(
+            call("terminal", {"command": "touch rejected.txt"}),
+            call("terminal", {"command": "touch confirmed.txt"}),
+        ),
+        bash("ls"),
+        FINISH,
+    ]
+    decisions = iter(["split", "confirm", "confirm"])
+
+    def decide(conversation):
+        pending = conversation.pending_actions()
+        if next(decisions) == "split":  # reject the first call, confirm the second
+            conversation.reject([pending[0].id], reason="not that one")
+            conversation.confirm([pending[1].id])
+        else:
+            conversation.confirm()
+
+    conversation = recorded(
+        store,
+        workspace,
+        responses,
+        decide=decide,
+        confirmation=ConfirmationPolicy.ALWAYS,
+        **NO_SANDBOX,
+    )
+    kinds = [e.kind for e in path_of(store, conversation)]
+    assert "user_rejection" in kinds
+    assert not (workspace / "rejected.txt").exists()
+    report = replay_recorded(store, conversation)
+    assert report.divergences == []
+    assert report.replayed_events == len(kinds)
+
+
+def test_a_condensed_conversation_replays_with_its_recorded_summaries(store, workspace):
+    long = "x" * 900
+    responses = [calls(call("think", {"thought": f"{i} {long}"})) for i in range(14)] + [FINISH]
+    summaries = [f"summary number {i}" for i in range(20)]
+    conversation = recorded(
+        store,
+        workspace,
+        responses,
+        summaries=summaries,
+        tools=("think", "finish"),
+        context_tokens=1500,
+        **NO_SANDBOX,
+    )
+    path = path_of(store, conversation)
+    condensations = [e for e in path if e.kind == "condensation"]
+    assert len(condensations) >= 2
+    assert [c.summary for c in condensations] == summaries[: len(condensations)]
+    report = replay_recorded(store, conversation)
+    assert report.divergences == []
+    assert report.replayed_events == len(path)
+
+
+def test_a_replay_up_to_an_earlier_head_replays_that_path_only(store, workspace):
+    conversation = recorded(store, workspace, mixed_responses(), **NO_SANDBOX)
+    path = path_of(store, conversation)
+    middle = next(e for e in path if isinstance(e, ObservationEvent) and e.tool_name == "terminal")
+    report = replay_recorded(store, conversation, middle.id)
+    assert report.same, report.divergences
+    assert report.head == middle.id
+    assert report.replayed_events == [e.id for e in path].index(middle.id) + 1
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path):
+    """A store for tampered logs (the runtime fixture's store audits clean after each test;
+    these do not, by design)."""
+    opened = open_store(f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    yield opened
+    opened.close()
+
+
+def test_a_changed_observation_is_reported_on_that_event_only(elsewhere, workspace):
+    conversation = recorded(elsewhere, workspace, mixed_responses(), **NO_SANDBOX)
+    path = path_of(elsewhere, conversation)
+    index = next(i for i, e in enumerate(path) if getattr(e, "tool_name", "") == "terminal"
+                 and isinstance(e, ObservationEvent))  # fmt: skip
+    target = path[index]
+
+    def rename_tool(events):
+        events[index] = events[index].model_copy(update={"tool_name": "file_editor"})
+        return events
+
+    tampered = copy_with(elsewhere, conversation, rename_tool)
+    report = replay_recorded(elsewhere, tampered)
+    assert not report.same
+    (divergence,) = report.divergences
+    assert divergence.contract == "REPLAY-RECORDED"
+    assert divergence.event_id == target.id
+    assert divergence.fields == ["tool_name"]
+    assert divergence.expected == {"tool_name": "file_editor"}
+    assert divergence.actual == {"tool_name": "terminal"}
+    assert divergence.tool_call_id == target.tool_call_id
+
+
+def test_a_changed_error_the_runtime_computes_itself_is_reported_on_that_event(
+    elsewhere, workspace
+):
+    conversation = recorded(elsewhere, workspace, mixed_responses(), **NO_SANDBOX)
+    path = path_of(elsewhere, conversation)
+    index = next(i for i, e in enumerate(path)
+                 if isinstance(e, AgentErrorEvent) and "Invalid arguments" in e.error)  # fmt: skip
+
+    def reword(events):
+        events[index] = events[index].model_copy(update={"error": "Invalid arguments: none"})
+        return events
+
+    report = replay_recorded(elsewhere, copy_with(elsewhere, conversation, reword))
+    (divergence,) = report.divergences
+    assert divergence.event_id == path[index].id
+    assert divergence.fields == ["error"]
+    assert "Invalid arguments for terminal" in divergence.actual["error"]
+
+
+def test_a_dropped_result_is_reported_once_where_it_is_missing(elsewhere, workspace):
+    conversation = recorded(elsewhere, workspace, mixed_responses(), **NO_SANDBOX)
+    path = path_of(elsewhere, conversation)
+    # The second of the three parallel calls' results.
+    index = next(i for i, e in enumerate(path)
+                 if isinstance(e, ObservationEvent) and e.tool_call_id == "call-0-1")  # fmt: skip
+    report = replay_recorded(elsewhere, copy_with(elsewhere, conversation, lambda p: without(p, index)))
+    (divergence,) = report.divergences
+    assert divergence.tool_call_id == "call-0-1"
+    assert divergence.event_id is None  # the recording lacks it; the replay answered the call
+    assert divergence.after_event_id == path[index - 1].id
+    assert "no result for call 'call-0-1'" in divergence.actual["error"]
+
+
+def test_a_dropped_user_message_is_an_input_not_a_divergence(elsewhere, workspace):
+    conversation = recorded(elsewhere, workspace, [bash("echo one"), FINISH], **NO_SANDBOX)
+    path = path_of(elsewhere, conversation)
+    # The user's message dropped: it is an input, not something the runtime makes, so the
+    # replay, fed without it, makes the rest alike (what REPLAY-RECORDED can and cannot see).
+    index = next(i for i, e in enumerate(path) if e.kind == "message")
+    report = replay_recorded(elsewhere, copy_with(elsewhere, conversation, lambda p: without(p, index)))
+    assert report.same  # the message is an input: without it the runtime makes the rest alike
+    assert report.replayed_events == len(path) - 1
+
+
+def test_bad_input_is_refused_by_name(store, workspace):
+    conversation = recorded(store, workspace, [FINISH], **NO_SANDBOX)
+    with pytest.raises(ReplayInputError, match="'nope' does not exist"):
+        replay_recorded(store, "nope")
+    with pytest.raises(ReplayInputError, match="event 'nope' is not in conversation"):
+        replay_recorded(store, conversation, "nope")
+    fact = next(
+        item.event.id
+        for item in store.get_range(conversation, 0, 10**6)
+        if item.event.kind == "state_change"
+    )
+    with pytest.raises(ReplayInputError, match="is a state change"):
+        replay_recorded(store, conversation, fact)
+    bare = store.create_conversation(title="imported, no settings")
+    with pytest.raises(ReplayInputError, match="no events to replay"):
+        replay_recorded(store, bare.id)
