@@ -10,17 +10,37 @@ import shutil
 from pathlib import Path
 
 from support.cli import run_treadle
-from support.replays import FINISH, bash, calls, call, copy_with, raw_rows, recorded
+from support.replays import FINISH, bash, call, calls, copy_with, raw_rows, recorded
 from treadle.store.urls import open_store
 
 JSON_KEYS = {
-    "mode", "conversation", "head", "same", "divergences", "recorded_events", "replayed_events",
-    "new_conversation", "workspace", "starting_files", "actions", "file_changes",
-}  # fmt: skip
+    "mode",
+    "conversation",
+    "head",
+    "same",
+    "divergences",
+    "recorded_events",
+    "replayed_events",
+    "new_conversation",
+    "workspace",
+    "starting_files",
+    "actions",
+    "file_changes",
+}
 DIVERGENCE_KEYS = {
-    "contract", "message", "event_id", "replayed_event_id", "action_id", "tool_call_id", "tool",
-    "kind", "fields", "expected", "actual", "after_event_id",
-}  # fmt: skip
+    "contract",
+    "message",
+    "event_id",
+    "replayed_event_id",
+    "action_id",
+    "tool_call_id",
+    "tool",
+    "kind",
+    "fields",
+    "expected",
+    "actual",
+    "after_event_id",
+}
 
 
 def run_script(tmp_path: Path, url: str, responses: list[dict]) -> str:
@@ -29,9 +49,17 @@ def run_script(tmp_path: Path, url: str, responses: list[dict]) -> str:
     script.write_text(json.dumps({"responses": responses}))
     workspace = tmp_path / "workspace"
     ran = run_treadle(
-        "run", "go", "--workspace", str(workspace), "--script", str(script), "--store", url,
-        "--sandbox", "none",
-    )  # fmt: skip
+        "run",
+        "go",
+        "--workspace",
+        str(workspace),
+        "--script",
+        str(script),
+        "--store",
+        url,
+        "--sandbox",
+        "none",
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     listed = run_treadle("conversations", "--json", "--store", url)
     return json.loads(listed.stdout)[0]["id"]
@@ -59,7 +87,8 @@ def test_a_recorded_replay_of_a_run_is_the_same(tmp_path):
     assert as_json.returncode == 0, as_json.stderr
     report = json.loads(as_json.stdout)
     assert set(report) == JSON_KEYS
-    assert report["same"] is True and report["divergences"] == []
+    assert report["same"] is True
+    assert report["divergences"] == []
     assert report["replayed_events"] == report["recorded_events"] > 6
     assert report["new_conversation"] is None
 
@@ -105,7 +134,8 @@ def test_a_rerun_names_the_divergent_action_and_leaves_the_original_as_it_was(tm
     report = json.loads(shown.stdout)
     (divergence,) = report["divergences"]
     assert divergence["contract"] == "REPLAY-RERUN"
-    assert divergence["tool"] == "terminal" and divergence["tool_call_id"] == "call-1-0"
+    assert divergence["tool"] == "terminal"
+    assert divergence["tool_call_id"] == "call-1-0"
     assert [a["same"] for a in report["actions"]] == [True, False, True]
     assert divergence["action_id"] == report["actions"][1]["action_id"]
     assert report["file_changes"] == [{"status": "M", "path": "now.txt"}]
@@ -127,7 +157,8 @@ def test_a_rerun_without_an_into_folder_makes_one_and_says_where(tmp_path):
     assert shown.returncode == 0, shown.stdout + shown.stderr
     folder = Path(json.loads(shown.stdout)["workspace"])
     try:
-        assert folder.is_dir() and folder.name.startswith(f"treadle-rerun-{conversation[:8]}")
+        assert folder.is_dir()
+        assert folder.name.startswith(f"treadle-rerun-{conversation[:8]}")
     finally:
         shutil.rmtree(folder)
 
@@ -157,9 +188,12 @@ def test_no_first_snapshot_and_no_workspace_exits_2(tmp_path):
     store = open_store(url)
     try:
         conversation = recorded(
-            store, workspace, [bash("cat input.txt"), FINISH], snapshots=False,
+            store,
+            workspace,
+            [bash("cat input.txt"), FINISH],
+            snapshots=False,
             sandbox={"kind": "none"},
-        )  # fmt: skip
+        )
     finally:
         store.close()
     refused = replay(url, conversation, "--mode", "rerun", "--into", str(tmp_path / "r1"))
@@ -167,9 +201,15 @@ def test_no_first_snapshot_and_no_workspace_exits_2(tmp_path):
     assert "has no snapshot of the files it started from" in refused.stderr
     assert "--workspace DIR" in refused.stderr
     ran = replay(
-        url, conversation, "--mode", "rerun", "--workspace", str(workspace),
-        "--into", str(tmp_path / "r2"),
-    )  # fmt: skip
+        url,
+        conversation,
+        "--mode",
+        "rerun",
+        "--workspace",
+        str(workspace),
+        "--into",
+        str(tmp_path / "r2"),
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert f"files from workspace {workspace}" in ran.stdout
     assert "files: no recorded last snapshot to compare with" in ran.stdout

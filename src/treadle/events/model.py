@@ -299,8 +299,11 @@ class StateChangeEvent(EventBase):
         "(`{sandbox: bubblewrap|none, network: off|on, mounts_ro: [...], limits: {memory_mib, "
         "processes, file_size_mib, cpu_seconds}, override}`, null = unlimited: what the "
         "tools ran under, at the start of each run; `override` says why it is not what the "
-        "stored settings ask for, e.g. the user's --sandbox none). Other keys are kept as "
-        "they are"
+        "stored settings ask for, e.g. the user's --sandbox none); `replay` (on a "
+        "conversation `treadle replay --mode rerun` made: `{of, event_id, mode, "
+        "starting_files, phase: started}`, then `{phase: done, same, divergent_actions, "
+        "file_changes}`: the recorded conversation it reran and how it compared). Other keys "
+        "are kept as they are"
     )
     value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
 

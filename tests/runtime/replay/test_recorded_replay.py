@@ -37,7 +37,9 @@ def mixed_responses():
             call("terminal", {"command": "echo made > made.txt; cat made.txt"}),
         ),
         calls(call("terminal", {"wrong": 1})),  # invalid arguments: an agent error
-        calls(call("think", {"thought": "a"}, id="same"), call("think", {"thought": "b"}, id="same")),
+        calls(
+            call("think", {"thought": "a"}, id="same"), call("think", {"thought": "b"}, id="same")
+        ),
         FINISH,
         {"text": "All done, anything else?"},
     ]
@@ -142,8 +144,11 @@ def elsewhere(tmp_path: Path):
 def test_a_changed_observation_is_reported_on_that_event_only(elsewhere, workspace):
     conversation = recorded(elsewhere, workspace, mixed_responses(), **NO_SANDBOX)
     path = path_of(elsewhere, conversation)
-    index = next(i for i, e in enumerate(path) if getattr(e, "tool_name", "") == "terminal"
-                 and isinstance(e, ObservationEvent))  # fmt: skip
+    index = next(
+        i
+        for i, e in enumerate(path)
+        if getattr(e, "tool_name", "") == "terminal" and isinstance(e, ObservationEvent)
+    )
     target = path[index]
 
     def rename_tool(events):
@@ -167,8 +172,11 @@ def test_a_changed_error_the_runtime_computes_itself_is_reported_on_that_event(
 ):
     conversation = recorded(elsewhere, workspace, mixed_responses(), **NO_SANDBOX)
     path = path_of(elsewhere, conversation)
-    index = next(i for i, e in enumerate(path)
-                 if isinstance(e, AgentErrorEvent) and "Invalid arguments" in e.error)  # fmt: skip
+    index = next(
+        i
+        for i, e in enumerate(path)
+        if isinstance(e, AgentErrorEvent) and "Invalid arguments" in e.error
+    )
 
     def reword(events):
         events[index] = events[index].model_copy(update={"error": "Invalid arguments: none"})
@@ -185,9 +193,14 @@ def test_a_dropped_result_is_reported_once_where_it_is_missing(elsewhere, worksp
     conversation = recorded(elsewhere, workspace, mixed_responses(), **NO_SANDBOX)
     path = path_of(elsewhere, conversation)
     # The second of the three parallel calls' results.
-    index = next(i for i, e in enumerate(path)
-                 if isinstance(e, ObservationEvent) and e.tool_call_id == "call-0-1")  # fmt: skip
-    report = replay_recorded(elsewhere, copy_with(elsewhere, conversation, lambda p: without(p, index)))
+    index = next(
+        i
+        for i, e in enumerate(path)
+        if isinstance(e, ObservationEvent) and e.tool_call_id == "call-0-1"
+    )
+    report = replay_recorded(
+        elsewhere, copy_with(elsewhere, conversation, lambda p: without(p, index))
+    )
     (divergence,) = report.divergences
     assert divergence.tool_call_id == "call-0-1"
     assert divergence.event_id is None  # the recording lacks it; the replay answered the call
@@ -201,7 +214,9 @@ def test_a_dropped_user_message_is_an_input_not_a_divergence(elsewhere, workspac
     # The user's message dropped: it is an input, not something the runtime makes, so the
     # replay, fed without it, makes the rest alike (what REPLAY-RECORDED can and cannot see).
     index = next(i for i, e in enumerate(path) if e.kind == "message")
-    report = replay_recorded(elsewhere, copy_with(elsewhere, conversation, lambda p: without(p, index)))
+    report = replay_recorded(
+        elsewhere, copy_with(elsewhere, conversation, lambda p: without(p, index))
+    )
     assert report.same  # the message is an input: without it the runtime makes the rest alike
     assert report.replayed_events == len(path) - 1
 

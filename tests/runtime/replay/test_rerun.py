@@ -38,12 +38,16 @@ def facts(store, conversation_id, key):
 def action_of(store, conversation_id, command):
     path = store.path_to_root(conversation_id, store.head(conversation_id))
     return next(
-        e for e in path if isinstance(e, ActionEvent) and (e.arguments or {}).get("command") == command
+        e
+        for e in path
+        if isinstance(e, ActionEvent) and (e.arguments or {}).get("command") == command
     )
 
 
 def files_of(folder):
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
 
 
 def test_a_clock_read_diverges_on_that_action_only_and_the_original_is_untouched(
@@ -54,7 +58,10 @@ def test_a_clock_read_diverges_on_that_action_only_and_the_original_is_untouched
     responses = [
         bash("cat notes.txt; pwd"),
         bash(clock),
-        calls(call("file_editor", {"command": "view", "path": "notes.txt"}), call("think", {"thought": "ok"})),
+        calls(
+            call("file_editor", {"command": "view", "path": "notes.txt"}),
+            call("think", {"thought": "ok"}),
+        ),
         bash("echo second line >> notes.txt"),
         FINISH,
     ]
@@ -75,7 +82,8 @@ def test_a_clock_read_diverges_on_that_action_only_and_the_original_is_untouched
     assert divergence.tool == "terminal"
     assert divergence.fields == ["content"]
     assert [check.action_id for check in report.actions if not check.same] == [date_action.id]
-    assert len(report.actions) == 6 and sum(check.same for check in report.actions) == 5
+    assert len(report.actions) == 6
+    assert sum(check.same for check in report.actions) == 5
     # The rerun started from the recorded first snapshot, not from the files as they are now,
     # and ended with the files the recording ended with.
     assert (tmp_path / "rerun" / "notes.txt").read_text() == "first line\nsecond line\n"
@@ -89,7 +97,8 @@ def test_a_clock_read_diverges_on_that_action_only_and_the_original_is_untouched
         "mode": "rerun",
     }
     started, done = facts(store, report.new_conversation, REPLAY_KEY)
-    assert started["of"] == conversation and started["phase"] == "started"
+    assert started["of"] == conversation
+    assert started["phase"] == "started"
     assert done == {
         "phase": "done",
         "same": False,
@@ -116,7 +125,8 @@ def test_a_counter_outside_the_workspace_diverges_on_that_action_and_in_the_file
     bump_action = action_of(store, conversation, bump)
     (divergence,) = report.divergences
     assert divergence.action_id == bump_action.id
-    assert "1" in divergence.expected["content"] and "2" in divergence.actual["content"]
+    assert "1" in divergence.expected["content"]
+    assert "2" in divergence.actual["content"]
     assert report.file_changes == [{"status": "M", "path": "count.txt"}]
     assert counter.read_text() == "2\n"  # it really ran again
 
@@ -183,14 +193,21 @@ def test_rejected_calls_stay_unrun_and_confirmed_ones_run(store, workspace, tmp_
         conversation.confirm()
 
     conversation = recorded(
-        store, workspace, responses, decide=decide, confirmation=ConfirmationPolicy.ALWAYS,
+        store,
+        workspace,
+        responses,
+        decide=decide,
+        confirmation=ConfirmationPolicy.ALWAYS,
         **NO_SANDBOX,
-    )  # fmt: skip
+    )
     report = rerun(store, conversation, into=tmp_path / "rerun")
     assert report.same, report.divergences
     assert (tmp_path / "rerun" / "confirmed.txt").exists()
     assert not (tmp_path / "rerun" / "rejected.txt").exists()
-    kinds = [e.kind for e in store.path_to_root(report.new_conversation, store.head(report.new_conversation))]
+    kinds = [
+        e.kind
+        for e in store.path_to_root(report.new_conversation, store.head(report.new_conversation))
+    ]
     assert "user_rejection" in kinds
 
 
@@ -238,9 +255,8 @@ def test_a_sandboxed_conversation_is_rerun_in_the_sandbox(store, workspace, tmp_
     (divergence,) = report.divergences
     assert divergence.action_id == action_of(store, conversation, "date +%s%N").id
     isolation = facts(store, report.new_conversation, ISOLATION_KEY)  # one per step
-    assert isolation and all(
-        fact["sandbox"] == "bubblewrap" and fact["network"] == "off" for fact in isolation
-    )
+    assert isolation
+    assert all(fact["sandbox"] == "bubblewrap" and fact["network"] == "off" for fact in isolation)
     assert (tmp_path / "rerun" / "made.txt").read_text() == "made\n"
     first = store.path_to_root(report.new_conversation, store.head(report.new_conversation))
     assert "/home/sandbox" in next(e.content for e in first if e.kind == "observation")

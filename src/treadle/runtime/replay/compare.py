@@ -23,8 +23,17 @@ RECORDED = "REPLAY-RECORDED"
 RERUN = "REPLAY-RERUN"
 NOT_COMPARED = ("id", "timestamp", "parent_id", "extra")
 """Identity and time differ by nature; ``extra`` holds imported fields no runtime writes."""
-RESULT_FIELDS = ("kind", "tool_name", "content", "is_error", "data", "image_urls", "error",
-                 "interrupted", "reason")  # fmt: skip
+RESULT_FIELDS = (
+    "kind",
+    "tool_name",
+    "content",
+    "is_error",
+    "data",
+    "image_urls",
+    "error",
+    "interrupted",
+    "reason",
+)
 
 
 def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[Divergence]:
@@ -90,8 +99,9 @@ def _field_divergence(
     event = recorded[index]
     expected = _comparable(event, ids)
     actual = _comparable(replayed)
-    names = sorted(name for name in expected.keys() | actual.keys()
-                   if expected.get(name) != actual.get(name))  # fmt: skip
+    names = sorted(
+        name for name in expected.keys() | actual.keys() if expected.get(name) != actual.get(name)
+    )
     if not names:
         return None
     return Divergence(
@@ -181,9 +191,15 @@ def compare_results(
         )
         if same:
             continue
-        names = sorted(expected) if actual is None else sorted(
-            name for name in expected.keys() | actual.keys() if expected.get(name) != actual.get(name)
-        )  # fmt: skip
+        names = (
+            sorted(expected)
+            if actual is None
+            else sorted(
+                name
+                for name in expected.keys() | actual.keys()
+                if expected.get(name) != actual.get(name)
+            )
+        )
         divergences.append(
             Divergence(
                 contract=RERUN,

@@ -21,7 +21,9 @@ from treadle.store.base import EventStore
 from treadle.store.urls import open_store
 
 
-def replay_recorded(store: EventStore, conversation_id: str, head: str | None = None) -> ReplayReport:
+def replay_recorded(
+    store: EventStore, conversation_id: str, head: str | None = None
+) -> ReplayReport:
     """Replay ``conversation_id`` up to ``head`` from its recording and report every event the
     runtime made differently (``ReplayInputError`` for bad input)."""
     recording = read_recording(store, conversation_id, head)

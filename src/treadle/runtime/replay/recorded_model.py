@@ -84,4 +84,3 @@ def recorded_model_name(recording: Recording) -> str:
     if choice.kind == "scripted":
         return f"scripted:{choice.script}" if choice.script else "scripted:inline"
     return choice.model or "unknown"
-

@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent, UserRejectionEvent
 from treadle.events.frozen_json import thaw
+from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent, UserRejectionEvent
 from treadle.runtime.agent import Agent, CallOutcome
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet

@@ -69,9 +69,7 @@ def rerun(
         check_bubblewrap()  # SandboxUnavailable: refused before anything is made
     target = _fresh_folder(into, conversation_id)
     _fill(target, start, objects)
-    settings = recording.settings.model_copy(
-        update={"workspace": str(target), "sandbox": sandbox}
-    )
+    settings = recording.settings.model_copy(update={"workspace": str(target), "sandbox": sandbox})
     metadata: dict[str, Any] = dict(recording.metadata)
     metadata[SETTINGS_KEY] = settings.to_metadata()
     metadata["origin"] = {"replay_of": conversation_id, "event_id": recording.head, "mode": "rerun"}
@@ -150,7 +148,8 @@ def _fill(target: Path, start: StartingFiles, objects: GitSnapshotStore | None) 
     if start.folder is not None:
         shutil.copytree(start.folder, target, symlinks=True, dirs_exist_ok=True)
         return
-    assert objects is not None and start.snapshot is not None
+    assert objects is not None
+    assert start.snapshot is not None
     objects.checkout(target, objects.changes(EMPTY_TREE, start.snapshot))
     if start.git_tree:
         (target / ".git").mkdir()
