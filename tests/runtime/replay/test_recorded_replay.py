@@ -5,14 +5,18 @@ reported on exactly the event that was changed or dropped; bad input is refused 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from support.fake_openai import CONTEXT_EXCEEDED, FakeOpenAIServer
 from support.replays import FINISH, bash, call, calls, copy_with, raw_rows, recorded, without
 from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent
 from treadle.runtime.confirmation import ConfirmationPolicy
+from treadle.runtime.conversation import Conversation
 from treadle.runtime.replay import ReplayInputError, replay_recorded
+from treadle.runtime.settings import ConversationSettings
 from treadle.store.urls import open_store
 
 NO_SANDBOX = {"sandbox": {"kind": "none"}}
@@ -237,3 +241,35 @@ def test_bad_input_is_refused_by_name(store, workspace):
     bare = store.create_conversation(title="imported, no settings")
     with pytest.raises(ReplayInputError, match="no events to replay"):
         replay_recorded(store, bare.id)
+
+
+def test_a_conversation_condensed_after_provider_refusals_replays_the_same(store, workspace):
+    """Through LiteLLM and a local OpenAI-compatible server that refuses long prompts: the
+    recorded model refuses where the provider did, so the runtime condenses there again."""
+    thoughts = [calls(call("think", {"thought": f"step {i} " + "x" * 400})) for i in range(12)]
+    refused = []
+
+    def respond(body):
+        if len(json.dumps(body["messages"])) > 6_000:  # too long for this "provider"
+            refused.append(body)
+            return CONTEXT_EXCEEDED
+        if "tools" not in body:
+            return {"text": "summary: the agent thought through the earlier steps"}
+        return thoughts.pop(0) if thoughts else {"text": "all done"}
+
+    server = FakeOpenAIServer([{"respond": respond}] * 100)
+    with server:
+        settings = ConversationSettings.litellm(
+            "openai/treadle-test-local", workspace, base_url=server.base_url, tools=("think", "finish"),
+            **NO_SANDBOX,
+        )  # fmt: skip
+        with Conversation.create(store, settings) as conversation:
+            conversation.send_message("think it through")
+            conversation.run(max_steps=20)
+            conversation_id = conversation.id
+    path = path_of(store, conversation_id)
+    assert refused
+    assert any(e.kind == "condensation" for e in path)
+    report = replay_recorded(store, conversation_id)  # the server is gone: nothing is asked
+    assert report.divergences == []
+    assert report.replayed_events == len(path)

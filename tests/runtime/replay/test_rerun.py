@@ -260,3 +260,18 @@ def test_a_sandboxed_conversation_is_rerun_in_the_sandbox(store, workspace, tmp_
     assert (tmp_path / "rerun" / "made.txt").read_text() == "made\n"
     first = store.path_to_root(report.new_conversation, store.head(report.new_conversation))
     assert "/home/sandbox" in next(e.content for e in first if e.kind == "observation")
+
+
+def test_a_rerun_up_to_an_earlier_head_compares_with_the_files_there(store, workspace, tmp_path):
+    responses = [bash("echo one > a.txt"), bash("echo two >> a.txt"), FINISH]
+    conversation = recorded(store, workspace, responses, **NO_SANDBOX)
+    path = store.path_to_root(conversation, store.head(conversation))
+    first_result = next(e for e in path if e.kind == "observation")
+
+    report = rerun(store, conversation, first_result.id, into=tmp_path / "rerun")
+
+    assert report.same, report.divergences
+    assert [check.tool_call_id for check in report.actions] == ["call-0-0"]
+    assert report.file_changes == []  # against the snapshot covering that head: a.txt = one
+    assert (tmp_path / "rerun" / "a.txt").read_text() == "one\n"
+    assert (workspace / "a.txt").read_text() == "one\ntwo\n"

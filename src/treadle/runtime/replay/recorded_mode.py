@@ -12,7 +12,7 @@ from treadle.api.settings import SandboxSettings, SnapshotSettings
 from treadle.errors import TreadleError
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.replay.compare import RECORDED, compare_paths
-from treadle.runtime.replay.driver import drive
+from treadle.runtime.replay.driver import drive, prepare
 from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
 from treadle.runtime.replay.recorded_tools import recorded_results_agent
 from treadle.runtime.replay.recording import Recording, read_recording
@@ -59,6 +59,7 @@ def _replayed_path(
     stopped = None
     with Conversation.create(store, settings, model=model, title="replay") as conversation:
         conversation.agent = recorded_results_agent(conversation.agent, recording)
+        prepare(conversation, recording, model)
         try:
             drive(conversation, recording)
         except TreadleError as error:

@@ -12,8 +12,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from treadle.api.settings import CondenseMode
+from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.llm.base import ContextWindowExceeded, ModelError, ModelResponse
+from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelSettings
 from treadle.runtime.replay.recording import Recording
+from treadle.runtime.settings import build_condenser
 
 END_OF_RECORDING = "the recording has no response {number}: the replay stops here"
 
@@ -75,12 +79,30 @@ class RecordedModel:
 
 
 def recorded_model_name(recording: Recording) -> str:
-    """The name the recorded model had: from the usage its responses recorded, else from the
-    settings (a scripted model is ``scripted:<source>``, LiteLLM's is its model name)."""
+    """The name the recorded model had: LiteLLM's is the settings' model; a scripted one's is
+    in the usage its responses recorded (``scripted:<source>``)."""
+    choice = recording.settings.model
+    if choice.kind == "litellm" and choice.model:
+        return choice.model
     for response in recording.responses:
         if response.usage.model:
             return response.usage.model
-    choice = recording.settings.model
-    if choice.kind == "scripted":
-        return f"scripted:{choice.script}" if choice.script else "scripted:inline"
-    return choice.model or "unknown"
+    return f"scripted:{choice.script}" if choice.script else "scripted:inline"
+
+
+def replay_condenser(recording: Recording, model: RecordedModel) -> Condenser | None:
+    """The condenser the recorded run had (its budget, its token counter, for a LiteLLM model
+    the input window LiteLLM knows for it), its summary calls answered by ``model``: the
+    provider itself is never called."""
+    settings = recording.settings
+    if settings.condense is CondenseMode.OFF:
+        return None
+    if settings.model.kind != "litellm":
+        return build_condenser(settings, model)
+    counter = LiteLLMModel(ModelSettings(model=model.name))  # no key: it only counts
+    return Condenser(
+        model,
+        counter.count_tokens,
+        context_tokens=settings.context_tokens,
+        window=counter.context_window,
+    )

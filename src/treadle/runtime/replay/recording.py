@@ -27,7 +27,7 @@ from treadle.events.model import (
     UserRejectionEvent,
 )
 from treadle.runtime.llm.base import ModelResponse, ToolCall
-from treadle.runtime.snapshots.facts import SnapshotFact, facts, snapshot_facts
+from treadle.runtime.snapshots.facts import SnapshotFact, covering, facts, snapshot_facts
 from treadle.store.base import EventStore
 
 CALL_IDS_KEY = "tool_call_ids"
@@ -96,7 +96,10 @@ class Recording:
 
     @property
     def last_snapshot(self) -> SnapshotFact | None:
-        return self.snapshots[-1] if self.snapshots else None
+        """The files at the head: the snapshot covering it, else (a tool ran since) the last
+        one taken on the path."""
+        found = covering(self.path, self.snapshots)
+        return found or (self.snapshots[-1] if self.snapshots else None)
 
     def sandbox(self) -> SandboxSettings:
         """What the tools ran under last: the ``isolation`` fact when there is one (it names
@@ -150,8 +153,11 @@ def read_recording(store: EventStore, conversation_id: str, head: str | None) ->
         )
     recording = Recording(conversation_id, head, settings, dict(info.metadata), list(path))
     on_path = {event.id for event in path}
+    # A snapshot a restore took first holds the files of whatever branch was on disk then.
     recording.snapshots = [
-        fact for fact in snapshot_facts(store, conversation_id) if fact.after_event in on_path
+        fact
+        for fact in snapshot_facts(store, conversation_id)
+        if fact.after_event in on_path and fact.value.get("reason") != "before restore"
     ]
     isolation = facts(store, conversation_id, ISOLATION_KEY)
     if isolation and isinstance(isolation[-1][1].value, dict):

@@ -16,7 +16,7 @@ from treadle.api.settings import SETTINGS_KEY
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.replay.compare import compare_results
-from treadle.runtime.replay.driver import drive
+from treadle.runtime.replay.driver import drive, prepare
 from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
 from treadle.runtime.replay.recording import Recording, ReplayInputError, read_recording
 from treadle.runtime.replay.report import ReplayReport
@@ -90,6 +90,7 @@ def rerun(
     )
     model = RecordedModel(recording, recorded_model_name(recording))
     with Conversation.open(store, info.id, model=model, policy=policy) as conversation:
+        prepare(conversation, recording, model)
         drive(conversation, recording)
         replayed = conversation.active_path()
     report = ReplayReport("rerun", conversation_id, recording.head)
