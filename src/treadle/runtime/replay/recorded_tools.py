@@ -37,7 +37,9 @@ class RecordedTools(ToolSet):
         """``.action``: the call this thread answers (set by ``RecordedResultsAgent``)."""
 
     def execute(self, tool_name: str, arguments: ToolArguments, context: ToolContext) -> ToolResult:
-        action: ActionEvent = self.answering.action
+        action: ActionEvent | None = getattr(self.answering, "action", None)
+        if action is None:  # only the agent's call boundary may ask: it names the call
+            raise RuntimeError("a recorded tool was run outside RecordedResultsAgent._run_one")
         recorded = self._recording.results.get(action.tool_call_id)
         if recorded is None or isinstance(recorded, UserRejectionEvent):
             # A rejected call is never run; answering it here means the replay ran it.

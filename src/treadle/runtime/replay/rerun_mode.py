@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import SETTINGS_KEY
+from treadle.api.settings import SETTINGS_KEY, ConversationSettings
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.replay.compare import compare_results
@@ -68,33 +68,21 @@ def rerun(
     if sandbox.kind == "bubblewrap":
         check_bubblewrap()  # SandboxUnavailable: refused before anything is made
     target = _fresh_folder(into, conversation_id)
-    _fill(target, start, objects)
+    try:
+        _fill(target, start, objects)
+    except BaseException:
+        if into is None:  # ours, and nothing refers to it yet
+            shutil.rmtree(target, ignore_errors=True)
+        raise
     settings = recording.settings.model_copy(update={"workspace": str(target), "sandbox": sandbox})
-    metadata: dict[str, Any] = dict(recording.metadata)
-    metadata[SETTINGS_KEY] = settings.to_metadata()
-    metadata["origin"] = {"replay_of": conversation_id, "event_id": recording.head, "mode": "rerun"}
-    info = store.create_conversation(
-        title=f"rerun of {store.get_conversation(conversation_id).title or conversation_id}",
-        metadata=metadata,
-    )
-    log = ConversationLog(store, info.id)
-    log.record_fact(
-        REPLAY_KEY,
-        {
-            "of": conversation_id,
-            "event_id": recording.head,
-            "mode": "rerun",
-            "starting_files": start.describe(),
-            "phase": "started",
-        },
-    )
+    log = _linked_conversation(store, recording, settings, start)
     model = RecordedModel(recording, recorded_model_name(recording))
-    with Conversation.open(store, info.id, model=model, policy=policy) as conversation:
+    with Conversation.open(store, log.id, model=model, policy=policy) as conversation:
         prepare(conversation, recording, model)
         drive(conversation, recording)
         replayed = conversation.active_path()
     report = ReplayReport("rerun", conversation_id, recording.head)
-    report.new_conversation = info.id
+    report.new_conversation = log.id
     report.workspace = str(target)
     report.starting_files = start.describe()
     report.recorded_events = len(recording.path)
@@ -103,7 +91,7 @@ def rerun(
     report.actions, report.divergences = compare_results(
         recording.path, recording.results, replayed, lambda value: _marked(value, folders)
     )
-    report.file_changes = _file_changes(recording, objects, store, info.id)
+    report.file_changes = _file_changes(recording, objects, store, log.id)
     log.record_fact(
         REPLAY_KEY,
         {
@@ -114,6 +102,31 @@ def rerun(
         },
     )
     return report
+
+
+def _linked_conversation(
+    store: EventStore, recording: Recording, settings: ConversationSettings, start: StartingFiles
+) -> ConversationLog:
+    """The rerun's new conversation (the original's metadata, ``settings``, an ``origin``
+    naming what it reruns) and its first ``replay`` fact; its log."""
+    original = recording.conversation_id
+    metadata: dict[str, Any] = dict(recording.metadata)
+    metadata[SETTINGS_KEY] = settings.to_metadata()
+    metadata["origin"] = {"replay_of": original, "event_id": recording.head, "mode": "rerun"}
+    title = store.get_conversation(original).title or original
+    info = store.create_conversation(title=f"rerun of {title}", metadata=metadata)
+    log = ConversationLog(store, info.id)
+    log.record_fact(
+        REPLAY_KEY,
+        {
+            "of": original,
+            "event_id": recording.head,
+            "mode": "rerun",
+            "starting_files": start.describe(),
+            "phase": "started",
+        },
+    )
+    return log
 
 
 def _starting_files(
