@@ -78,13 +78,13 @@ class Recording:
     snapshots: list[SnapshotFact] = field(default_factory=list)
     """The snapshots taken after events of the path, in the order they were taken."""
 
+    def __post_init__(self) -> None:
+        self._positions = {event.id: index for index, event in enumerate(self.path)}
+
     def result_position(self, tool_call_id: str) -> int:
         """Where the call's recorded result stands on the path (a large number: none)."""
         result = self.results.get(tool_call_id)
         return self._positions.get(result.id, len(self.path)) if result else len(self.path)
-
-    def __post_init__(self) -> None:
-        self._positions = {event.id: index for index, event in enumerate(self.path)}
 
     @property
     def first_snapshot(self) -> SnapshotFact | None:
