@@ -273,3 +273,13 @@ def test_a_conversation_condensed_after_provider_refusals_replays_the_same(store
     report = replay_recorded(store, conversation_id)  # the server is gone: nothing is asked
     assert report.divergences == []
     assert report.replayed_events == len(path)
+
+
+def test_a_head_inside_a_batch_replays_up_to_it(store, workspace):
+    conversation = recorded(store, workspace, mixed_responses(), **NO_SANDBOX)
+    path = path_of(store, conversation)
+    first_result = next(i for i, e in enumerate(path) if isinstance(e, ObservationEvent))
+    report = replay_recorded(store, conversation, path[first_result].id)
+    # The other two calls of that response were answered after the head: not a divergence.
+    assert report.divergences == []
+    assert report.recorded_events == first_result + 1

@@ -37,7 +37,10 @@ RESULT_FIELDS = (
 
 
 def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[Divergence]:
-    """REPLAY-RECORDED: every difference between the two paths, in path order."""
+    """REPLAY-RECORDED: every difference between the two paths, in path order. A head
+    inside a batch leaves calls unanswered on the recorded path; the replay, which runs the
+    whole batch, answers them after it: those answers are beyond the head, not divergences."""
+    replayed = _up_to_head(recorded, replayed)
     keys_a = [_alignment_key(event) for event in recorded]
     keys_b = [_alignment_key(event) for event in replayed]
     pairs: list[tuple[int, int]] = []
@@ -58,6 +61,25 @@ def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[
         if (divergence := _field_divergence(recorded, i, replayed[j], ids)) is not None
     ]
     return [divergence for _, divergence in sorted(found + unpaired, key=lambda item: item[0])]
+
+
+def _up_to_head(recorded: Sequence[Event], replayed: Sequence[Event]) -> Sequence[Event]:
+    answered = {
+        getattr(e, "tool_call_id", None) for e in recorded if not isinstance(e, ActionEvent)
+    }
+    open_calls = {
+        e.tool_call_id
+        for e in recorded
+        if isinstance(e, ActionEvent) and e.tool_call_id not in answered
+    }
+    end = len(replayed)
+    while (
+        end > len(recorded)
+        and not isinstance(replayed[end - 1], ActionEvent)
+        and getattr(replayed[end - 1], "tool_call_id", None) in open_calls
+    ):
+        end -= 1
+    return replayed[:end]
 
 
 def _alignment_key(event: Event) -> tuple[Any, ...]:
