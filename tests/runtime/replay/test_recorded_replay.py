@@ -283,3 +283,19 @@ def test_a_head_inside_a_batch_replays_up_to_it(store, workspace):
     # The other two calls of that response were answered after the head: not a divergence.
     assert report.divergences == []
     assert report.recorded_events == first_result + 1
+
+
+def test_a_pause_between_steps_replays_where_it_was_made(store, workspace):
+    settings = ConversationSettings.scripted_inline(
+        [bash("echo one"), bash("echo two"), FINISH], workspace, **NO_SANDBOX
+    )
+    with Conversation.create(store, settings) as conversation:
+        conversation.send_message("go")
+        conversation.run(max_steps=1)
+        conversation.pause()  # the user's, between two steps
+        conversation.run()
+        conversation_id = conversation.id
+    kinds = [e.kind for e in path_of(store, conversation_id)]
+    assert kinds.index("pause") == 4  # after the first call's result
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
