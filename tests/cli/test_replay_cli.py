@@ -9,8 +9,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from support.cli import run_treadle
 from support.replays import FINISH, bash, call, calls, copy_with, raw_rows, recorded
+from treadle.runtime.workspace import check_bubblewrap
 from treadle.store.urls import open_store
 
 JSON_KEYS = {
@@ -213,3 +216,28 @@ def test_no_first_snapshot_and_no_workspace_exits_2(tmp_path):
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert f"files from workspace {workspace}" in ran.stdout
     assert "files: no recorded last snapshot to compare with" in ran.stdout
+
+
+def test_a_run_made_in_the_sandbox_is_rerun_in_the_sandbox(tmp_path):
+    try:
+        check_bubblewrap()
+    except Exception as problem:  # CI installs bubblewrap (make test)
+        pytest.skip(f"bubblewrap cannot run here: {problem}")
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"responses": [bash("echo $HOME > home.txt"), FINISH]}))
+    ran = run_treadle(
+        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(script), "--store", url
+    )  # the default: bubblewrap, network off
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    conversation = json.loads(run_treadle("conversations", "--json", "--store", url).stdout)[0][
+        "id"
+    ]
+    into = tmp_path / "rerun"
+    shown = replay(url, conversation, "--mode", "rerun", "--into", str(into), "--json")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert (into / "home.txt").read_text() == "/home/sandbox\n"  # the sandbox's private HOME
+    logged = run_treadle(
+        "log", json.loads(shown.stdout)["new_conversation"], "--store", url, columns=300
+    )
+    assert "isolation (last run): bubblewrap, network off" in logged.stdout
