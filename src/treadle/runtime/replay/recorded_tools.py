@@ -1,19 +1,16 @@
 """The tools of a recorded replay: each call is validated by the real tool set, then answered
 with its recorded result instead of being run (nothing touches a workspace).
 
-``RecordedResultsAgent`` is the runtime's own ``Agent`` (parallel threads, call order, the
-boundary that turns a failure into an agent error); only the tool's execution is replaced, by
-``RecordedTools.execute``, told which call it answers through a thread-local.
+The agent is the runtime's own (parallel threads, call order, the boundary that turns a
+failure into an agent error); only the tool's execution is replaced, by
+``RecordedTools.execute``, which finds the call it answers in its context (``ToolContext.call``).
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
-
 from treadle.events.frozen_json import thaw
-from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent, UserRejectionEvent
-from treadle.runtime.agent import Agent, CallOutcome
+from treadle.events.model import AgentErrorEvent, ObservationEvent, UserRejectionEvent
+from treadle.runtime.agent import Agent
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
 from treadle.runtime.tools.base import ToolArguments, ToolResult
@@ -33,13 +30,11 @@ class RecordedTools(ToolSet):
     def __init__(self, tools: ToolSet, recording: Recording) -> None:
         super().__init__(tools.values())
         self._recording = recording
-        self.answering = threading.local()
-        """``.action``: the call this thread answers (set by ``RecordedResultsAgent``)."""
 
     def execute(self, tool_name: str, arguments: ToolArguments, context: ToolContext) -> ToolResult:
-        action: ActionEvent | None = getattr(self.answering, "action", None)
-        if action is None:  # only the agent's call boundary may ask: it names the call
-            raise RuntimeError("a recorded tool was run outside RecordedResultsAgent._run_one")
+        action = context.call
+        if action is None:  # the agent names each call it runs; anything else is a bug
+            raise RuntimeError("a recorded tool was asked to run a call it was not told of")
         recorded = self._recording.results.get(action.tool_call_id)
         if recorded is None or isinstance(recorded, UserRejectionEvent):
             # A rejected call is never run; answering it here means the replay ran it.
@@ -76,25 +71,10 @@ def _recorded_error(tool_name: str, recorded: AgentErrorEvent) -> Exception:
     return ToolCallError(tool_name, "tool_error", recorded.error)
 
 
-@dataclass
-class RecordedResultsAgent(Agent):
-    """The runtime's agent over ``RecordedTools``: each call's thread names its call before
-    the real ``_run_one`` validates it and asks the tools."""
-
-    recorded_tools: RecordedTools | None = field(default=None)
-
-    def _run_one(self, action: ActionEvent, context: ToolContext) -> CallOutcome:
-        assert self.recorded_tools is not None
-        self.recorded_tools.answering.action = action
-        try:
-            return super()._run_one(action, context)
-        finally:
-            self.recorded_tools.answering.action = None
-
-
-def recorded_results_agent(agent: Agent, recording: Recording) -> RecordedResultsAgent:
-    """``agent`` (model, system prompt, tools) answering its calls from ``recording``."""
-    tools = RecordedTools(agent.tools, recording)
-    return RecordedResultsAgent(
-        model=agent.model, tools=tools, system_prompt=agent.system_prompt, recorded_tools=tools
+def recorded_results_agent(agent: Agent, recording: Recording) -> Agent:
+    """``agent`` (model, system prompt) with its tools answering from ``recording``."""
+    return Agent(
+        model=agent.model,
+        tools=RecordedTools(agent.tools, recording),
+        system_prompt=agent.system_prompt,
     )
