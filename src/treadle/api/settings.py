@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from treadle.api.hooks import HookSettings
+
 SETTINGS_KEY = "settings"
 """Where the settings live in a conversation's metadata."""
 
@@ -235,6 +237,17 @@ class ConversationSettings(BaseModel):
         description="Budget: the tokens in and out of the conversation's model calls in all "
         "(summary calls included; not a response's `max_tokens`); reaching it pauses the run "
         "before the next model call. Raising it lets the run go on",
+    )
+
+    hooks: HookSettings | None = Field(
+        default=None,
+        description="Hooks in Claude Code's `hooks` shape (docs/hooks.md), run by whichever "
+        "process runs the conversation; on a server, only in a sandbox",
+    )
+    trust_workspace_hooks: bool = Field(
+        default=False,
+        description="Also run the hooks of the workspace's .treadle/settings.json (which the "
+        "agent itself can write); on a server, only in a sandbox",
     )
 
     @field_validator("tools")

@@ -59,6 +59,7 @@ from treadle.runtime.errors import (
     NotRunnable,
     NotWaiting,
 )
+from treadle.runtime.hooks import ConversationHooks, PromptBlocked, build_hooks
 from treadle.runtime.interrupts import (
     Abandoned,
     InterruptWatcher,
@@ -155,6 +156,7 @@ class Conversation:
         snapshots: WorkspaceSnapshots | None = None,
         policy: SettingsPolicy | None = None,
         isolation_override: str | None = None,
+        hooks: ConversationHooks | None = None,
     ) -> None:
         self._log = log
         self._isolation_override = isolation_override
@@ -187,6 +189,9 @@ class Conversation:
             condenser.mask = self.secrets.mask
         # What the model's context holds, followed as the path grows (condensation, turns).
         self._context = ContextView()
+        self.hooks = hooks if hooks is not None else ConversationHooks.none()
+        """The hooks run at the points of the loop (docs/hooks.md)."""
+        self.hooks.session_id = self.id
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -271,6 +276,14 @@ class Conversation:
             if model_key and MODEL_KEY_NAME not in secrets:
                 # Masked wherever it shows up (a provider's error text), never given to a tool.
                 secrets.add(MODEL_KEY_NAME, model_key, export=False)
+            hooks = build_hooks(
+                settings.hooks,
+                settings.trust_workspace_hooks,
+                workspace,
+                secrets,
+                trusted=policy.trusted,
+                operator_hooks=policy.hooks,
+            )
         except BaseException:
             agent.tools.close()
             raise
@@ -291,6 +304,7 @@ class Conversation:
             snapshots,
             policy,
             override,
+            hooks,
         )
 
     def close(self) -> None:
@@ -357,14 +371,23 @@ class Conversation:
         holder of the run calls this, at a safe point (no call of its own in flight)."""
         with self._log.lock:
             messages, self._queue_seen = undelivered_messages(self.store, self.id, self._queue_seen)
+            stored = []
             for message in messages:
-                self._store_message(message)
-        return messages
+                try:
+                    self._store_message(message)
+                    stored.append(message)
+                except PromptBlocked:  # the hook's run and decision are recorded
+                    continue
+        return stored
 
     def _store_message(self, message: MessageEvent) -> MessageEvent:
+        # UserPromptSubmit hooks first (``PromptBlocked``: nothing stored), out of the lock.
+        context = self.hooks.before_prompt(message.text, self._log.record_fact)
         with self._log.lock:
             self._ensure_system_prompt()
             (event,) = self._log.append([message])
+            if context:
+                self._log.append([self.hooks.context_message(context)])
             # The log's status, not this object's: another process may have moved it on.
             if self._log.read_status()[0] in (Status.FINISHED, Status.ERROR, Status.STUCK):
                 self._set_status(Status.IDLE, "new user message")
@@ -384,6 +407,7 @@ class Conversation:
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
+        self.hooks.new_run()
         self._set_status(Status.RUNNING)
         with self._interrupt_watcher():
             return self._steps(max_steps)
@@ -578,6 +602,7 @@ class Conversation:
                 snapshots=self.snapshots,
                 policy=self._policy,
                 isolation_override=self._isolation_override,
+                hooks=self.hooks,
             )
         forked = Conversation.open(
             self.store,
@@ -679,6 +704,8 @@ class Conversation:
             )
         if not response.tool_calls:
             self._log.append(events)
+            if self._stop_hooks_continue(response.text):
+                return None
             return self._set_status(Status.FINISHED, "the agent answered and awaits the user")
         # PROJECT-DUP-CALL / LINK-UNIQUE are checked before anything is stored or run.
         # With tool calls, every event of the response is an action (agent.response_events).
@@ -694,9 +721,28 @@ class Conversation:
             if action.id in not_run:
                 self._log.append([duplicate_call_error(action, originals[action.id])])
         actions = [action for action in stored if action.id not in not_run]
-        if needs_confirmation(self.confirmation, actions, self.agent.tools, self.risk_analyzer):
+        # PreToolUse hooks: a blocked call is answered now; "ask" waits for the user; a hook
+        # never lets a call skip the confirmation the policy asks for.
+        screened = self.hooks.before_calls(actions, self._log.record_fact)
+        if screened.rejections:
+            self._log.append(screened.rejections)
+        actions = screened.allowed
+        if not actions:
+            return None  # every call blocked: the model is told why at the next step
+        if screened.ask or needs_confirmation(
+            self.confirmation, actions, self.agent.tools, self.risk_analyzer
+        ):
             return self._set_status(Status.WAITING_FOR_CONFIRMATION)
         return self._execute(actions)
+
+    def _stop_hooks_continue(self, last_message: str) -> bool:
+        """Stop hooks, as the agent ends its turn: True when one keeps it going (its reason
+        stored as a message for the model), bounded per run."""
+        message = self.hooks.at_stop(last_message, self._log.record_fact)
+        if message is None:
+            return False
+        self._log.append([message])
+        return True
 
     def _ask(self, messages: list[dict]) -> ModelResponse:
         """The model's answer, asked in a thread of its own so that an interrupt need not wait
@@ -880,6 +926,9 @@ class Conversation:
             else:
                 ended_turn = ended_turn or outcome.ends_turn
                 failure = failure or outcome.failure
+                event = self.hooks.after_call(
+                    by_call[event.tool_call_id], event, self._log.record_fact
+                )
             self._log.append([event])
             answered.add(event.tool_call_id)
         for action in actions:
@@ -890,7 +939,7 @@ class Conversation:
         try_record(self.snapshots, self._log, self.agent.tools.may_change_files(names))
         if failure:
             return self._set_status(Status.ERROR, failure)
-        if ended_turn:
+        if ended_turn and not self._stop_hooks_continue(_finish_message(actions)):
             return self._set_status(Status.FINISHED, "the agent called finish")
         if is_stuck(self._log.path()[-200:]):
             return self._set_status(Status.STUCK, "the same calls gave the same results 3 times")
@@ -958,6 +1007,14 @@ class Conversation:
         return _RunGuard(self._run_lock, self.id)
 
 
+def _finish_message(actions: Sequence[ActionEvent]) -> str:
+    """What the agent said as it called ``finish`` (a Stop hook's ``last_assistant_message``)."""
+    for action in actions:
+        if action.tool_name == "finish" and action.arguments is not None:
+            return str(action.arguments.get("message", ""))
+    return ""
+
+
 def _failure_text(error: Exception) -> str:
     """The cause of a failed run in one line: our own errors say it; anything else is a bug,
     whose class name helps."""
@@ -981,6 +1038,7 @@ class _Parts:
     snapshots: WorkspaceSnapshots | None
     policy: SettingsPolicy
     isolation_override: str | None
+    hooks: ConversationHooks
 
     def wire(self, log: ConversationLog) -> Conversation:
         if self.snapshots is not None:
@@ -996,6 +1054,7 @@ class _Parts:
             snapshots=self.snapshots,
             policy=self.policy,
             isolation_override=self.isolation_override,
+            hooks=self.hooks,
         )
 
 

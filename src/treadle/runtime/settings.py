@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from treadle.api.hooks import HookSettings
 from treadle.api.settings import SETTINGS_KEY as SETTINGS_KEY
 from treadle.api.settings import CondenseMode
 from treadle.api.settings import ConversationSettings as ConversationSettings
@@ -60,6 +61,9 @@ class SettingsPolicy:
     --mount-ro); None: any. A limit, not a default: stricter settings are kept as they are."""
     shell_environment: Mapping[str, str] | None = field(default=None, repr=False)
     """PATH, HOME and locale for an unsandboxed shell, read by the edge; None: a bare PATH."""
+    hooks: HookSettings | None = None
+    """The operator's hooks (``treadle serve --hooks``), run in every conversation opened
+    here, before its own; never stored with a conversation."""
 
     def check_sandbox(self, sandbox: SandboxSettings) -> None:
         """``SandboxRefused`` when ``sandbox`` is looser than ``sandbox_limit``."""

@@ -34,11 +34,12 @@ _JOIN_CGROUP = 'echo $$ > "$0" && exec "$@"'
 PRLIMIT_OPTIONS = {"RLIMIT_AS": "--as", "RLIMIT_FSIZE": "--fsize", "RLIMIT_CPU": "--cpu"}
 
 
-def launch_argv(shell: ShellCommand) -> list[str]:
+def launch_argv(shell: ShellCommand, *, controlling_terminal: bool = True) -> list[str]:
     """The command line that starts ``shell`` on a pty given as stdin: joins its cgroup, sets
     its limits and takes the pty as controlling terminal (for job control), each by exec, so
     that every process of the shell inherits all three. The caller must not start a new session
-    itself (setsid would then fork)."""
+    itself (setsid would then fork). Without ``controlling_terminal`` (a command without a pty,
+    e.g. a hook) the caller starts the new session itself."""
     argv: list[str] = []
     if shell.cgroup is not None:
         argv += ["/bin/sh", "-c", _JOIN_CGROUP, str(shell.cgroup.procs)]
@@ -46,6 +47,8 @@ def launch_argv(shell: ShellCommand) -> list[str]:
         argv.append(PRLIMIT)
         argv += [f"{PRLIMIT_OPTIONS[name]}={value}" for name, value in shell.rlimits.items()]
         argv.append("--")
+    if not controlling_terminal:
+        return [*argv, *shell.argv]
     return [*argv, SETSID, "--ctty", *shell.argv]
 
 
