@@ -67,7 +67,9 @@ class HookMatcher(BaseModel):
             try:
                 re.compile(matcher)
             except re.error as error:
-                raise ValueError(f"matcher {matcher!r} is not a regular expression: {error}")
+                raise ValueError(
+                    f"matcher {matcher!r} is not a regular expression: {error}"
+                ) from None
         return matcher
 
     def matches(self, tool_name: str | None) -> bool:

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
+from treadle.api.hooks import HookSettings
 from treadle.api.isolation import isolation_text
 from treadle.api.settings import CondenseMode
 from treadle.cli.app import app
@@ -42,6 +43,7 @@ from treadle.events.projection import count_tool_calls
 from treadle.runtime.budget import Budget, BudgetLowered, raised
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.hooks import WORKSPACE_SETTINGS, PromptBlocked, read_hook_file
 from treadle.runtime.llm import ModelError
 from treadle.runtime.llm.base import LanguageModel
 from treadle.runtime.settings import (
@@ -262,6 +264,22 @@ def run(
             help="A host path shown read-only inside the sandbox (repeatable), e.g. a toolchain",
         ),
     ] = None,
+    hooks: Annotated[
+        Path | None,
+        typer.Option(
+            "--hooks",
+            help="Hooks in Claude Code's settings shape (its settings.json, or its hooks "
+            "object), stored with the conversation; see docs/hooks.md",
+        ),
+    ] = None,
+    trust_workspace_hooks: Annotated[
+        bool,
+        typer.Option(
+            "--trust-workspace-hooks",
+            help=f"Also run the hooks of the workspace's {WORKSPACE_SETTINGS}, which the agent "
+            "itself can write (ignored without this)",
+        ),
+    ] = False,
     store: StoreOption = None,
 ) -> None:
     """Run an agent on TASK in a workspace, or continue a stored conversation, showing every
@@ -280,6 +298,8 @@ def run(
         condense,
         context_tokens,
         Budget(max_cost, max_total_tokens),
+        _hook_settings(hooks),
+        trust_workspace_hooks,
     )
     sandbox_choice = _SandboxOptions(sandbox, network, tuple(mount_ro or ()))
     if conversation_id is None:
@@ -340,6 +360,12 @@ def _run_under_lease(
     ``budget``: budgets raised first, both under the lease. Refused (exit 2, naming the
     holder) while another process runs it."""
     with conversation:
+        ignored = conversation.hooks.ignored_workspace_file
+        if ignored is not None:
+            console.print(
+                f"[yellow]hooks ignored[/]: {escape(str(ignored))} names hooks, which run only "
+                "with --trust-workspace-hooks (the agent can write that file)"
+            )
         try:
             # Like a server, a CLI run holds the run lease: if this process dies, the lease
             # expires and every reader sees the run as interrupted (no server takes it over).
@@ -363,6 +389,8 @@ def _run_under_lease(
         except KeyboardInterrupt as stop:
             console.print(f"[yellow]stopped by {str(stop) or 'an interrupt'}[/]")
             status = ConversationStatus.PAUSED  # what was recorded, or would have been
+        except PromptBlocked as blocked:  # nothing stored: the task never reached the model
+            fail(str(blocked), EXIT_BAD_INPUT)
         except TreadleError as error:  # the store failed and could not record it
             fail(f"the run of conversation {conversation.id} stopped: {error}", 1)
         finally:
@@ -383,6 +411,17 @@ class _ModelOptions:
     condense: CondenseMode | None = None
     context_tokens: int | None = None
     budget: Budget = field(default_factory=Budget)
+    hooks: HookSettings | None = None
+    trust_workspace_hooks: bool = False
+
+    def hook_fields(self) -> dict[str, object]:
+        """The hook settings of a new conversation (none given: none stored)."""
+        fields: dict[str, object] = {}
+        if self.hooks is not None:
+            fields["hooks"] = self.hooks
+        if self.trust_workspace_hooks:
+            fields["trust_workspace_hooks"] = True
+        return fields
 
     def condense_fields(self) -> dict[str, object]:
         """The condensation and budget settings of a new conversation."""
@@ -440,6 +479,7 @@ def _new_settings(
                 confirmation=confirmation,
                 sandbox=isolation,
                 **choice.condense_fields(),
+                **choice.hook_fields(),
             )
             return settings, None
         chosen = _litellm_model(console, choice.model, choice.base_url, choice.deadline_s)
@@ -450,6 +490,7 @@ def _new_settings(
             confirmation=confirmation,
             sandbox=isolation,
             **choice.condense_fields(),
+            **choice.hook_fields(),
         )
         return settings, chosen
     except ModelError as error:
@@ -568,6 +609,10 @@ def _check_fits(
         differs.append(f"--condense (stored: {stored.condense.value})")
     if choice.context_tokens is not None and choice.context_tokens != stored.context_tokens:
         differs.append(f"--context-tokens (stored: {stored.context_tokens or 'none'})")
+    if choice.hooks is not None and choice.hooks != stored.hooks:
+        differs.append("--hooks (the stored hooks differ)")
+    if choice.trust_workspace_hooks and not stored.trust_workspace_hooks:
+        differs.append("--trust-workspace-hooks (stored: not trusted)")
     try:  # a budget is the one setting that may change, and only upwards
         raised(stored, choice.budget)
     except BudgetLowered as error:
@@ -601,6 +646,16 @@ def _store_settings(
     metadata = dict(store.get_conversation(conversation_id).metadata)
     metadata[SETTINGS_KEY] = settings.to_metadata()
     store.update_conversation(conversation_id, metadata=metadata)
+
+
+def _hook_settings(path: Path | None) -> HookSettings | None:
+    """The hooks of ``--hooks FILE``; exit 2 naming what is wrong with the file."""
+    if path is None:
+        return None
+    try:
+        return read_hook_file(path)
+    except TreadleError as error:
+        fail(f"--hooks: {error}", EXIT_BAD_INPUT)
 
 
 def _quiet_logs() -> None:

@@ -13,6 +13,7 @@ from treadle.cli.app import app
 from treadle.cli.run_commands import Network, SandboxKind
 from treadle.cli.store_options import StoreOption
 from treadle.files import read_regular_file
+from treadle.runtime.hooks import HookSettingsError, read_hook_file
 from treadle.runtime.settings import SandboxSettings
 from treadle.server.limits import MAX_BODY_BYTES, MAX_RUNNING
 from treadle.store.openhands.transfer import ArchiveLimits
@@ -113,6 +114,14 @@ def serve(
             help="A host path clients may show read-only in their sandbox (repeatable)",
         ),
     ] = None,
+    hooks: Annotated[
+        Path | None,
+        typer.Option(
+            "--hooks",
+            help="Hooks (Claude Code's settings shape) every conversation here runs, in its "
+            "sandbox; a client's own hooks run only sandboxed (docs/hooks.md)",
+        ),
+    ] = None,
 ) -> None:
     """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs.
 
@@ -130,6 +139,12 @@ def serve(
         )
     except ValidationError as error:
         raise typer.BadParameter(error.errors()[0]["msg"], param_hint="--mount-ro") from None
+    operator_hooks = None
+    if hooks is not None:
+        try:
+            operator_hooks = read_hook_file(hooks)
+        except HookSettingsError as error:
+            raise typer.BadParameter(str(error), param_hint="--hooks") from None
     keys = [*(api_key or ()), *(read_key_file(api_key_file) if api_key_file else ())]
     if not keys:
         keys = [k.strip() for k in os.environ.get("TREADLE_API_KEYS", "").split(",") if k.strip()]
@@ -148,6 +163,7 @@ def serve(
         archive_limits=ArchiveLimits(max_bytes=max_archive_bytes, max_members=max_archive_members),
         max_running=max_running,
         sandbox_limit=sandbox_limit,
+        hooks=operator_hooks,
     )
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
 

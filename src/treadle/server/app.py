@@ -12,6 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 import treadle
+from treadle.api.hooks import HookSettings
 from treadle.environment import model_environment, shell_environment
 from treadle.runtime.settings import SandboxSettings, SettingsPolicy
 from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
@@ -43,11 +44,13 @@ def create_app(
     archive_limits: ArchiveLimits | None = None,
     max_running: int = MAX_RUNNING,
     sandbox_limit: SandboxSettings | None = None,
+    hooks: HookSettings | None = None,
 ) -> FastAPI:
     """``allow_base_urls``: base URLs (besides the provider's own endpoint and TREADLE_BASE_URL)
     that may receive the server's model key; a conversation with any other runs without it.
     ``sandbox_limit``: the least isolation a client's settings may ask for (default: the
-    default sandbox, bubblewrap with the network off; a client asking for less gets 403)."""
+    default sandbox, bubblewrap with the network off; a client asking for less gets 403).
+    ``hooks``: the operator's hooks, run in every conversation (docs/hooks.md)."""
     url = store_url or default_store_url()
     security = SecurityConfig.build(
         api_keys,
@@ -74,6 +77,7 @@ def create_app(
         snapshot_data_dir=default_store_dir(),
         sandbox_limit=sandbox_limit or SandboxSettings(),
         shell_environment=shell_environment(),
+        hooks=hooks,
     )
     model_key = environment.api_key
 

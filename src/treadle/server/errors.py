@@ -26,6 +26,7 @@ from treadle.runtime.errors import (
     NotWaiting,
     TooManyRunning,
 )
+from treadle.runtime.hooks import PromptBlocked
 from treadle.runtime.settings import SandboxRefused
 from treadle.runtime.snapshots import NoSnapshot, RestoreBusy, SnapshotError
 from treadle.runtime.workspace.base import SandboxUnavailable, WorkspaceError, WorkspacePathError
@@ -112,6 +113,7 @@ _CONVERSATION_ERRORS: dict[type[ConversationError], tuple[int, str]] = {
     NoSnapshot: (409, "no_snapshot"),
     RestoreBusy: (409, "restore_in_progress"),
     ForkNeedsWorkspace: (422, "fork_needs_workspace"),
+    PromptBlocked: (403, "prompt_blocked"),
 }
 """Why a conversation cannot do that now, as HTTP (any other ConversationError: 409)."""
 

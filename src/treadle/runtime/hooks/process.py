@@ -113,9 +113,7 @@ def _read(file: IO[bytes]) -> str:
     return text + "\n[output cut]" if len(data) > MAX_OUTPUT_BYTES else text
 
 
-def _shell(
-    command: str, workspace: Workspace, private: Path, mount_files: bool
-) -> ShellCommand:
+def _shell(command: str, workspace: Workspace, private: Path, mount_files: bool) -> ShellCommand:
     argv = ["/bin/sh", "-c", command]
     if isinstance(workspace, SandboxedWorkspace):
         extra = _named_files(command, workspace.root) if mount_files else ()
