@@ -1,0 +1,419 @@
+"""Hooks (docs/hooks.md) in the run loop, with real hook processes and real bash: what a
+PreToolUse, PostToolUse, UserPromptSubmit and Stop hook decides, failing closed, timeouts that
+kill the hook's processes, workspace hooks only when trusted, a client's hooks only sandboxed,
+and the ``hook`` fact of every run."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.processes import host_pids_with
+from treadle.api.hooks import HookSettings
+from treadle.api.settings import SandboxSettings
+from treadle.events.model import MessageEvent, StateChangeEvent, UserRejectionEvent
+from treadle.runtime.confirmation import ConfirmationPolicy
+from treadle.runtime.conversation import Conversation
+from treadle.runtime.hooks import (
+    HOOK_KEY,
+    MAX_STOP_CONTINUATIONS,
+    HookSettingsError,
+    PromptBlocked,
+    read_hook_file,
+)
+from treadle.runtime.settings import ConversationSettings, SandboxRefused, SettingsPolicy
+from treadle.runtime.status import ConversationStatus as Status
+from treadle.runtime.workspace import check_bubblewrap
+from treadle.store.base import EventStore
+
+NO_SANDBOX = SandboxSettings(kind="none")
+FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
+BLOCK_RM = """#!/bin/sh
+input=$(cat)
+case "$input" in
+  *"rm -rf"*) echo "recursive deletes are refused by policy" >&2; exit 2;;
+esac
+exit 0
+"""
+
+
+def terminal(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "terminal", "arguments": {"command": command}}]}
+
+
+def script_file(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def hooks(event: str, command: str, matcher: str = "terminal", **options: Any) -> HookSettings:
+    entry = {"type": "command", "command": command, **options}
+    return HookSettings.from_file_data({"hooks": {event: [{"matcher": matcher, "hooks": [entry]}]}})
+
+
+def start(
+    store: EventStore,
+    workspace: Path,
+    responses: list[dict[str, Any]],
+    hook_settings: HookSettings | None,
+    **fields: Any,
+) -> Conversation:
+    fields.setdefault("sandbox", NO_SANDBOX)
+    settings = ConversationSettings.scripted_inline(
+        responses, workspace, hooks=hook_settings, **fields
+    )
+    return Conversation.create(store, settings)
+
+
+def hook_facts(store: EventStore, conversation: Conversation) -> list[dict[str, Any]]:
+    events = [item.event for item in store.get_range(conversation.id, 0, 10**6)]
+    return [
+        dict(event.value)
+        for event in events
+        if isinstance(event, StateChangeEvent) and event.key == HOOK_KEY
+    ]
+
+
+def rejection(conversation: Conversation) -> UserRejectionEvent:
+    (found,) = [e for e in conversation.active_path() if isinstance(e, UserRejectionEvent)]
+    return found
+
+
+def test_a_pretooluse_hook_blocks_rm_rf_and_the_model_is_told_why(store, workspace, tmp_path):
+    (workspace / "precious.txt").write_text("keep me")
+    guard = script_file(tmp_path, "guard.sh", BLOCK_RM)
+    responses = [terminal("rm -rf precious.txt"), terminal("echo fine > ok.txt"), FINISH]
+    with start(store, workspace, responses, hooks("PreToolUse", str(guard), "Bash")) as run:
+        run.send_message("clean up")
+        assert run.run() is Status.FINISHED
+        refused = rejection(run)
+        assert (refused.rejected_by, refused.source) == ("hook", "hook")
+        assert "recursive deletes are refused by policy" in refused.reason
+        # The next request holds the reason, as the tool's answer to the blocked call.
+        told = [m for m in run.messages() if m["role"] == "tool"]
+        assert "recursive deletes are refused by policy" in told[0]["content"]
+        assert told[0]["tool_call_id"] == refused.tool_call_id
+    assert (workspace / "precious.txt").read_text() == "keep me"
+    assert (workspace / "ok.txt").read_text() == "fine\n"  # the allowed call ran
+    facts = hook_facts(store, run)
+    assert [(f["hook"], f["exit_code"], f["decision"]) for f in facts] == [
+        ("PreToolUse", 2, "block"),
+        ("PreToolUse", 0, "none"),
+    ]
+    assert set(facts[0]) == {"hook", "command", "exit_code", "seconds", "decision", "action_id"}
+    assert facts[0]["command"] == str(guard)
+    assert facts[0]["action_id"] == refused.action_id
+    assert facts[0]["seconds"] >= 0
+
+
+def test_a_json_deny_reply_blocks_with_its_reason(store, workspace, tmp_path):
+    reply = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "no network tools today",
+        }
+    }
+    deny = script_file(
+        tmp_path, "deny.sh", f"#!/bin/sh\ncat >/dev/null\necho '{json.dumps(reply)}'\n"
+    )
+    responses = [terminal("curl example.com"), FINISH]
+    with start(store, workspace, responses, hooks("PreToolUse", str(deny), "terminal")) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+        assert rejection(run).reason == "blocked by a PreToolUse hook: no network tools today"
+    assert hook_facts(store, run)[0]["decision"] == "block"
+
+
+def test_the_older_decision_block_reply_blocks_too(store, workspace):
+    command = """cat >/dev/null; echo '{"decision": "block", "reason": "old style no"}'"""
+    with start(store, workspace, [terminal("true"), FINISH], hooks("PreToolUse", command)) as run:
+        run.send_message("go")
+        run.run()
+        assert rejection(run).reason.endswith("old style no")
+
+
+def test_a_hook_past_its_timeout_is_killed_with_its_children_and_blocks(store, workspace):
+    marker = "treadle-hook-timeout-marker"
+    # A background child of its own as well: both must be gone after the run.
+    command = f"sleep 300 & sleep 301 # {marker}"
+    slow = hooks("PreToolUse", command, timeout=1)
+    with start(store, workspace, [terminal("echo ran > ran.txt"), FINISH], slow) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+        reason = rejection(run).reason
+    assert "timed out after 1 s" in reason
+    assert "fail closed" in reason
+    assert not (workspace / "ran.txt").exists()
+    (fact,) = hook_facts(store, run)
+    assert (fact["exit_code"], fact["decision"]) == (None, "block")
+    assert "timed out" in fact["failure"]
+    assert host_pids_with(marker) == []
+    assert [pid for pid in host_pids_with("sleep 300") if pid] == []
+
+
+def test_on_failure_allow_lets_a_timed_out_hook_allow_the_call(store, workspace):
+    slow = hooks("PreToolUse", "sleep 30", timeout=0.5, on_failure="allow")
+    with start(store, workspace, [terminal("echo ran > ran.txt"), FINISH], slow) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+    assert (workspace / "ran.txt").read_text() == "ran\n"
+    (fact,) = hook_facts(store, run)
+    assert (fact["exit_code"], fact["decision"]) == (None, "none")
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("echo broken >&2; exit 1", "exited 1: broken"),
+        ("exec /no/such/interpreter", "exited 127"),
+        ("kill -9 $$", "killed by signal SIGKILL"),
+        ("echo '{not json'", "cannot be read"),
+    ],
+)
+def test_a_crashed_hook_fails_closed(store, workspace, command, said):
+    with start(
+        store, workspace, [terminal("echo ran > ran.txt"), FINISH], hooks("PreToolUse", command)
+    ) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+        assert said in rejection(run).reason
+    assert not (workspace / "ran.txt").exists()
+
+
+def test_an_allow_decision_never_skips_confirmation_and_ask_asks(store, workspace):
+    allow = '{"hookSpecificOutput": {"permissionDecision": "allow"}}'
+    with start(
+        store,
+        workspace,
+        [terminal("echo ran > ran.txt"), FINISH],
+        hooks("PreToolUse", f"echo '{allow}'"),
+        confirmation=ConfirmationPolicy.ALWAYS,
+    ) as run:
+        run.send_message("go")
+        assert run.run() is Status.WAITING_FOR_CONFIRMATION
+    assert not (workspace / "ran.txt").exists()
+    ask = '{"hookSpecificOutput": {"permissionDecision": "ask"}}'
+    with start(
+        store,
+        workspace,
+        [terminal("echo ran > ran.txt"), FINISH],
+        hooks("PreToolUse", f"echo '{ask}'"),
+    ) as run:
+        run.send_message("go")
+        # Confirmation mode is off, yet the hook's "ask" makes the call wait for the user.
+        assert run.run() is Status.WAITING_FOR_CONFIRMATION
+        run.confirm()
+        assert run.run() is Status.FINISHED
+    assert (workspace / "ran.txt").read_text() == "ran\n"
+
+
+def test_posttooluse_context_is_added_to_the_result(store, workspace):
+    reply = {
+        "hookSpecificOutput": {
+            "hookEventName": "PostToolUse",
+            "additionalContext": "lint says: 2 warnings",
+        }
+    }
+    # The hook reads its input: it sees the tool's response.
+    command = (
+        'python3 -c "import json,sys; d=json.load(sys.stdin); '
+        "assert d['tool_response']['content'].startswith('hello'), d; "
+        f'print(json.dumps({reply!r}))"'
+    )
+    post = hooks("PostToolUse", command, "terminal")
+    with start(store, workspace, [terminal("echo hello"), FINISH], post) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+        result = next(e for e in run.active_path() if e.kind == "observation")
+    assert result.content.startswith("hello")
+    assert result.content.endswith("[hook] lint says: 2 warnings")
+    (fact,) = hook_facts(store, run)
+    assert (fact["hook"], fact["decision"]) == ("PostToolUse", "context")
+    assert fact["action_id"] == result.action_id
+
+
+def test_matchers_follow_the_tool_name(store, workspace):
+    marker = workspace / "fired"
+    hook_settings = HookSettings.from_file_data(
+        {
+            "PreToolUse": [
+                {"matcher": "file_.*", "hooks": [{"command": f"echo edit >> {marker}"}]},
+                {"matcher": "Bash", "hooks": [{"command": f"echo bash >> {marker}"}]},
+                {"matcher": "think", "hooks": [{"command": f"echo think >> {marker}"}]},
+            ]
+        }
+    )
+    think = {"tool_calls": [{"name": "task_tracker", "arguments": {"command": "view"}}]}
+    with start(store, workspace, [terminal("true"), think, FINISH], hook_settings) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+    assert marker.read_text() == "bash\n"  # "Bash" matches terminal; the others matched nothing
+
+
+def test_a_userpromptsubmit_hook_blocks_a_prompt_or_adds_context(store, workspace):
+    command = (
+        'input=$(cat); case "$input" in *secret-project*) echo "not that one" >&2; exit 2;; esac; '
+        "echo 'today is a holiday'"
+    )
+    with start(store, workspace, [FINISH], hooks("UserPromptSubmit", command)) as run:
+        with pytest.raises(PromptBlocked, match="not that one"):
+            run.send_message("work on secret-project")
+        assert [e for e in run.active_path() if e.kind == "message"] == []
+        run.send_message("work on the site")
+        user, context = [e for e in run.active_path() if isinstance(e, MessageEvent)]
+        assert user.text == "work on the site"
+        assert (context.source, context.text) == ("hook", "today is a holiday")
+        # The model gets both, in one user turn.
+        assert run.messages()[-1] == {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "work on the site"},
+                {"type": "text", "text": "today is a holiday"},
+            ],
+        }
+    decisions = [f["decision"] for f in hook_facts(store, run)]
+    assert decisions == ["block", "context"]
+
+
+def test_a_stop_hook_keeps_the_agent_going_a_bounded_number_of_times(store, workspace):
+    command = 'cat >/dev/null; echo \'{"decision": "block", "reason": "run the tests first"}\''
+    answers = [{"text": f"done {n}"} for n in range(MAX_STOP_CONTINUATIONS + 2)]
+    with start(store, workspace, answers, hooks("Stop", command)) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+        kept_going = [e for e in run.active_path() if e.source == "hook"]
+        assert len(kept_going) == MAX_STOP_CONTINUATIONS
+        assert all(e.text == "run the tests first" for e in kept_going)
+        said = [e.text for e in run.active_path() if e.kind == "message" and e.source == "agent"]
+        assert said == [f"done {n}" for n in range(MAX_STOP_CONTINUATIONS + 1)]
+
+
+def test_workspace_hooks_run_only_when_trusted(store, workspace):
+    (workspace / ".treadle").mkdir()
+    (workspace / ".treadle" / "settings.json").write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {"matcher": "terminal", "hooks": [{"command": "echo no >&2; exit 2"}]}
+                    ]
+                }
+            }
+        )
+    )
+    with start(store, workspace, [terminal("echo ran > ran.txt"), FINISH], None) as run:
+        assert run.hooks.ignored_workspace_file == workspace / ".treadle" / "settings.json"
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+    assert (workspace / "ran.txt").exists()
+    assert hook_facts(store, run) == []
+    (workspace / "ran.txt").unlink()
+    responses = [terminal("echo ran > ran.txt"), FINISH]
+    with start(store, workspace, responses, None, trust_workspace_hooks=True) as run:
+        assert run.hooks.ignored_workspace_file is None
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+        assert rejection(run).reason.endswith("no")
+    assert not (workspace / "ran.txt").exists()
+
+
+def test_hooks_are_stored_with_the_conversation_and_apply_when_reopened(store, workspace):
+    command = "echo reopened-guard >&2; exit 2"
+    responses = [FINISH, terminal("echo ran > ran.txt"), FINISH]
+    with start(store, workspace, responses, hooks("PreToolUse", command)) as first:
+        first.send_message("go")
+        assert first.run() is Status.FINISHED
+    with Conversation.open(store, first.id) as again:  # as another process would
+        again.send_message("more")
+        assert again.run() is Status.FINISHED
+        assert rejection(again).reason.endswith("reopened-guard")
+    assert not (workspace / "ran.txt").exists()
+
+
+def test_a_server_refuses_a_clients_hooks_outside_a_sandbox(store, workspace):
+    server = SettingsPolicy(trusted=False, sandbox_limit=NO_SANDBOX)
+    for fields in ({"hooks": hooks("PreToolUse", "true")}, {"trust_workspace_hooks": True}):
+        settings = ConversationSettings.scripted_inline(
+            [FINISH], workspace, sandbox=NO_SANDBOX, **fields
+        )
+        with pytest.raises(SandboxRefused, match="only in a sandbox"):
+            Conversation.create(store, settings, policy=server)
+    assert store.list_conversations() == []
+
+
+def test_hook_files_refuse_unknown_events_and_bad_matchers(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"hooks": {"SessionStart": [{"hooks": [{"command": "x"}]}]}}))
+    with pytest.raises(HookSettingsError, match="'SessionStart' are not run by Treadle"):
+        read_hook_file(path)
+    path.write_text(
+        json.dumps({"hooks": {"PreToolUse": [{"matcher": "(", "hooks": [{"command": "x"}]}]}})
+    )
+    with pytest.raises(HookSettingsError, match="not a regular expression"):
+        read_hook_file(path)
+    path.write_text(
+        json.dumps({"permissions": {}, "hooks": {"Stop": [{"hooks": [{"command": "x"}]}]}})
+    )
+    assert read_hook_file(path).Stop[0].hooks[0].timeout == 60
+
+
+class TestInTheSandbox:
+    @pytest.fixture(autouse=True)
+    def _bubblewrap(self) -> None:
+        try:
+            check_bubblewrap()
+        except Exception as problem:  # CI installs bubblewrap (make test)
+            pytest.skip(f"bubblewrap cannot run here: {problem}")
+
+    def test_a_users_hook_script_is_mounted_and_runs_sandboxed(self, store, workspace, tmp_path):
+        (workspace / "precious.txt").write_text("keep me")
+        guard = script_file(tmp_path, "guard.sh", BLOCK_RM)
+        # It sees the sandbox's /proc (its own namespace), not the host's.
+        probe = script_file(
+            tmp_path,
+            "probe.sh",
+            "#!/bin/sh\ncat >/dev/null\nls /proc | grep -c '^[0-9]' >&2\nexit 2\n",
+        )
+        settings = HookSettings.from_file_data(
+            {"PreToolUse": [{"matcher": "Bash", "hooks": [{"command": str(guard)}]}]}
+        )
+        responses = [terminal("rm -rf precious.txt"), FINISH]
+        with start(store, workspace, responses, settings, sandbox=SandboxSettings()) as run:
+            run.send_message("go")
+            assert run.run() is Status.FINISHED
+            assert "refused by policy" in rejection(run).reason
+        assert (workspace / "precious.txt").exists()
+        with start(
+            store,
+            workspace,
+            [terminal("true"), FINISH],
+            hooks("PreToolUse", str(probe)),
+            sandbox=SandboxSettings(),
+        ) as run:
+            run.send_message("go")
+            run.run()
+            processes = int(rejection(run).reason.rsplit(" ", 1)[1])
+        assert processes < 10
+
+    def test_a_clients_hook_gets_no_host_file_mounted(self, store, workspace, tmp_path):
+        private = tmp_path / "host-only.txt"
+        private.write_text("host secret")
+        server = SettingsPolicy(trusted=False)
+        settings = ConversationSettings.scripted_inline(
+            [terminal("true"), FINISH],
+            workspace,
+            hooks=hooks("PreToolUse", f"cat {private} >&2; exit 2"),
+        )
+        with Conversation.create(store, settings, policy=server) as run:
+            run.send_message("go")
+            run.run()
+            reason = rejection(run).reason
+        assert "host secret" not in reason
+        assert "No such file or directory" in reason
