@@ -28,6 +28,7 @@ from treadle.runtime.hooks import (
 from treadle.runtime.settings import ConversationSettings, SandboxRefused, SettingsPolicy
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.workspace import check_bubblewrap
+from treadle.runtime.workspace.shell import CGROUP_PIDS_ROOT, PidsCgroup
 from treadle.store.base import EventStore
 
 NO_SANDBOX = SandboxSettings(kind="none")
@@ -142,7 +143,7 @@ def test_the_older_decision_block_reply_blocks_too(store, workspace):
 def test_a_hook_past_its_timeout_is_killed_with_its_children_and_blocks(store, workspace):
     marker = "treadle-hook-timeout-marker"
     # A background child of its own as well: both must be gone after the run.
-    command = f"sleep 300 & sleep 301 # {marker}"
+    command = f"sleep 317 & sleep 318 # {marker}"
     slow = hooks("PreToolUse", command, timeout=1)
     with start(store, workspace, [terminal("echo ran > ran.txt"), FINISH], slow) as run:
         run.send_message("go")
@@ -155,7 +156,31 @@ def test_a_hook_past_its_timeout_is_killed_with_its_children_and_blocks(store, w
     assert (fact["exit_code"], fact["decision"]) == (None, "block")
     assert "timed out" in fact["failure"]
     assert host_pids_with(marker) == []
-    assert [pid for pid in host_pids_with("sleep 300") if pid] == []
+    assert host_pids_with("sleep 317") == []
+
+
+def test_what_a_hook_leaves_running_is_killed_when_it_exits(store, workspace):
+    command = "(sleep 319 &) ; sleep 320 & exit 0"
+    with start(store, workspace, [terminal("true"), FINISH], hooks("PreToolUse", command)) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+    assert [f["decision"] for f in hook_facts(store, run)] == ["none"]
+    assert host_pids_with("sleep 319") == []
+    assert host_pids_with("sleep 320") == []
+
+
+def test_a_double_forked_daemon_of_a_hook_is_killed_by_its_cgroup(store, workspace):
+    probe = PidsCgroup.create(8)
+    if probe is None:
+        pytest.skip("this process cannot make a pids cgroup (not root on cgroup v1)")
+    probe.kill()
+    cgroups_before = set(CGROUP_PIDS_ROOT.glob("treadle-*"))
+    command = "(setsid sleep 321 &) ; exit 0"  # left the session and was reparented
+    with start(store, workspace, [terminal("true"), FINISH], hooks("PreToolUse", command)) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+    assert host_pids_with("sleep 321") == []
+    assert set(CGROUP_PIDS_ROOT.glob("treadle-*")) <= cgroups_before  # removed after the run
 
 
 def test_on_failure_allow_lets_a_timed_out_hook_allow_the_call(store, workspace):

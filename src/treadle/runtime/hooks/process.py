@@ -28,12 +28,14 @@ from treadle.errors import TreadleError
 from treadle.runtime.tools.process_tree import Mark, kill_started_since, mark
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.sandbox import SYSTEM_DIRS, SandboxedWorkspace
-from treadle.runtime.workspace.shell import ShellCommand, launch_argv
+from treadle.runtime.workspace.shell import PidsCgroup, ShellCommand, launch_argv
 
 MAX_OUTPUT_BYTES = 64 * 1024
 """What is read of a hook's stdout and of its stderr (the rest is dropped, and said so)."""
 PROJECT_DIR_VARIABLE = "CLAUDE_PROJECT_DIR"
 """Claude Code's variable naming the project folder: hooks written for it find the workspace."""
+UNCOUNTED_PROCESSES = 4_194_304
+"""The pids limit of an unsandboxed hook's cgroup: Linux's largest pid, so no limit at all."""
 KILL_ROUNDS = 20
 """How many times the tree is looked for and killed (a process may fork between two looks)."""
 
@@ -66,6 +68,7 @@ def run_hook(
     ):
         stdin.write(json.dumps(payload).encode())
         stdin.seek(0)
+        shell = None
         try:
             shell = _shell(hook.command, workspace, Path(private), mount_files)
             since = mark()
@@ -80,6 +83,8 @@ def run_hook(
                 close_fds=True,
             )
         except (OSError, TreadleError) as error:
+            if shell is not None and shell.cgroup is not None:
+                shell.cgroup.kill()
             return HookRun(None, "", "", time.monotonic() - started, f"could not start: {error}")
         failure = None
         try:
@@ -126,12 +131,17 @@ def _shell(command: str, workspace: Workspace, private: Path, mount_files: bool)
     shell = workspace.shell_command(argv, private)
     env = dict(shell.env)
     env[PROJECT_DIR_VARIABLE] = str(workspace.root)
+    cgroup = shell.cgroup
+    if cgroup is None and not shell.sandboxed:
+        # A cgroup of its own, when this process can make one, finds even a process that left
+        # the hook's session and was reparented (a double fork); a sandbox's namespace does.
+        cgroup = PidsCgroup.create(UNCOUNTED_PROCESSES)
     return ShellCommand(
         argv=shell.argv,
         env=env,
         private_dir_inside=shell.private_dir_inside,
         rlimits=shell.rlimits,
-        cgroup=shell.cgroup,
+        cgroup=cgroup,
         sandboxed=shell.sandboxed,
     )
 
