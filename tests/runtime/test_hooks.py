@@ -442,3 +442,26 @@ class TestInTheSandbox:
             reason = rejection(run).reason
         assert "host secret" not in reason
         assert "No such file or directory" in reason
+
+
+def test_a_workspace_settings_link_leading_out_is_ignored_untrusted_refused_trusted(
+    store, workspace, tmp_path
+):
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"command": "true"}]}]}}))
+    (workspace / ".treadle").mkdir()
+    (workspace / ".treadle" / "settings.json").symlink_to(outside)
+    with start(store, workspace, [FINISH], None) as run:  # the agent cannot break the run
+        assert run.hooks.ignored_workspace_file == workspace / ".treadle" / "settings.json"
+    with pytest.raises(HookSettingsError, match="outside the workspace"):
+        start(store, workspace, [FINISH], None, trust_workspace_hooks=True)
+
+
+def test_a_stop_hook_saying_continue_false_ends_the_turn(store, workspace):
+    command = 'cat >/dev/null; echo \'{"continue": false, "stopReason": "enough"}\''
+    with start(
+        store, workspace, [{"text": "done"}, {"text": "again"}], hooks("Stop", command)
+    ) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+        assert [e.source for e in run.active_path() if e.kind == "message"] == ["user", "agent"]

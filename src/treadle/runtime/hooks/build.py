@@ -4,9 +4,13 @@ operator hooks) and its workspace; refused when hooks a client sent would run un
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from treadle.api.hooks import HookSettings
 from treadle.runtime.hooks.conversation_hooks import ConversationHooks, HookSource
 from treadle.runtime.hooks.sources import (
+    WORKSPACE_SETTINGS,
+    HookSettingsError,
     read_hook_file,
     workspace_declares_hooks,
     workspace_hook_file,
@@ -43,10 +47,20 @@ def build_hooks(
     if settings_hooks is not None:
         sources.append(HookSource(settings_hooks, mount_files=trusted))
     ignored = None
-    found = workspace_hook_file(workspace)
-    if found is not None:
-        if trust_workspace:
+    if trust_workspace:
+        found = workspace_hook_file(workspace)
+        if found is not None:
             sources.append(HookSource(read_hook_file(found), mount_files=False))
-        elif workspace_declares_hooks(found):
-            ignored = found
+    else:
+        ignored = _ignored_workspace_file(workspace)
     return ConversationHooks(sources, workspace, secrets, ignored_workspace_file=ignored)
+
+
+def _ignored_workspace_file(workspace: Workspace) -> Path | None:
+    """The workspace's settings file when it names hooks (not run: no trust was given); a
+    file that cannot be read, or leads out of the workspace, is reported as ignored too."""
+    try:
+        found = workspace_hook_file(workspace)
+    except HookSettingsError:
+        return workspace.root / WORKSPACE_SETTINGS
+    return found if found is not None and workspace_declares_hooks(found) else None

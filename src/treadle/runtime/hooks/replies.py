@@ -79,6 +79,8 @@ def _reply(event: HookEventName, stdout: str) -> HookVerdict:
     specific = specific if isinstance(specific, dict) else {}
     context = _text(specific.get("additionalContext"))
     if reply.get("continue") is False:
+        if event == "Stop":  # "stop everything": the turn ends, as it was about to
+            return HookVerdict("none")
         return HookVerdict("block", reason=_text(reply.get("stopReason")) or "stopped by a hook")
     permission = specific.get("permissionDecision")
     if event == "PreToolUse" and permission == "deny":
