@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.processes import host_pids_with
+from support.waiting import wait_until
 from treadle.api.hooks import HookSettings
 from treadle.api.settings import SandboxSettings
 from treadle.events.model import MessageEvent, StateChangeEvent, UserRejectionEvent
@@ -465,3 +467,21 @@ def test_a_stop_hook_saying_continue_false_ends_the_turn(store, workspace):
         run.send_message("go")
         assert run.run() is Status.FINISHED
         assert [e.source for e in run.active_path() if e.kind == "message"] == ["user", "agent"]
+
+
+def test_an_interrupt_stops_a_hook_in_progress_and_pauses_the_run(store, workspace):
+    started = workspace / "hook-started"
+    command = f"touch {started}; sleep 322"
+    responses = [terminal("echo ran > ran.txt"), FINISH]
+    with start(store, workspace, responses, hooks("PreToolUse", command, timeout=600)) as run:
+        run.send_message("go")
+        ended: list[Status] = []
+        runner = threading.Thread(target=lambda: ended.append(run.run()))
+        runner.start()
+        wait_until(started.exists, what="the hook to start")
+        run.interrupt()
+        runner.join(timeout=60)
+        assert ended == [Status.PAUSED]
+        assert "the user interrupted the run" in rejection(run).reason
+    assert not (workspace / "ran.txt").exists()
+    assert host_pids_with("sleep 322") == []

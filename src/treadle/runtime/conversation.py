@@ -191,7 +191,7 @@ class Conversation:
         self._context = ContextView()
         self.hooks = hooks if hooks is not None else ConversationHooks.none()
         """The hooks run at the points of the loop (docs/hooks.md)."""
-        self.hooks.session_id = self.id
+        self.hooks.attach(self.id, self.context.interruption)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -602,7 +602,7 @@ class Conversation:
                 snapshots=self.snapshots,
                 policy=self._policy,
                 isolation_override=self._isolation_override,
-                hooks=self.hooks,
+                hooks=self.hooks.copied(),
             )
         forked = Conversation.open(
             self.store,

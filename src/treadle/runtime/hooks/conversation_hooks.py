@@ -7,6 +7,7 @@ records its facts through the callable it is given.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,8 +80,23 @@ class ConversationHooks:
         self._context: dict[str, str] = {}
         """PreToolUse context per action id, added to that call's result."""
         self._stop_continuations = 0
-        self.session_id = ""
-        """The conversation's id, told to hooks as Claude Code's ``session_id``."""
+        self._session_id = ""
+        self._interruption: threading.Event | None = None
+
+    def attach(self, conversation_id: str, interruption: threading.Event) -> None:
+        """Run for this conversation (told to hooks as Claude Code's ``session_id``); a hook
+        in progress stops when ``interruption`` is set (the user interrupted the run)."""
+        self._session_id = conversation_id
+        self._interruption = interruption
+
+    def copied(self) -> ConversationHooks:
+        """The same hooks for another conversation (a fork sharing this one's workspace)."""
+        return ConversationHooks(
+            self._sources,
+            self._workspace,
+            self._secrets,
+            ignored_workspace_file=self.ignored_workspace_file,
+        )
 
     @classmethod
     def none(cls) -> ConversationHooks:
@@ -204,12 +220,18 @@ class ConversationHooks:
         ask = False
         for hook, mount_files in self._commands(event, tool_name):
             full = {
-                "session_id": self.session_id,
+                "session_id": self._session_id,
                 "cwd": str(self._workspace.root),
                 "hook_event_name": event,
                 **payload,
             }
-            run = run_hook(hook, full, self._workspace, mount_files=mount_files)
+            run = run_hook(
+                hook,
+                full,
+                self._workspace,
+                mount_files=mount_files,
+                interruption=self._interruption,
+            )
             said = verdict(event, hook, run)
             self._record(record, event, hook, run.exit_code, run.seconds, said, action_id)
             if said.reason is not None:

@@ -18,6 +18,7 @@ import shlex
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,8 @@ PROJECT_DIR_VARIABLE = "CLAUDE_PROJECT_DIR"
 """Claude Code's variable naming the project folder: hooks written for it find the workspace."""
 UNCOUNTED_PROCESSES = 4_194_304
 """The pids limit of an unsandboxed hook's cgroup: Linux's largest pid, so no limit at all."""
+INTERRUPT_POLL_S = 0.1
+"""How often a running hook looks whether the user interrupted the run."""
 KILL_ROUNDS = 20
 """How many times the tree is looked for and killed (a process may fork between two looks)."""
 
@@ -54,11 +57,17 @@ class HookRun:
 
 
 def run_hook(
-    hook: HookCommand, payload: dict[str, Any], workspace: Workspace, *, mount_files: bool
+    hook: HookCommand,
+    payload: dict[str, Any],
+    workspace: Workspace,
+    *,
+    mount_files: bool,
+    interruption: threading.Event | None = None,
 ) -> HookRun:
     """Run ``hook`` with ``payload`` on stdin in ``workspace`` (in its sandbox when it has one;
     ``mount_files``: the absolute file paths the command names are shown read-only inside,
-    for hooks the user or the operator gave, never for a client's or the workspace's own)."""
+    for hooks the user or the operator gave, never for a client's or the workspace's own).
+    ``interruption`` set (the user interrupted the run) stops it as a timeout does."""
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="treadle-hook-") as private,
@@ -86,17 +95,31 @@ def run_hook(
             if shell is not None and shell.cgroup is not None:
                 shell.cgroup.kill()
             return HookRun(None, "", "", time.monotonic() - started, f"could not start: {error}")
-        failure = None
         try:
-            code: int | None = process.wait(timeout=hook.timeout)
-        except subprocess.TimeoutExpired:
-            code, failure = None, f"timed out after {hook.timeout:g} s (it was killed)"
+            code, failure = _wait(process, hook.timeout, interruption)
         finally:
             _end(process, since, shell)
         seconds = time.monotonic() - started
         if code is not None and code < 0:
             failure = f"was killed by signal {signal.Signals(-code).name}"
         return HookRun(code, _read(stdout), _read(stderr), seconds, failure)
+
+
+def _wait(
+    process: subprocess.Popen[bytes], timeout: float, interruption: threading.Event | None
+) -> tuple[int | None, str | None]:
+    """The hook's exit code, or None and why it was stopped before it exited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None, f"timed out after {timeout:g} s (it was killed)"
+        if interruption is not None and interruption.is_set():
+            return None, "was stopped: the user interrupted the run"
+        try:
+            return process.wait(timeout=min(left, INTERRUPT_POLL_S)), None
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _end(process: subprocess.Popen[bytes], since: Mark, shell: ShellCommand) -> None:
