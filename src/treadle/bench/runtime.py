@@ -2,8 +2,8 @@
 short and long histories; the model answers instantly and the tool (think) does nothing. With
 condensation on (a small budget, so that the measured steps condense several times), the same
 at 100 and at 10,000 events, and the condenser's own decision (no summary call) at 10,000
-events under a 100,000-token budget; and what the sandbox costs the terminal: per command, and
-to start a conversation's shell."""
+events under a 100,000-token budget; what the sandbox costs the terminal: per command, and
+to start a conversation's shell; and what one hook run costs a call (``bench/hooks.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from treadle.bench.hooks import run_hook_bench
 from treadle.bench.live_output import run_live_output_bench
 from treadle.bench.workload import realistic_events
 from treadle.events.model import CondensationEvent, Event, TokenUsage
@@ -217,4 +218,5 @@ def run_runtime_bench(
         **decision_seconds(long, 100_000),
         **run_sandbox_bench(),
         **run_live_output_bench(),
+        **run_hook_bench(),
     }

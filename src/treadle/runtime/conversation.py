@@ -381,7 +381,7 @@ class Conversation:
         return stored
 
     def _store_message(self, message: MessageEvent) -> MessageEvent:
-        # UserPromptSubmit hooks first (``PromptBlocked``: nothing stored), out of the lock.
+        # UserPromptSubmit hooks first (``PromptBlocked``: nothing stored).
         context = self.hooks.before_prompt(message.text, self._log.record_fact)
         with self._log.lock:
             self._ensure_system_prompt()
