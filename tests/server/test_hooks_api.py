@@ -30,7 +30,12 @@ def refuse(reason: str) -> dict:
 @pytest.fixture
 def operator_server(store_url: str, tmp_path: Path):
     hooks = tmp_path / "operator-hooks.json"
-    hooks.write_text(json.dumps({"hooks": refuse("the operator forbids this")}))
+    prompt = "case \"$(cat)\" in *forbidden-topic*) echo 'not here' >&2; exit 2;; esac"
+    operator = {
+        **refuse("the operator forbids this"),
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": prompt}]}],
+    }
+    hooks.write_text(json.dumps({"hooks": operator}))
     server = ServerProcess(
         store_url, log_dir=tmp_path, extra_args=("--sandbox", "none", "--hooks", str(hooks))
     ).start()
@@ -48,6 +53,10 @@ def test_operator_hooks_run_and_a_clients_hooks_need_a_sandbox(operator_server, 
             [DELETE, FINISH], workspace, sandbox=unsandboxed
         )
         conversation = client.create_conversation(plain)
+        with pytest.raises(RemoteError) as blocked:
+            conversation.send_message("talk about the forbidden-topic")
+        assert (blocked.value.status, blocked.value.code) == (403, "prompt_blocked")
+        assert "not here" in blocked.value.message
         conversation.send_message("tidy")
         assert conversation.run() is Status.FINISHED
         (rejected,) = [e for e in conversation.active_path() if e.kind == "user_rejection"]
