@@ -485,3 +485,31 @@ def test_an_interrupt_stops_a_hook_in_progress_and_pauses_the_run(store, workspa
         assert "the user interrupted the run" in rejection(run).reason
     assert not (workspace / "ran.txt").exists()
     assert host_pids_with("sleep 322") == []
+
+
+def test_a_failed_posttooluse_hook_changes_nothing_and_is_recorded(store, workspace):
+    post = hooks("PostToolUse", "echo broken >&2; exit 1")
+    with start(store, workspace, [terminal("echo hello"), FINISH], post) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+        result = next(e for e in run.active_path() if e.kind == "observation")
+    assert "[hook]" not in result.content
+    (fact,) = hook_facts(store, run)
+    assert (fact["exit_code"], fact["decision"], fact["failure"]) == (1, "none", "exited 1: broken")
+
+
+def test_secrets_in_a_hooks_command_and_reason_are_masked(store, workspace):
+    key = "sk-hook-secret-0123456789abcdef"
+    settings = ConversationSettings.scripted_inline(
+        [terminal("true"), FINISH],
+        workspace,
+        sandbox=NO_SANDBOX,
+        hooks=hooks("PreToolUse", f"echo 'leaked {key}' >&2; exit 2"),
+    )
+    with Conversation.create(store, settings, model_key=key) as run:
+        run.send_message("go")
+        run.run()
+        assert key not in rejection(run).reason
+        assert "<secret:TREADLE_API_KEY>" in rejection(run).reason
+    (fact,) = hook_facts(store, run)
+    assert key not in fact["command"]
