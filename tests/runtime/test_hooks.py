@@ -17,6 +17,7 @@ from support.processes import host_pids_with
 from support.waiting import wait_until
 from treadle.api.hooks import HookSettings
 from treadle.api.settings import SandboxSettings
+from treadle.events.audit import audit_events
 from treadle.events.model import MessageEvent, StateChangeEvent, UserRejectionEvent
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import Conversation
@@ -32,6 +33,8 @@ from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.workspace import check_bubblewrap
 from treadle.runtime.workspace.shell import CGROUP_PIDS_ROOT, PidsCgroup
 from treadle.store.base import EventStore
+from treadle.store.openhands import export_conversation, import_conversation
+from treadle.store.urls import open_store
 
 NO_SANDBOX = SandboxSettings(kind="none")
 FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
@@ -513,3 +516,32 @@ def test_secrets_in_a_hooks_command_and_reason_are_masked(store, workspace):
         assert "<secret:TREADLE_API_KEY>" in rejection(run).reason
     (fact,) = hook_facts(store, run)
     assert key not in fact["command"]
+
+
+def test_hook_events_survive_an_openhands_export_and_import(store, workspace, tmp_path):
+    command = "echo 'a hook said no' >&2; exit 2"
+    prompt = hooks("UserPromptSubmit", "cat >/dev/null; echo 'context from a hook'")
+    both = prompt.merged(hooks("PreToolUse", command))
+    with start(store, workspace, [terminal("true"), FINISH], both) as run:
+        run.send_message("go")
+        assert run.run() is Status.FINISHED
+    folder = tmp_path / "sdk"
+    export_conversation(store, run.id, folder)
+    other = open_store(f"sqlite:///{tmp_path / 'other.db'}")
+    try:
+        result = import_conversation(other, folder)
+        assert result.problems == [], result.problems
+        events = [item.event for item in other.get_range(result.conversation_id, 0, 10**6)]
+    finally:
+        other.close()
+    assert audit_events(events).clean
+    facts = [e for e in events if isinstance(e, StateChangeEvent) and e.key == HOOK_KEY]
+    assert [fact.value["hook"] for fact in facts] == ["UserPromptSubmit", "PreToolUse"]
+    (refused,) = [e for e in events if isinstance(e, UserRejectionEvent)]
+    assert (refused.rejected_by, refused.reason) == (
+        "hook",
+        "blocked by a PreToolUse hook: a hook said no",
+    )
+    assert [e.text for e in events if isinstance(e, MessageEvent) and e.source == "hook"] == [
+        "context from a hook"
+    ]
