@@ -6,6 +6,7 @@ and the ``hook`` fact of every run."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import threading
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from support.processes import host_pids_with
 from support.waiting import wait_until
-from treadle.api.hooks import HookSettings
+from treadle.api.hooks import HookCommand, HookSettings
 from treadle.api.settings import SandboxSettings
 from treadle.events.audit import audit_events
 from treadle.events.model import MessageEvent, StateChangeEvent, UserRejectionEvent
@@ -28,9 +29,11 @@ from treadle.runtime.hooks import (
     PromptBlocked,
     read_hook_file,
 )
+from treadle.runtime.hooks.process import run_hook
 from treadle.runtime.settings import ConversationSettings, SandboxRefused, SettingsPolicy
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.workspace import check_bubblewrap
+from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.runtime.workspace.shell import CGROUP_PIDS_ROOT, PidsCgroup
 from treadle.store.base import EventStore
 from treadle.store.openhands import export_conversation, import_conversation
@@ -545,3 +548,18 @@ def test_hook_events_survive_an_openhands_export_and_import(store, workspace, tm
     assert [e.text for e in events if isinstance(e, MessageEvent) and e.source == "hook"] == [
         "context from a hook"
     ]
+
+
+def test_hook_runs_leave_no_descriptor_thread_or_process_behind(workspace):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    local = LocalWorkspace(workspace)
+    command = HookCommand(command="cat; sleep 323 & echo done")
+    run_hook(command, {"warm": True}, local, mount_files=False)  # imports, caches
+    fds, threads = open_fds(), threading.active_count()
+    for number in range(5):
+        done = run_hook(command, {"number": number}, local, mount_files=False)
+        assert (done.exit_code, done.stdout) == (0, f'{{"number": {number}}}done\n')
+    assert (open_fds(), threading.active_count()) == (fds, threads)
+    assert host_pids_with("sleep 323") == []
