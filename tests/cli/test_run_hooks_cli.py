@@ -182,3 +182,20 @@ def test_a_bad_hooks_file_and_other_hooks_on_a_stored_conversation_exit_2(tmp_pa
     )  # fmt: skip
     assert other.returncode == 2
     assert "--hooks (the stored hooks differ)" in other.stderr
+
+
+def test_a_task_a_userpromptsubmit_hook_blocks_exits_2_and_reaches_no_model(tmp_path):
+    workspace = workspace_with_data(tmp_path)
+    store = f"sqlite:///{tmp_path / 'run.db'}"
+    entry = {"type": "command", "command": "echo 'no tasks on Sundays' >&2; exit 2"}
+    hooks = tmp_path / "prompt.json"
+    hooks.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [entry]}]}}))
+    done = run_treadle(
+        "run", "tidy", "--workspace", str(workspace), "--sandbox", "none",
+        "--script", str(script(tmp_path, [DELETE, FINISH])), "--hooks", str(hooks),
+        "--store", store,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "blocked by a UserPromptSubmit hook: no tasks on Sundays" in done.stderr
+    _conversation, events = stored_events(store)
+    assert [e for e in events if e["kind"] in ("message", "action")] == []
