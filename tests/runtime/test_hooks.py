@@ -208,6 +208,11 @@ def test_on_failure_allow_lets_a_timed_out_hook_allow_the_call(store, workspace)
         ("exec /no/such/interpreter", "exited 127"),
         ("kill -9 $$", "killed by signal SIGKILL"),
         ("echo '{not json'", "cannot be read"),
+        (
+            "python3 -c \"print('{\\\"a\\\": ' + '[' * 30000 + ']' * 30000 + '}')\"",
+            "cannot be read",
+        ),
+        ("echo '{\"decision\": NaN}'", "cannot be read"),
     ],
 )
 def test_a_crashed_hook_fails_closed(store, workspace, command, said):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from treadle.api.hooks import HookCommand, HookEventName
+from treadle.events.json_limits import JsonLimitError, load_json
 from treadle.runtime.hooks.process import HookRun
 
 Decision = Literal["block", "context", "none"]
@@ -70,8 +71,8 @@ def _reply(event: HookEventName, stdout: str) -> HookVerdict:
             return HookVerdict("context", context=text)
         return HookVerdict("none")
     try:
-        reply = json.loads(text)
-    except json.JSONDecodeError as error:
+        reply = load_json(text)  # bounded: a reply nested 30,000 deep is refused, not a crash
+    except (json.JSONDecodeError, JsonLimitError) as error:
         raise ValueError(f"replied with JSON that cannot be read ({error})") from None
     if not isinstance(reply, dict):
         raise ValueError("replied with JSON that is not an object")
