@@ -19,6 +19,11 @@ TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})
 DEFAULT_HOOK_TIMEOUT_S = 60.0
 MAX_HOOK_TIMEOUT_S = 3600.0
 
+MAX_MATCHER_LENGTH = 1000
+MAX_TOOL_NAME_LENGTH = 64
+"""Providers' limit on a tool's name: a longer name a model makes up is matched only by an
+empty or ``*`` matcher."""
+
 TOOL_NAME_ALIASES: dict[str, tuple[str, ...]] = {"terminal": ("Bash",)}
 """Claude Code's names of Treadle's tools, so that a ``Bash`` matcher of a settings file users
 already have fires for ``terminal`` (whose ``command`` argument is Bash's ``command`` too)."""
@@ -57,7 +62,7 @@ class HookMatcher(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    matcher: str = ""
+    matcher: str = Field(default="", max_length=MAX_MATCHER_LENGTH)
     hooks: tuple[HookCommand, ...] = Field(min_length=1)
 
     @field_validator("matcher")
@@ -75,6 +80,8 @@ class HookMatcher(BaseModel):
     def matches(self, tool_name: str | None) -> bool:
         if self.matcher in ("", "*") or tool_name is None:
             return True
+        if len(tool_name) > MAX_TOOL_NAME_LENGTH:
+            return False  # no tool has such a name (providers' limit): not worth a regex's time
         names = (tool_name, *TOOL_NAME_ALIASES.get(tool_name, ()))
         return any(re.fullmatch(self.matcher, name) for name in names)
 
