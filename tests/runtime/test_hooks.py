@@ -247,6 +247,7 @@ def test_an_allow_decision_never_skips_confirmation_and_ask_asks(store, workspac
         run.send_message("go")
         # Confirmation mode is off, yet the hook's "ask" makes the call wait for the user.
         assert run.run() is Status.WAITING_FOR_CONFIRMATION
+        assert hook_facts(store, run)[-1]["ask"] is True
         run.confirm()
         assert run.run() is Status.FINISHED
     assert (workspace / "ran.txt").read_text() == "ran\n"

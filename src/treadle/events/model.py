@@ -304,9 +304,10 @@ class StateChangeEvent(EventBase):
         "starting_files, phase: started}`, then `{phase: done, same, divergent_actions, "
         "file_changes}`: the recorded conversation it reran and how it compared); `hook` "
         "(`{hook: PreToolUse|PostToolUse|UserPromptSubmit|Stop, command, exit_code, seconds, "
-        "decision: block|context|none, action_id, failure?}`: one run of a hook, exit_code null "
-        "when it timed out or did not start, `failure` saying why it failed). Other keys are "
-        "kept as they are"
+        "decision: block|context|none, action_id, failure?, ask?}`: one run of a hook, "
+        "exit_code null when it timed out or did not start, `failure` saying why it failed, "
+        "`ask` true when it made the call wait for confirmation). Other keys are kept as they "
+        "are"
     )
     value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
 

@@ -30,7 +30,8 @@ from treadle.runtime.workspace.base import Workspace
 
 HOOK_KEY = "hook"
 """State-change key of one hook run: ``{hook, command, exit_code, seconds, decision,
-action_id}`` (and ``failure`` when it did not run to an exit it may give)."""
+action_id}``, with ``failure`` when it did not run to an exit it may give, ``ask`` when it made
+the call wait for confirmation."""
 MAX_STOP_CONTINUATIONS = 3
 """How many times ``Stop`` hooks may keep the agent going in one run (then the turn ends)."""
 
@@ -279,6 +280,8 @@ class ConversationHooks:
         }
         if said.failure is not None:
             fact["failure"] = self._shown(said.failure)
+        if said.ask:
+            fact["ask"] = True  # the call waits for the user's confirmation
         record(HOOK_KEY, fact)
 
 
