@@ -91,6 +91,8 @@ def test_a_hook_blocks_rm_rf_in_a_real_run_and_the_log_audits_clean(tmp_path):
     assert fact["action_id"] == rejected["action_id"]
     audit = run_treadle("audit", str(log))
     assert audit.returncode == 0, audit.stdout
+    shown = run_treadle("log", conversation, "--store", store, columns=400)
+    assert "hooks PreToolUse 1" in shown.stdout
 
 
 def test_the_models_next_request_holds_the_hooks_reason(tmp_path):

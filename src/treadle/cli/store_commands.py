@@ -354,7 +354,21 @@ def _settings_text(settings: Any) -> str:
         f"condense {settings.get('condense', 'auto')}"
         + (f" at {settings['context_tokens']} tokens" if settings.get("context_tokens") else "")
         + _budget_text(settings)
+        + _hooks_text(settings)
     )
+
+
+def _hooks_text(settings: dict[str, Any]) -> str:
+    """The stored hooks, counted per event (docs/hooks.md)."""
+    hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}
+    counts = [
+        f"{event} {sum(len(m.get('hooks') or ()) for m in matchers)}"
+        for event, matchers in (hooks or {}).items()
+        if matchers
+    ]
+    if settings.get("trust_workspace_hooks"):
+        counts.append("the workspace's (trusted)")
+    return f"; hooks {', '.join(counts)}" if counts else ""
 
 
 def _budget_text(settings: dict[str, Any]) -> str:
