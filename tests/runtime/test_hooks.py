@@ -29,12 +29,13 @@ from treadle.runtime.hooks import (
     PromptBlocked,
     read_hook_file,
 )
+from treadle.runtime.hooks import process as hook_process
 from treadle.runtime.hooks.process import run_hook
 from treadle.runtime.settings import ConversationSettings, SandboxRefused, SettingsPolicy
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.workspace import check_bubblewrap
 from treadle.runtime.workspace.local import LocalWorkspace
-from treadle.runtime.workspace.shell import CGROUP_PIDS_ROOT, PidsCgroup
+from treadle.runtime.workspace.shell import PidsCgroup
 from treadle.store.base import EventStore
 from treadle.store.openhands import export_conversation, import_conversation
 from treadle.store.urls import open_store
@@ -177,18 +178,29 @@ def test_what_a_hook_leaves_running_is_killed_when_it_exits(store, workspace):
     assert host_pids_with("sleep 320") == []
 
 
-def test_a_double_forked_daemon_of_a_hook_is_killed_by_its_cgroup(store, workspace):
+def test_a_double_forked_daemon_of_a_hook_is_killed_by_its_cgroup(store, workspace, monkeypatch):
     probe = PidsCgroup.create(8)
     if probe is None:
         pytest.skip("this process cannot make a pids cgroup (not root on cgroup v1)")
     probe.kill()
-    cgroups_before = set(CGROUP_PIDS_ROOT.glob("treadle-*"))
+    made: list[Path] = []
+    create = PidsCgroup.create
+
+    def recorded(maximum: int) -> PidsCgroup | None:
+        cgroup = create(maximum)
+        if cgroup is not None:
+            made.append(cgroup.path)
+        return cgroup
+
+    # Other tests on the machine make cgroups too: follow the hook's own.
+    monkeypatch.setattr(hook_process.PidsCgroup, "create", staticmethod(recorded))
     command = "(setsid sleep 321 &) ; exit 0"  # left the session and was reparented
     with start(store, workspace, [terminal("true"), FINISH], hooks("PreToolUse", command)) as run:
         run.send_message("go")
         assert run.run() is Status.FINISHED
     assert host_pids_with("sleep 321") == []
-    assert set(CGROUP_PIDS_ROOT.glob("treadle-*")) <= cgroups_before  # removed after the run
+    assert len(made) == 1
+    assert not made[0].exists()  # removed after the run
 
 
 def test_on_failure_allow_lets_a_timed_out_hook_allow_the_call(store, workspace):
