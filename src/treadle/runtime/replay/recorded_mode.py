@@ -13,6 +13,7 @@ from treadle.errors import TreadleError
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.replay.compare import RECORDED, compare_paths
 from treadle.runtime.replay.driver import drive, prepare
+from treadle.runtime.replay.recorded_hooks import RecordedHooks
 from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
 from treadle.runtime.replay.recorded_tools import recorded_results_agent
 from treadle.runtime.replay.recording import Recording, read_recording
@@ -54,12 +55,16 @@ def _replayed_path(
             "workspace": str(folder / "workspace"),
             "sandbox": SandboxSettings(kind="none"),
             "snapshots": SnapshotSettings(enabled=False),
+            # No hook runs either: their recorded decisions are given again (RecordedHooks).
+            "hooks": None,
+            "trust_workspace_hooks": False,
         }
     )
     model = RecordedModel(recording, recorded_model_name(recording))
     stopped = None
     with Conversation.create(store, settings, model=model, title="replay") as conversation:
         conversation.agent = recorded_results_agent(conversation.agent, recording)
+        conversation.hooks = RecordedHooks(recording)
         prepare(conversation, recording, model)
         try:
             drive(conversation, recording)

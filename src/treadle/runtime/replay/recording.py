@@ -200,7 +200,7 @@ def _read_path(recording: Recording, originals: dict[str, str]) -> None:
                         usage=event.usage or ModelResponse("").usage,
                     )
                 )
-            else:
+            elif event.source != "hook":  # a hook's message is the hooks' to give again
                 recording.inputs.append(Input("send", event.text))
         elif isinstance(event, PauseEvent) and event.source == "user":
             recording.inputs.append(Input("pause"))
