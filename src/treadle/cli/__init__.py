@@ -9,6 +9,7 @@ from treadle.cli import (  # noqa: F401  (importing registers their commands)
     replay_commands,
     run_commands,
     serve_commands,
+    skills_commands,
     snapshot_commands,
     store_commands,
 )

@@ -30,9 +30,11 @@ def _one_line(text: str, width: int = 100) -> str:
 def describe(event: Event) -> str:
     """A short human summary of ``event``."""
     if event.kind == "message":
-        return f"{event.role}: {_one_line(event.text)}"
+        skills = f"  [skills: {', '.join(event.activated_skills)}]" if event.activated_skills else ""
+        return f"{event.role}: {_one_line(event.text)}{skills}"
     if event.kind == "system_prompt":
-        return f"system prompt ({len(event.tools)} tools)"
+        skills = f", skills: {', '.join(event.skills)}" if event.skills else ""
+        return f"system prompt ({len(event.tools)} tools{skills})"
     if event.kind == "action":
         thought = f"  [{_one_line(event.thought, 60)}]" if event.thought else ""
         return f"{event.tool_name}({_one_line(event.raw_arguments, 70)}) call={event.tool_call_id}{thought}"

@@ -165,6 +165,16 @@ class MessageEvent(EventBase):
     llm_response_id: str | None = None
     reasoning: str | None = None
     usage: TokenUsage | None = None
+    activated_skills: tuple[str, ...] = Field(
+        default=(),
+        description="Names of the workspace skills whose trigger words this user message "
+        "mentions, added to it once per branch (docs/skills.md; the SDK's field)",
+    )
+    extended_content: tuple[str, ...] = Field(
+        default=(),
+        description="Text the runtime added to the message, sent after its own text: each "
+        "activated skill's content (the SDK's field)",
+    )
 
     def model_post_init(self, _context: Any) -> None:
         if self.role is None:
@@ -178,6 +188,15 @@ class SystemPromptEvent(EventBase):
     source: Source = "agent"
     text: str
     tools: tuple[JSONObject, ...] = ()
+    context: str | None = Field(
+        default=None,
+        description="The workspace's instructions (AGENTS.md, always-on skills) as loaded when "
+        "the conversation started, sent after `text` in the same system message (the SDK's "
+        "dynamic_context)",
+    )
+    skills: tuple[str, ...] = Field(
+        default=(), description="Names of the always-on skills `context` holds (Treadle's)"
+    )
 
 
 class ActionEvent(EventBase):
@@ -306,8 +325,10 @@ class StateChangeEvent(EventBase):
         "(`{hook: PreToolUse|PostToolUse|UserPromptSubmit|Stop, command, exit_code, seconds, "
         "decision: block|context|none, action_id, failure?, ask?}`: one run of a hook, "
         "exit_code null when it timed out or did not start, `failure` saying why it failed, "
-        "`ask` true when it made the call wait for confirmation). Other keys are kept as they "
-        "are"
+        "`ask` true when it made the call wait for confirmation); `skills` (`{loaded: [{name, "
+        "source, triggers, bytes}], skipped: [{source, error}]}`: the workspace's skills as "
+        "loaded when the conversation started, and the files refused). Other keys are kept "
+        "as they are"
     )
     value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
 

@@ -241,7 +241,7 @@ def _lay_out(items: Iterable[Any], drop_unsendable: bool) -> _Laid:
         elif kind == "message":
             message = _text_message(item)
         elif kind == "system_prompt":
-            message = {"role": "system", "content": item.text}
+            message = {"role": "system", "content": _system_text(item)}
         elif kind == "summary":
             message = {"role": "user", "content": item.text}
         elif kind == "condensation":
@@ -349,19 +349,34 @@ def _tool_message(result: Any, tool_call_id: str) -> Message:
     }
 
 
+def _system_text(event: Any) -> str:
+    """The system prompt, then the workspace's instructions recorded with it (as the SDK
+    sends its dynamic context: a second text of the same message, joined by a newline)."""
+    context = event.context
+    return event.text if context is None else f"{event.text}\n{context}"
+
+
 def _text_message(event: Any) -> Message:
-    message: Message = {"role": event.role, "content": _content(event.text, event.image_urls)}
+    content = _content(event.text, event.image_urls, event.extended_content)
+    message: Message = {"role": event.role, "content": content}
     if event.role == "assistant" and event.reasoning:
         message["reasoning_content"] = event.reasoning
     return message
 
 
-def _content(text: str, image_urls: Sequence[str]) -> str | list[Message]:
-    """A string, or content parts when there are images (the text part only if non-empty)."""
+def _content(
+    text: str, image_urls: Sequence[str], extended: Sequence[str] = ()
+) -> str | list[Message]:
+    """A string, or content parts when there are images (the text part only if non-empty).
+    ``extended`` (a message's added skills) follows the message's own content, each its own
+    text, as the SDK sends a message's extended content; joined by newlines when plain."""
     if not image_urls:
-        return text
+        if not extended:
+            return text
+        return "\n".join((text, *extended) if text else extended)
     parts: list[Message] = [{"type": "text", "text": text}] if text else []
     parts.extend({"type": "image_url", "image_url": {"url": url}} for url in image_urls)
+    parts.extend({"type": "text", "text": added} for added in extended)
     return parts
 
 

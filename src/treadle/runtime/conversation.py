@@ -107,6 +107,7 @@ from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
+from treadle.runtime.skills import SKILLS_KEY, WorkspaceSkills
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.store.base import EventStore, StoreError, StoreUnavailable
@@ -192,6 +193,8 @@ class Conversation:
         self.hooks = hooks if hooks is not None else ConversationHooks.none()
         """The hooks run at the points of the loop (docs/hooks.md)."""
         self.hooks.attach(self.id, self.context.interruption)
+        self.skills = WorkspaceSkills.load(workspace.root)
+        """The workspace's skills; what they add is recorded on the events (docs/skills.md)."""
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -385,6 +388,7 @@ class Conversation:
         context = self.hooks.before_prompt(message.text, self._log.record_fact)
         with self._log.lock:
             self._ensure_system_prompt()
+            message = self.skills.added_to_message(message, self._log.path())
             (event,) = self._log.append([message])
             if context:
                 self._log.append([self.hooks.context_message(context)])
@@ -991,7 +995,10 @@ class Conversation:
 
     def _ensure_system_prompt(self) -> None:
         if self.head is None:
-            self._log.append([self.agent.system_prompt_event()])
+            self._log.append([self.skills.added_to_system_prompt(self.agent.system_prompt_event())])
+            skills = self.skills.fact()
+            if skills is not None:
+                self._log.record_fact(SKILLS_KEY, skills)
             try_record(self.snapshots, self._log)  # the files the conversation starts from
 
     def _set_status(

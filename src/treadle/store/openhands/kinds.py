@@ -114,14 +114,25 @@ def _read_message(event: ReadFrom) -> tuple[Fields, str | None]:
         raise NotModelled(f"Treadle messages are user or assistant text, not role {role!r}")
     if message.get("tool_calls", list) or message.get("tool_call_id", str):
         raise NotModelled("a Treadle message carries no tool calls (they are action events)")
-    parts = [*message.parts("content"), *event.parts("extended_content")]
+    content = message.parts("content")
+    extended = event.parts("extended_content")
+    skills = event.get("activated_skills", list, [])
+    if not all(isinstance(name, str) for name in skills):
+        raise InvalidSdkEvent("field 'activated_skills' should be a list of skill names")
     return {
         "role": role,
-        "text": joined_text(parts),
-        "image_urls": image_urls(parts),
+        "text": joined_text(content),
+        "image_urls": image_urls([*content, *extended]),
         "llm_response_id": event.get("llm_response_id", str),
         "reasoning": message.get("reasoning_content", str),
+        "activated_skills": skills,
+        # Each added text stays apart, as the SDK sends it after the message's content.
+        "extended_content": [str(part.get("text", "")) for part in extended if _is_text(part)],
     }, None
+
+
+def _is_text(part: Mapping[str, Any]) -> bool:
+    return part.get("type") == "text"
 
 
 def _write_message(event: Any) -> SdkEvent:
@@ -132,23 +143,26 @@ def _write_message(event: Any) -> SdkEvent:
     fields: SdkEvent = {"llm_message": message}
     if event.llm_response_id is not None:
         fields["llm_response_id"] = event.llm_response_id
-    fields["activated_skills"] = []
-    fields["extended_content"] = []
+    fields["activated_skills"] = list(event.activated_skills)
+    fields["extended_content"] = [text_part(text) for text in event.extended_content]
     return fields
 
 
 def _read_system_prompt(event: ReadFrom) -> tuple[Fields, str | None]:
     text = event.at("system_prompt").need("text", str)
     dynamic = event.get("dynamic_context", dict)
-    if dynamic is not None:  # sent as a second text part of the same system message
-        text = f"{text}\n{ReadFrom(dynamic, 'dynamic_context.').need('text', str)}"
+    # Sent as a second text of the same system message: Treadle's ``context`` is sent so.
+    context = None if dynamic is None else ReadFrom(dynamic, "dynamic_context.").need("text", str)
     # The SDK keeps tool classes, not JSON schemas: they stay in ``extra`` as written.
     event.need("tools", list)
-    return {"text": text}, None
+    return {"text": text, "context": context}, None
 
 
 def _write_system_prompt(event: Any) -> SdkEvent:
-    return {"system_prompt": text_part(event.text), "tools": []}
+    fields: SdkEvent = {"system_prompt": text_part(event.text), "tools": []}
+    if event.context is not None:
+        fields["dynamic_context"] = text_part(event.context)
+    return fields
 
 
 # -- calls and their results ------------------------------------------------------------------
