@@ -152,10 +152,18 @@ def test_a_field_set_to_its_default_is_told_from_an_absent_one():
 def treadle_events() -> list:
     """One native event of every kind, with fields the SDK format has no place for."""
     system = SystemPromptEvent(
-        text="system", tools=({"type": "function", "function": {"name": "t"}},)
+        text="system",
+        tools=({"type": "function", "function": {"name": "t"}},),
+        context="the workspace's AGENTS.md",
+        skills=("agents",),
     )
     user = MessageEvent(
-        source="user", text="look\nhere", image_urls=("https://x/a.png",), parent_id=system.id
+        source="user",
+        text="look\nhere",
+        image_urls=("https://x/a.png",),
+        activated_skills=("docker",),
+        extended_content=('<skill name="docker">use slim images</skill>',),
+        parent_id=system.id,
     )
     first = ActionEvent(
         llm_response_id="r1",

@@ -30,7 +30,9 @@ def _one_line(text: str, width: int = 100) -> str:
 def describe(event: Event) -> str:
     """A short human summary of ``event``."""
     if event.kind == "message":
-        skills = f"  [skills: {', '.join(event.activated_skills)}]" if event.activated_skills else ""
+        skills = (
+            f"  [skills: {', '.join(event.activated_skills)}]" if event.activated_skills else ""
+        )
         return f"{event.role}: {_one_line(event.text)}{skills}"
     if event.kind == "system_prompt":
         skills = f", skills: {', '.join(event.skills)}" if event.skills else ""

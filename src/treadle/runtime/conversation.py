@@ -92,6 +92,7 @@ from treadle.runtime.settings import (
     build_condenser,
     build_workspace,
 )
+from treadle.runtime.skills import SKILLS_KEY, WorkspaceSkills
 from treadle.runtime.snapshots import (
     NoSnapshot,
     RestoreResult,
@@ -107,7 +108,6 @@ from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
-from treadle.runtime.skills import SKILLS_KEY, WorkspaceSkills
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.store.base import EventStore, StoreError, StoreUnavailable

@@ -129,8 +129,9 @@ def _triggers(value: Any, line: int) -> tuple[str, ...]:
             raise FrontMatterError(line, "a trigger is empty")
         if len(word) > MAX_TRIGGER_CHARS or not _printable(word):
             raise FrontMatterError(
-                line, f"trigger {word!r:.60} is over {MAX_TRIGGER_CHARS} characters or holds "
-                "control characters"
+                line,
+                f"trigger {word!r:.60} is over {MAX_TRIGGER_CHARS} characters or holds "
+                "control characters",
             )
         if word.casefold() not in (seen.casefold() for seen in triggers):
             triggers.append(word)

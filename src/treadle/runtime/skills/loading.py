@@ -218,9 +218,7 @@ def _name_from_file(default_name: str) -> str:
     try:
         return checked_name(default_name, 1)
     except FrontMatterError as error:
-        raise _Refused(
-            f"has no 'name' and its file name cannot be one ({error.message})"
-        ) from None
+        raise _Refused(f"has no 'name' and its file name cannot be one ({error.message})") from None
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
