@@ -9,6 +9,7 @@ from treadle.runtime.conversation import CALL_IDS_KEY, ISOLATION_KEY, MODEL_ERRO
 from treadle.runtime.hooks import HOOK_KEY
 from treadle.runtime.replay.rerun_mode import REPLAY_KEY
 from treadle.runtime.requests import PAUSE_REQUEST_KEY, QUEUED_MESSAGE_KEY
+from treadle.runtime.skills import SKILLS_KEY
 from treadle.runtime.snapshots.facts import RESTORE_KEY, SNAPSHOT_KEY
 from treadle.runtime.status import HEAD_KEY, STATUS_KEY
 
@@ -22,6 +23,14 @@ def test_the_schema_describes_every_state_change_key_the_runtime_writes():
     ]
     described = state_change["properties"]["key"]["description"]
     keys = [STATUS_KEY, HEAD_KEY, MODEL_ERROR_KEY, CALL_IDS_KEY, PAUSE_REQUEST_KEY, ISOLATION_KEY]
-    for key in [*keys, QUEUED_MESSAGE_KEY, SNAPSHOT_KEY, RESTORE_KEY, REPLAY_KEY, HOOK_KEY]:
+    for key in [
+        *keys,
+        QUEUED_MESSAGE_KEY,
+        SNAPSHOT_KEY,
+        RESTORE_KEY,
+        REPLAY_KEY,
+        HOOK_KEY,
+        SKILLS_KEY,
+    ]:
         assert f"`{key}`" in described, key
     assert json.dumps(schema)  # still plain JSON

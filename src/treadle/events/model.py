@@ -140,6 +140,10 @@ class EventBase(BaseModel):
         return parse_timestamp(self.timestamp)
 
 
+def _empty(value: tuple[str, ...]) -> bool:
+    return not value
+
+
 class TokenUsage(BaseModel):
     """What one model call cost, recorded on the events it produced."""
 
@@ -165,13 +169,16 @@ class MessageEvent(EventBase):
     llm_response_id: str | None = None
     reasoning: str | None = None
     usage: TokenUsage | None = None
+    # Written only when set: most messages have none, and a log's bytes should not grow for it.
     activated_skills: tuple[str, ...] = Field(
         default=(),
+        exclude_if=_empty,
         description="Names of the workspace skills whose trigger words this user message "
         "mentions, added to it once per branch (docs/skills.md; the SDK's field)",
     )
     extended_content: tuple[str, ...] = Field(
         default=(),
+        exclude_if=_empty,
         description="Text the runtime added to the message, sent after its own text: each "
         "activated skill's content (the SDK's field)",
     )
@@ -195,7 +202,9 @@ class SystemPromptEvent(EventBase):
         "dynamic_context)",
     )
     skills: tuple[str, ...] = Field(
-        default=(), description="Names of the always-on skills `context` holds (Treadle's)"
+        default=(),
+        exclude_if=_empty,
+        description="Names of the always-on skills `context` holds (Treadle's)",
     )
 
 
