@@ -33,6 +33,7 @@ function renderMessage(item, ctx) {
   return eventBox("div", `item item-message from-${who}`, item.entry, ctx,
     head(who === "agent" ? "Agent" : "User", item.entry),
     longText("div", "text", event.text),
+    skillsText(event.activated_skills, (event.extended_content ?? []).join("\n")),
     event.reasoning ? foldedText("Reasoning", event.reasoning) : null,
   );
 }
@@ -43,8 +44,15 @@ function renderSystem(item, ctx) {
   const box = eventBox("details", "item item-system", item.entry, ctx,
     el("summary", {}, head("System prompt", item.entry, `${tools} tools`)),
     longText("div", "text", event.text),
+    event.context != null ? skillsText(event.skills, event.context) : null,
   );
   return box;
+}
+
+/** The workspace skills the runtime added to an event (docs/skills.md), folded. */
+function skillsText(names, text) {
+  if (!names || !names.length) return null;
+  return el("div", { class: "skills" }, foldedText(`Skills: ${names.join(", ")}`, text));
 }
 
 function renderResponse(item, ctx) {

@@ -185,3 +185,19 @@ def test_an_unreadable_file_is_skipped(workspace):
         path.chmod(0o644)
     assert loaded.skills == []
     assert skipped(loaded)[".treadle/skills/locked.md"].startswith("cannot be read")
+
+
+def test_every_file_opened_is_closed_whatever_it_held(tmp_path, workspace):
+    write(tmp_path, "outside.md", "outside")
+    write(workspace, "AGENTS.md", b"x" * (MAX_SKILL_FILE_BYTES + 1))
+    write(workspace, ".treadle/skills/nul.md", b"\x00")
+    write(workspace, ".treadle/skills/bad.md", "---\nname: [\n---\nx")
+    write(workspace, ".treadle/skills/good.md", "fine")
+    os.mkfifo(workspace / ".treadle/skills/pipe.md")
+    (workspace / ".treadle/skills/out.md").symlink_to(tmp_path / "outside.md")
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        loaded = load_skills(workspace)
+    assert [s.name for s in loaded.skills] == ["good"]
+    assert len(loaded.skipped) == 5
+    assert sorted(os.listdir("/proc/self/fd")) == before
