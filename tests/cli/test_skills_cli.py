@@ -83,6 +83,9 @@ def test_run_sends_agents_md_first_and_the_triggered_skill_once(tmp_path):
     assert "Answer briefly." in system["content"]
     assert user["content"].count("Run make ship.") == 1
     assert "[skills: deploy]" in result.stdout  # the live view says which were added
+    assert "skills loaded: agents, deploy; skipped .treadle/skills/bad.md: line 3: bad" in " ".join(
+        result.stdout.split()
+    )
     store = open_store(store_url)
     try:
         (info,) = store.list_conversations()

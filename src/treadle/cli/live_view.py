@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.text import Text
 
@@ -52,10 +54,25 @@ def describe(event: Event) -> str:
             f"condensation: forgets {len(event.forgotten_event_ids)} events, {_one_line(said, 80)}"
         )
     if event.kind == "state_change":
+        if event.key == "skills":
+            told = _skills_line(event.value)
+            if told is not None:
+                return told
         return f"{event.key} = {_one_line(str(event.value), 80)}"
     if event.kind == "foreign":
         return f"foreign {event.foreign_kind}"
     return event.kind
+
+
+def _skills_line(value: Any) -> str | None:
+    """The ``skills`` fact in words, each skipped file with its reason in full (the user
+    must be able to find and fix it); None for a value of another shape (e.g. imported)."""
+    try:
+        loaded = ", ".join(str(item["name"]) for item in value["loaded"]) or "none"
+        skipped = "; ".join(f"{item['source']}: {item['error']}" for item in value["skipped"])
+    except (KeyError, TypeError):
+        return None
+    return f"skills loaded: {loaded}" + (f"; skipped {skipped}" if skipped else "")
 
 
 def render(stored: StoredEvent) -> Text:
