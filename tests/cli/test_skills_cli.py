@@ -94,3 +94,13 @@ def test_run_sends_agents_md_first_and_the_triggered_skill_once(tmp_path):
         store.close()
     message = next(e for e in events if e.kind == "message" and e.role == "user")
     assert message.activated_skills == ("deploy",)
+
+
+def test_bench_skills_measures_a_real_match():
+    result = run_treadle("bench", "skills", "--skills", "4", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["skill_files"] == 4
+    assert figures["load_empty_workspace_s"] > 0
+    assert 0 < figures["load_s"] < 10
+    assert 0 < figures["match_s"] < 1

@@ -43,6 +43,17 @@ def bench_core(
     print_figures("treadle bench core", run_core_bench(events), as_json)
 
 
+@bench_app.command("skills")
+def bench_skills(
+    skills: Annotated[int, typer.Option("--skills", min=2, help="Skill files to load")] = 200,
+    as_json: JsonOption = False,
+) -> None:
+    """Loading a workspace's skills (empty, and with --skills files) and matching a message."""
+    from treadle.bench.skills import run_skills_bench
+
+    print_figures("treadle bench skills", run_skills_bench(skills), as_json)
+
+
 @bench_app.command("runtime")
 def bench_runtime(
     long: Annotated[

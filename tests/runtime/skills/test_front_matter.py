@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from treadle.runtime.skills import FrontMatterError, split_front_matter
-from treadle.runtime.skills.activation import trigger_pattern
+from treadle.runtime.skills.activation import mentions
 
 
 def test_a_file_without_front_matter_is_all_body():
@@ -113,7 +113,11 @@ def test_fields_written_by_a_yaml_writer_are_read_back(name, triggers, body):
         ("café", "au CAFÉ", True),
         ("two words", "say Two  Words", False),
         ("two words", "say two words!", True),
+        ("straße", "die STRASSE hier", True),
+        ("docker", "dockerdocker docker_x then Docker.", True),
+        ("docker", "dockerdocker docker_x", False),
+        ("a", "", False),
     ],
 )
 def test_triggers_match_whole_words_in_any_case(trigger, text, matches):
-    assert bool(trigger_pattern(trigger).search(text)) is matches
+    assert mentions(text, trigger) is matches

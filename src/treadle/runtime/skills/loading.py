@@ -133,21 +133,22 @@ class _Reader:
             found = found[:MAX_FILES_PER_FOLDER]
         return found
 
-    def inside(self, path: Path) -> None:
-        """Refuses ``path`` when it (or a folder on the way) is a link out of the workspace."""
+    def inside(self, path: Path) -> Path:
+        """``path`` resolved; refused when it (or a folder on the way) is a link out of the
+        workspace."""
         try:
             real = path.resolve(strict=False)
         except (OSError, RuntimeError):  # a link loop
             raise _Refused("is a link that cannot be followed (a loop?)") from None
         if real != self.root and not real.is_relative_to(self.root):
             raise _Refused(f"is a link out of the workspace (to {real}): refused")
+        return real
 
     def read(self, path: Path, *, default_name: str, always_on: bool) -> None:
         if not os.path.lexists(path):
             return
         try:
-            self.inside(path)
-            text, size = self._text(path)
+            text, size = self._text(self.inside(path))
             parsed = split_front_matter(text)
             meta = parsed.front_matter
             name = meta.name if meta.name is not None else _name_from_file(default_name)
@@ -175,12 +176,14 @@ class _Reader:
             Skill(name, self.relative(path), parsed.body, triggers, meta.description, size)
         )
 
-    def _text(self, path: Path) -> tuple[str, int]:
-        """The file's text, read without following a last link (already resolved above) and
-        without blocking on a FIFO or device; at most MAX_SKILL_FILE_BYTES are read."""
+    @staticmethod
+    def _text(real: Path) -> tuple[str, int]:
+        """The text of the file at ``real`` (resolved, inside the workspace), read without
+        following a link that replaced it since and without blocking on a FIFO or device; at
+        most MAX_SKILL_FILE_BYTES are read."""
         flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
         try:
-            fd = os.open(self.root / path.resolve().relative_to(self.root), flags)
+            fd = os.open(real, flags)
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise _Refused("is a link that changed while it was read: refused") from None
