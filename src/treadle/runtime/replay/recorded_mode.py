@@ -15,6 +15,7 @@ from treadle.runtime.replay.compare import RECORDED, compare_paths
 from treadle.runtime.replay.driver import drive, prepare
 from treadle.runtime.replay.recorded_hooks import RecordedHooks
 from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
+from treadle.runtime.replay.recorded_skills import RecordedSkills
 from treadle.runtime.replay.recorded_tools import recorded_results_agent
 from treadle.runtime.replay.recording import Recording, read_recording
 from treadle.runtime.replay.report import Divergence, ReplayReport
@@ -65,6 +66,7 @@ def _replayed_path(
     with Conversation.create(store, settings, model=model, title="replay") as conversation:
         conversation.agent = recorded_results_agent(conversation.agent, recording)
         conversation.hooks = RecordedHooks(recording)
+        conversation.skills = RecordedSkills(recording)  # the workspace here is empty
         prepare(conversation, recording, model)
         try:
             drive(conversation, recording)

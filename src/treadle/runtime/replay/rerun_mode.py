@@ -18,6 +18,7 @@ from treadle.runtime.log import ConversationLog
 from treadle.runtime.replay.compare import compare_results
 from treadle.runtime.replay.driver import drive, prepare
 from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
+from treadle.runtime.replay.recorded_skills import RecordedSkills
 from treadle.runtime.replay.recording import Recording, ReplayInputError, read_recording
 from treadle.runtime.replay.report import ReplayReport
 from treadle.runtime.settings import SettingsPolicy
@@ -78,6 +79,8 @@ def rerun(
     log = _linked_conversation(store, recording, settings, start)
     model = RecordedModel(recording, recorded_model_name(recording))
     with Conversation.open(store, log.id, model=model, policy=policy) as conversation:
+        # The model gets the skills the recording got, whatever the starting files hold now.
+        conversation.skills = RecordedSkills(recording)
         prepare(conversation, recording, model)
         drive(conversation, recording)
         replayed = conversation.active_path()
