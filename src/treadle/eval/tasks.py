@@ -1,0 +1,134 @@
+"""The task file of an eval: JSON Lines, one frozen task a line, read whole and checked before
+anything runs (``TaskFileError`` names the line); its digest is part of the eval's id."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from treadle.api.settings import ModelChoice
+from treadle.errors import TreadleError
+
+MAX_TASK_FILE_BYTES = 64 * 1024 * 1024
+"""A task file larger than this is refused unread."""
+
+
+class TaskFileError(TreadleError, ValueError):
+    """The task file cannot be used: unreadable, not JSON Lines, or a task is malformed."""
+
+
+class EvalTask(BaseModel):
+    """One frozen task: what to ask, where its files come from, how to check the result."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$")
+    instruction: str = Field(min_length=1)
+    workspace: str | None = Field(
+        default=None, description="A local folder copied as the starting files"
+    )
+    repo: str | None = Field(
+        default=None, description="A git repository (path or URL) checked out at `commit`"
+    )
+    commit: str | None = None
+    setup: str | None = Field(
+        default=None, description="A command run in the workspace before the agent starts"
+    )
+    verify: str = Field(min_length=1, description="A command run after: exit 0 = pass")
+    model: ModelChoice | None = Field(
+        default=None, description="This task's model instead of the eval's"
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EvalTask:
+        if (self.workspace is None) == (self.repo is None):
+            raise ValueError("give exactly one source: workspace (a folder) or repo + commit")
+        if self.repo is not None and not self.commit:
+            raise ValueError("repo needs a commit to check out (frozen tasks start alike)")
+        if self.commit is not None and self.repo is None:
+            raise ValueError("commit applies to repo only")
+        return self
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """The tasks of a file in its order, its path and the SHA-256 of its bytes."""
+
+    path: Path
+    tasks: tuple[EvalTask, ...]
+    sha256: str
+
+
+def read_task_file(path: Path) -> TaskFile:
+    """The tasks of ``path``; relative ``workspace``/``repo`` paths are resolved against the
+    file's folder. ``TaskFileError`` names the first bad line and what is wrong with it."""
+    try:
+        if path.stat().st_size > MAX_TASK_FILE_BYTES:
+            raise TaskFileError(f"{path}: larger than {MAX_TASK_FILE_BYTES} bytes")
+        data = path.read_bytes()
+    except OSError as error:
+        raise TaskFileError(f"cannot read task file {path}: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TaskFileError(f"{path}: not UTF-8 text ({error.reason})") from None
+    tasks: list[EvalTask] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        task = _parse_line(path, number, line)
+        if task.id in seen:
+            raise TaskFileError(
+                f"{path}:{number}: task id {task.id!r} is already used on line {seen[task.id]}"
+            )
+        seen[task.id] = number
+        tasks.append(_resolved(task, path.parent))
+    if not tasks:
+        raise TaskFileError(f"{path}: no tasks (one JSON object a line)")
+    return TaskFile(path.resolve(), tuple(tasks), hashlib.sha256(data).hexdigest())
+
+
+def _parse_line(path: Path, number: int, line: str) -> EvalTask:
+    try:
+        data: Any = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise TaskFileError(f"{path}:{number}: not JSON ({error.msg} at column {error.colno})")
+    if not isinstance(data, dict):
+        raise TaskFileError(f"{path}:{number}: a task is a JSON object, not {type(data).__name__}")
+    try:
+        return EvalTask.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        task = f" (task {data.get('id')!r})" if isinstance(data.get("id"), str) else ""
+        raise TaskFileError(
+            f"{path}:{number}{task}: {where + ': ' if where else ''}{first['msg']}"
+        ) from None
+
+
+def _resolved(task: EvalTask, base: Path) -> EvalTask:
+    """Local sources and script files as absolute paths (a worker may run elsewhere)."""
+    if task.model is not None and task.model.script is not None:
+        script = str((base / task.model.script).resolve())
+        task = task.model_copy(update={"model": task.model.model_copy(update={"script": script})})
+    if task.workspace is not None:
+        return task.model_copy(update={"workspace": str((base / task.workspace).resolve())})
+    assert task.repo is not None
+    if "://" not in task.repo and not task.repo.startswith("git@"):
+        return task.model_copy(update={"repo": str((base / task.repo).resolve())})
+    return task
+
+
+def eval_id_for(task_file: TaskFile, model_settings: dict[str, Any]) -> str:
+    """The default eval id: a digest of the task file and the eval's model settings, so that
+    running the same eval again finds the results it already has."""
+    digest = hashlib.sha256()
+    digest.update(task_file.sha256.encode())
+    digest.update(json.dumps(model_settings, sort_keys=True, separators=(",", ":")).encode())
+    return f"eval-{digest.hexdigest()[:16]}"

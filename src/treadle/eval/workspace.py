@@ -1,0 +1,141 @@
+"""A task attempt's fresh workspace: its starting files (a folder copied, or a repository
+checked out at a commit), a baseline of them kept outside the workspace, and the patch.
+
+Layout of an attempt folder: ``workspace/`` (the agent's, the only folder its sandbox can
+write) and ``baseline.git/`` (a private git repository whose work tree is ``workspace/``: the
+starting files are committed there after setup, so the patch is ``git diff`` against them,
+new, changed and removed files alike, binary files included).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from treadle.errors import TreadleError
+from treadle.eval.tasks import EvalTask
+
+GIT_TIMEOUT_S = 600.0
+"""A clone of a large repository may take minutes; anything longer is stuck."""
+
+
+class WorkspaceSetupError(TreadleError):
+    """The task's starting files could not be made (missing folder, unknown commit...)."""
+
+
+@dataclass(frozen=True)
+class AttemptFolder:
+    """One attempt's folder: ``workspace`` (the agent's files) and the private baseline."""
+
+    root: Path
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def baseline(self) -> Path:
+        return self.root / "baseline.git"
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFolder:
+    """A new attempt folder holding the task's starting files (``WorkspaceSetupError`` when
+    they cannot be had; nothing is left behind then)."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    safe = task.id.replace(":", "_").replace("@", "_")[:60]
+    folder = AttemptFolder(Path(tempfile.mkdtemp(prefix=f"treadle-eval-{safe}-", dir=parent)))
+    try:
+        if task.workspace is not None:
+            _copy_folder(Path(task.workspace), folder.workspace)
+        else:
+            assert task.repo is not None and task.commit is not None
+            _check_out(task.repo, task.commit, folder.workspace)
+    except BaseException:
+        folder.remove()
+        raise
+    return folder
+
+
+def _copy_folder(source: Path, target: Path) -> None:
+    if not source.is_dir():
+        raise WorkspaceSetupError(f"workspace {source} is not a folder on this machine")
+    try:
+        # symlinks=True: a link is copied as a link, never followed out of the task's folder.
+        shutil.copytree(source, target, symlinks=True)
+    except (OSError, shutil.Error) as error:
+        raise WorkspaceSetupError(f"cannot copy workspace {source}: {error}") from None
+
+
+def _check_out(repo: str, commit: str, target: Path) -> None:
+    _git(["clone", "--quiet", "--no-checkout", repo, str(target)], what=f"clone {repo}")
+    _git(
+        ["-C", str(target), "checkout", "--quiet", "--detach", commit],
+        what=f"check out {commit} of {repo}",
+    )
+
+
+def record_baseline(folder: AttemptFolder) -> None:
+    """Commit the workspace's files as they are now into the private baseline repository."""
+    _git(["init", "--quiet", "--bare", str(folder.baseline)], what="make the baseline")
+    _baseline_git(folder, ["add", "--all", "--force", "."], what="record the starting files")
+    _baseline_git(
+        folder,
+        ["commit", "--quiet", "--allow-empty", "--no-verify", "-m", "starting files"],
+        what="record the starting files",
+    )
+
+
+def workspace_patch(folder: AttemptFolder) -> str:
+    """The unified diff from the starting files to the workspace's files now (``git apply``
+    takes it; empty when nothing changed). Nested ``.git`` folders are not part of it."""
+    _baseline_git(folder, ["add", "--all", "--force", "."], what="read the workspace's changes")
+    return _baseline_git(
+        folder,
+        ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"],
+        what="diff the workspace",
+    )
+
+
+def _baseline_git(folder: AttemptFolder, args: list[str], *, what: str) -> str:
+    return _git(
+        [f"--git-dir={folder.baseline}", f"--work-tree={folder.workspace}", *args], what=what
+    )
+
+
+def _git(args: list[str], *, what: str) -> str:
+    # Neither the user's nor the system's git configuration (hooks, filters, signing) applies:
+    # the baseline must be the files as they are.
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_AUTHOR_NAME": "treadle-eval",
+        "GIT_AUTHOR_EMAIL": "eval@treadle.invalid",
+        "GIT_COMMITTER_NAME": "treadle-eval",
+        "GIT_COMMITTER_EMAIL": "eval@treadle.invalid",
+        "GIT_TERMINAL_PROMPT": "0",
+        "LANG": "C.UTF-8",
+    }
+    try:
+        done = subprocess.run(
+            ["git", "-c", "core.autocrlf=false", "-c", "core.fileMode=true", *args],
+            capture_output=True,
+            env=env,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise WorkspaceSetupError(f"cannot {what}: {error}") from None
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise WorkspaceSetupError(f"cannot {what}: {said[-1] if said else done.returncode}")
+    return done.stdout.decode("utf-8", "replace")
