@@ -4,6 +4,7 @@ from treadle.cli import (  # noqa: F401  (importing registers their commands)
     bench_commands,
     conversations_commands,
     core_commands,
+    eval_commands,
     jsonl_commands,
     openhands_commands,
     replay_commands,

@@ -27,7 +27,12 @@ class EvalTask(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$")
+    id: str = Field(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9_:][A-Za-z0-9._:-]*$",
+        description="Unique in the file: letters, digits and . _ - : (as conversation ids)",
+    )
     instruction: str = Field(min_length=1)
     workspace: str | None = Field(
         default=None, description="A local folder copied as the starting files"

@@ -50,7 +50,7 @@ def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFo
     they cannot be had; nothing is left behind then)."""
     if parent is not None:
         parent.mkdir(parents=True, exist_ok=True)
-    safe = task.id.replace(":", "_").replace("@", "_")[:60]
+    safe = task.id.replace(":", "_")[:60]
     folder = AttemptFolder(Path(tempfile.mkdtemp(prefix=f"treadle-eval-{safe}-", dir=parent)))
     try:
         if task.workspace is not None:

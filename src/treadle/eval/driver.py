@@ -1,0 +1,206 @@
+"""The eval's driver: which tasks still need a result, handing attempts to an engine N at a
+time, and recording each attempt's outcome once (in the eval tables, and as an
+``eval_attempt`` fact in the attempt's conversation).
+
+An attempt whose worker died (or that raised) is marked in its half-finished conversation,
+never counted as a result, and tried again in a fresh workspace and a new conversation up to
+``retries`` more times in this run; then the task is ``not_run``. A task found ``running``
+when a run starts was left by a driver that died: it is marked ``abandoned`` and tried again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from treadle.api.settings import ModelChoice, SandboxSettings
+from treadle.eval.ray_engine import AttemptDone
+from treadle.eval.results import EvalRecord, EvalResults, TaskRecord, now_text
+from treadle.eval.runner import TaskJob
+from treadle.eval.tasks import EvalTask, TaskFile
+from treadle.events.model import ROOT, StateChangeEvent
+from treadle.store.base import ConversationNotFound, EventStore
+
+EVAL_ATTEMPT_KEY = "eval_attempt"
+"""State-change key marking a task attempt's outcome in its conversation (SPEC.md, Recorded
+facts): ``{"eval", "task", "attempt", "outcome"}``, outcome ``result``, ``worker_died``,
+``failed`` or ``abandoned``; only ``result`` counts."""
+
+
+class Engine(Protocol):
+    @property
+    def description(self) -> dict[str, Any]: ...
+    @property
+    def idle_slots(self) -> int: ...
+    def submit(self, job: TaskJob) -> None: ...
+    def wait(self, timeout_s: float = 1.0) -> list[AttemptDone]: ...
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What ``treadle eval run`` was asked: the tasks and how to run each."""
+
+    eval_id: str
+    task_file: TaskFile
+    model: ModelChoice | None
+    store_url: str
+    sandbox: SandboxSettings = SandboxSettings()
+    setup_network: bool = False
+    max_cost_usd: float | None = None
+    task_timeout_s: float | None = None
+    retries: int = 2
+    max_steps: int = 50
+    work_dir: str | None = None
+    model_delay_s: float = 0.0
+
+    def job(self, task: EvalTask, attempt: int, conversation_id: str) -> TaskJob:
+        model = task.model or self.model
+        assert model is not None  # checked when the plan is made (``tasks_without_model``)
+        return TaskJob(
+            eval_id=self.eval_id,
+            task=task,
+            attempt=attempt,
+            conversation_id=conversation_id,
+            store_url=self.store_url,
+            model=model,
+            sandbox=self.sandbox,
+            setup_network=self.setup_network,
+            max_cost_usd=self.max_cost_usd,
+            task_timeout_s=self.task_timeout_s,
+            max_steps=self.max_steps,
+            work_dir=self.work_dir,
+            model_delay_s=self.model_delay_s,
+        )
+
+
+def model_settings(model: ModelChoice | None) -> dict[str, Any]:
+    """The eval's model settings as stored and hashed into its default id."""
+    return {"model": None if model is None else model.model_dump(mode="json", exclude_none=True)}
+
+
+def tasks_without_model(plan: EvalPlan) -> list[str]:
+    return [task.id for task in plan.task_file.tasks if task.model is None and plan.model is None]
+
+
+@dataclass
+class EvalRun:
+    """The outcome of one ``run_eval``: every task's record, in the file's order, and the
+    ids of those this run found finished (skipped)."""
+
+    record: EvalRecord
+    tasks: list[TaskRecord]
+    skipped: set[str] = field(default_factory=set)
+
+
+Progress = Callable[[str, str], None]
+"""Told (task id, what happened: started, result, retry, not_run, skipped)."""
+
+
+def run_eval(
+    plan: EvalPlan,
+    engine: Engine,
+    results: EvalResults,
+    store: EventStore,
+    progress: Progress | None = None,
+) -> EvalRun:
+    """Run every task of ``plan`` that has no result yet; see the module docstring."""
+    tell = progress or (lambda _task, _what: None)
+    record = results.begin_eval(
+        EvalRecord(
+            id=plan.eval_id,
+            tasks_file=str(plan.task_file.path),
+            tasks_sha256=plan.task_file.sha256,
+            settings=model_settings(plan.model),
+            engine=engine.description,
+            task_ids=tuple(task.id for task in plan.task_file.tasks),
+            created_at=now_text(),
+            updated_at=now_text(),
+        )
+    )
+    stored = {row.task_id: row for row in results.tasks(plan.eval_id)}
+    to_run: deque[tuple[int, EvalTask]] = deque()
+    skipped: set[str] = set()
+    for position, task in enumerate(plan.task_file.tasks):
+        row = stored.get(task.id)
+        if row is not None and row.state == "done":
+            skipped.add(task.id)
+            tell(task.id, "skipped")
+            continue
+        if row is not None and row.state == "running" and row.conversation_id:
+            # The driver that handed it out died: its attempt will never report.
+            _mark_attempt(store, plan.eval_id, task.id, row.attempts, row.conversation_id, "abandoned")
+        to_run.append((position, task))
+    tries: dict[str, int] = {}
+    running: dict[str, int] = {}
+    while to_run or running:
+        while to_run and engine.idle_slots > 0:
+            position, task = to_run.popleft()
+            conversation_id = uuid.uuid4().hex
+            attempt = results.start_attempt(plan.eval_id, task.id, position, conversation_id)
+            tries[task.id] = tries.get(task.id, 0) + 1
+            running[task.id] = position
+            engine.submit(plan.job(task, attempt, conversation_id))
+            tell(task.id, "started")
+        for done in engine.wait(timeout_s=0.5):
+            task = done.job.task
+            position = running.pop(task.id)
+            _mark_attempt(
+                store, plan.eval_id, task.id, done.job.attempt, done.job.conversation_id,
+                done.outcome,
+            )  # fmt: skip
+            if done.result is not None:
+                result = {**done.result, "attempts": done.job.attempt, "skipped": False}
+                results.finish(plan.eval_id, task.id, result)
+                tell(task.id, "result")
+            elif tries[task.id] <= plan.retries:
+                to_run.append((position, task))
+                tell(task.id, "retry")
+            else:
+                results.give_up(plan.eval_id, task.id, _not_run(done))
+                tell(task.id, "not_run")
+    return EvalRun(record, results.tasks(plan.eval_id), skipped)
+
+
+def _not_run(done: AttemptDone) -> dict[str, Any]:
+    return {
+        "task_id": done.job.task.id,
+        "status": "not_run",
+        "passed": False,
+        "patch": "",
+        "verify": None,
+        "conversation_id": done.job.conversation_id,
+        "steps": 0,
+        "tokens": 0,
+        "cost_usd": 0.0,
+        "seconds": 0.0,
+        "model_seconds": 0.0,
+        "reason": f"no result after {done.job.attempt} attempt(s): {done.outcome}"
+        + (f" ({done.error})" if done.error else ""),
+        "attempts": done.job.attempt,
+        "skipped": False,
+    }
+
+
+def _mark_attempt(
+    store: EventStore,
+    eval_id: str,
+    task_id: str,
+    attempt: int,
+    conversation_id: str,
+    outcome: str,
+) -> None:
+    """Record the attempt's outcome in its conversation (when the attempt got that far: a
+    worker may die, or a setup fail, before the conversation is made)."""
+    try:
+        head = store.get_conversation(conversation_id).head_id
+    except ConversationNotFound:
+        return
+    fact = {"eval": eval_id, "task": task_id, "attempt": attempt, "outcome": outcome}
+    store.append(
+        conversation_id,
+        StateChangeEvent(key=EVAL_ATTEMPT_KEY, value=fact, parent_id=head or ROOT),
+        move_head=False,
+    )
