@@ -172,7 +172,10 @@ def eval_run(
         opened.close()
         fail(str(error), EXIT_BAD_INPUT)
     try:
-        with _progress(len(task_file.tasks)) as (bar, tell), RayEngine(workers, ray_address) as engine:
+        with (
+            _progress(len(task_file.tasks)) as (bar, tell),
+            RayEngine(workers, ray_address) as engine,
+        ):
             bar.update(bar.task_ids[0], description=f"eval {plan.eval_id}")
             run = run_eval(plan, engine, results, opened, tell)
     except (EvalMismatch, EvalEngineUnavailable) as error:
@@ -189,7 +192,9 @@ def eval_run(
     raise typer.Exit(EXIT_SOME_NOT_RUN if report["summary"]["not_run"] else 0)
 
 
-def _model_choice(model: str | None, base_url: str | None, script: Path | None) -> ModelChoice | None:
+def _model_choice(
+    model: str | None, base_url: str | None, script: Path | None
+) -> ModelChoice | None:
     """The eval's model (None: every task must name its own); exit 2 when both are given."""
     if script is not None and model is not None:
         fail("give --model or --script, not both", EXIT_BAD_INPUT)

@@ -47,7 +47,7 @@ class EvalPlan:
     task_file: TaskFile
     model: ModelChoice | None
     store_url: str
-    sandbox: SandboxSettings = SandboxSettings()
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     setup_network: bool = False
     max_cost_usd: float | None = None
     task_timeout_s: float | None = None
@@ -131,7 +131,9 @@ def run_eval(
             continue
         if row is not None and row.state == "running" and row.conversation_id:
             # The driver that handed it out died: its attempt will never report.
-            _mark_attempt(store, plan.eval_id, task.id, row.attempts, row.conversation_id, "abandoned")
+            _mark_attempt(
+                store, plan.eval_id, task.id, row.attempts, row.conversation_id, "abandoned"
+            )
         to_run.append((position, task))
     tries: dict[str, int] = {}
     running: dict[str, int] = {}

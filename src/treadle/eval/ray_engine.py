@@ -61,6 +61,11 @@ class RayEngine:
         return {"name": "ray", "address": self.address or "local", "workers": self.workers}
 
     def __enter__(self) -> RayEngine:
+        return self
+
+    def _start(self) -> None:
+        """Start (or join) Ray: on the first attempt, so a rerun with nothing left to run
+        costs no Ray start."""
         ray = self._ray
         options: dict[str, Any] = {
             "include_dashboard": False,
@@ -81,14 +86,14 @@ class RayEngine:
                 f"cannot start Ray{' at ' + self.address if self.address else ''}: {error}"
             ) from None
         self._remote = ray.remote(num_cpus=1, max_retries=0)(run_task_attempt)
-        return self
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        if self._ray.is_initialized():
+        if self._remote is not None and self._ray.is_initialized():
             self._ray.shutdown()
+        self._remote = None
         self._in_flight.clear()
 
     @property
@@ -96,6 +101,8 @@ class RayEngine:
         return self.workers - len(self._in_flight)
 
     def submit(self, job: TaskJob) -> None:
+        if self._remote is None:
+            self._start()
         self._in_flight[self._remote.remote(job)] = job
 
     def wait(self, timeout_s: float = 1.0) -> list[AttemptDone]:

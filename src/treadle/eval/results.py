@@ -139,8 +139,7 @@ class _SqlResults:
 
     def list_evals(self, *, limit: int = 100, offset: int = 0) -> list[EvalRecord]:
         rows = self._rows(
-            f"SELECT {_EVAL_COLUMNS} FROM eval_runs ORDER BY created_at DESC, id "
-            "LIMIT ? OFFSET ?",
+            f"SELECT {_EVAL_COLUMNS} FROM eval_runs ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
             (limit, offset),
         )
         return [_eval_record(row) for row in rows]
@@ -166,9 +165,7 @@ class _SqlResults:
             for row in rows
         ]
 
-    def start_attempt(
-        self, eval_id: str, task_id: str, position: int, conversation_id: str
-    ) -> int:
+    def start_attempt(self, eval_id: str, task_id: str, position: int, conversation_id: str) -> int:
         """Record that an attempt at the task was handed to a worker; its number."""
         self._execute(
             "INSERT INTO eval_tasks (eval_id, task_id, position, state, attempts, "

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import ConversationSettings, ModelChoice, SandboxSettings
+from treadle.api.settings import (
+    ConversationSettings,
+    ModelChoice,
+    SandboxSettings,
+    SnapshotSettings,
+)
 from treadle.environment import model_environment, shell_environment
 from treadle.eval.commands import CommandResult, run_task_command
 from treadle.eval.tasks import EvalTask
@@ -29,7 +34,6 @@ from treadle.events.model import ActionEvent, MessageEvent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm.base import LanguageModel
 from treadle.runtime.settings import SettingsPolicy, build_model
-from treadle.runtime.status import ConversationStatus
 from treadle.store.base import EventStore
 from treadle.store.urls import open_store
 
@@ -49,7 +53,7 @@ class TaskJob:
     conversation_id: str
     store_url: str
     model: ModelChoice
-    sandbox: SandboxSettings = SandboxSettings()
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     setup_network: bool = False
     max_cost_usd: float | None = None
     task_timeout_s: float | None = None
@@ -162,7 +166,7 @@ def _converse(job: TaskJob, workspace: Path, clock: ModelClock) -> tuple[str, st
         workspace=str(workspace),
         sandbox=job.sandbox,
         # The patch is what an eval keeps of the files: no snapshot per batch.
-        snapshots=False,  # type: ignore[arg-type]  # a bool stands for on/off (SnapshotSettings)
+        snapshots=SnapshotSettings(enabled=False),
         max_cost_usd=job.max_cost_usd,
     )
     policy = SettingsPolicy(

@@ -103,7 +103,9 @@ def _parse_line(path: Path, number: int, line: str) -> EvalTask:
     try:
         data: Any = json.loads(line)
     except json.JSONDecodeError as error:
-        raise TaskFileError(f"{path}:{number}: not JSON ({error.msg} at column {error.colno})")
+        raise TaskFileError(
+            f"{path}:{number}: not JSON ({error.msg} at column {error.colno})"
+        ) from None
     if not isinstance(data, dict):
         raise TaskFileError(f"{path}:{number}: a task is a JSON object, not {type(data).__name__}")
     try:

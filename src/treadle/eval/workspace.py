@@ -56,7 +56,8 @@ def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFo
         if task.workspace is not None:
             _copy_folder(Path(task.workspace), folder.workspace)
         else:
-            assert task.repo is not None and task.commit is not None
+            assert task.repo is not None
+            assert task.commit is not None
             _check_out(task.repo, task.commit, folder.workspace)
     except BaseException:
         folder.remove()

@@ -336,8 +336,10 @@ class StateChangeEvent(EventBase):
         "exit_code null when it timed out or did not start, `failure` saying why it failed, "
         "`ask` true when it made the call wait for confirmation); `skills` (`{loaded: [{name, "
         "source, triggers, bytes}], skipped: [{source, error}]}`: the workspace's skills as "
-        "loaded when the conversation started, and the files refused). Other keys are kept "
-        "as they are"
+        "loaded when the conversation started, and the files refused); `eval_attempt` "
+        "(`{eval, task, attempt, outcome}`: how an eval's attempt at a task in this "
+        "conversation ended, outcome result, worker_died, failed or abandoned; only result "
+        "counts). Other keys are kept as they are"
     )
     value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
 
