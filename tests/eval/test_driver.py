@@ -1,0 +1,150 @@
+"""The eval's driver with the attempts run in this process (Ray's part is in test_eval_ray):
+an attempt that raises is tried again up to --retries times, then the task is not_run; a
+task left running by a driver that died is marked abandoned and run again; an eval id reused
+with another task file is refused; the eval tables keep their own schema version."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.eval_tasks import EXPECTED, FINISH, write_eval
+from treadle.api.settings import ConversationSettings
+from treadle.eval.driver import EVAL_ATTEMPT_KEY, EvalPlan, run_eval
+from treadle.eval.ray_engine import AttemptDone
+from treadle.eval.results import (
+    EVAL_MIGRATIONS,
+    EvalMismatch,
+    EvalRecord,
+    SqliteEvalResults,
+    open_eval_results,
+)
+from treadle.eval.runner import TaskJob, run_task_attempt
+from treadle.eval.tasks import read_task_file
+from treadle.events.model import StateChangeEvent
+from treadle.store.base import StoreError
+from treadle.store.urls import open_store
+
+
+class InProcessEngine:
+    """Runs each attempt at once in this process; ``fail`` names tasks whose attempts raise."""
+
+    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+        self.fail = fail
+        self.done: list[AttemptDone] = []
+        self.jobs: list[TaskJob] = []
+
+    description = {"name": "in-process", "address": "local", "workers": 1}  # noqa: RUF012
+    idle_slots = 1
+
+    def submit(self, job: TaskJob) -> None:
+        self.jobs.append(job)
+        if job.task.id in self.fail:
+            self.done.append(AttemptDone(job, None, "failed", "RuntimeError: no"))
+        else:
+            self.done.append(AttemptDone(job, run_task_attempt(job), "result"))
+
+    def wait(self, timeout_s: float = 1.0) -> list[AttemptDone]:
+        done, self.done = self.done, []
+        return done
+
+
+def facts(store: Any, conversation_id: str) -> list[dict]:
+    return [
+        dict(stored.event.value)
+        for stored in store.get_range(conversation_id, 0, 1000)
+        if isinstance(stored.event, StateChangeEvent) and stored.event.key == EVAL_ATTEMPT_KEY
+    ]
+
+
+@pytest.fixture
+def two_tasks(tmp_path: Path) -> tuple[EvalPlan, Any, Any]:
+    tasks = write_eval(tmp_path, EXPECTED[:2])
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = open_store(url)
+    results = open_eval_results(url)
+    plan = EvalPlan("e1", read_task_file(tasks), None, url, retries=2)
+    yield plan, store, results
+    results.close()
+    store.close()
+
+
+def test_an_attempt_that_raises_is_retried_then_the_task_is_not_run(two_tasks):
+    plan, store, results = two_tasks
+    engine = InProcessEngine(fail=("editor-fix",))
+    run = run_eval(plan, engine, results, store)
+    rows = {row.task_id: row for row in run.tasks}
+    assert rows["sed-fix"].state == "done"
+    assert rows["sed-fix"].attempts == 1
+    assert rows["editor-fix"].state == "not_run"
+    assert rows["editor-fix"].attempts == 3  # the first and 2 retries
+    assert rows["editor-fix"].result["reason"] == (
+        "no result after 3 attempt(s): failed (RuntimeError: no)"
+    )
+    # A rerun tries it again (3 more), and skips the finished one.
+    again = run_eval(plan, InProcessEngine(fail=("editor-fix",)), results, store)
+    assert again.skipped == {"sed-fix"}
+    assert {row.task_id: row.attempts for row in again.tasks}["editor-fix"] == 6
+
+
+def test_a_task_left_running_by_a_dead_driver_is_marked_abandoned_and_run_again(two_tasks):
+    plan, store, results = two_tasks
+    results.begin_eval(
+        EvalRecord(
+            id="e1",
+            tasks_file=str(plan.task_file.path),
+            tasks_sha256=plan.task_file.sha256,
+            settings={"model": None},
+            engine={},
+            task_ids=("sed-fix", "editor-fix"),
+            created_at="2026-01-01T00:00:00",
+            updated_at="2026-01-01T00:00:00",
+        )
+    )
+    left = store.create_conversation(
+        "left-behind",
+        metadata={"settings": ConversationSettings.scripted_inline([FINISH], "/tmp").to_metadata()},
+    )
+    results.start_attempt("e1", "sed-fix", 0, left.id)
+    run = run_eval(plan, InProcessEngine(), results, store)
+    assert facts(store, left.id) == [
+        {"eval": "e1", "task": "sed-fix", "attempt": 1, "outcome": "abandoned"}
+    ]
+    row = {row.task_id: row for row in run.tasks}["sed-fix"]
+    assert row.state == "done"
+    assert row.attempts == 2
+    assert row.conversation_id != left.id
+    assert facts(store, row.conversation_id) == [
+        {"eval": "e1", "task": "sed-fix", "attempt": 2, "outcome": "result"}
+    ]
+
+
+def test_an_eval_id_reused_with_other_tasks_or_model_is_refused(two_tasks, tmp_path):
+    plan, store, results = two_tasks
+    run_eval(plan, InProcessEngine(), results, store)
+    other = write_eval(tmp_path / "other", EXPECTED[2:3])
+    with pytest.raises(EvalMismatch, match="was made from another task file"):
+        run_eval(
+            EvalPlan("e1", read_task_file(other), None, plan.store_url),
+            InProcessEngine(),
+            results,
+            store,
+        )
+    assert len(results.tasks("e1")) == 2  # nothing stored was changed
+
+
+def test_the_eval_tables_have_their_own_version_and_a_newer_one_is_refused(tmp_path):
+    path = tmp_path / "store.db"
+    open_store(f"sqlite:///{path}").close()
+    SqliteEvalResults(str(path)).close()
+    with sqlite3.connect(path) as conn:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        assert meta["eval_schema_version"] == str(len(EVAL_MIGRATIONS))
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'eval_schema_version'")
+    conn.close()
+    with pytest.raises(StoreError, match="eval schema version 99"):
+        SqliteEvalResults(str(path))
+    open_store(f"sqlite:///{path}").close()  # the event store itself still opens

@@ -1,0 +1,80 @@
+"""``treadle eval`` at the command line: bad input exits 2 with the reason (a bad task line, a
+SQLite store for a cluster, no Ray installed, no model, an unknown eval), and a task that
+cannot run to a result after its retries makes the run exit 1, the others' results kept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from support.cli import run_treadle
+from support.eval_tasks import EXPECTED, write_eval
+
+
+def test_a_bad_task_line_is_named_and_nothing_runs(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "a", "instruction": "x", "workspace": ".", "verify": "true"}\n{oops\n')
+    store = tmp_path / "store.db"
+    done = run_treadle("eval", "run", str(tasks), "--store", f"sqlite:///{store}", "--script", "s")
+    assert done.returncode == 2
+    assert f"error: {tasks}:2: not JSON" in done.stderr
+    assert not store.exists()
+
+
+def test_a_cluster_needs_a_postgresql_store(tmp_path):
+    tasks = write_eval(tmp_path, EXPECTED[:1])
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    done = run_treadle("eval", "run", str(tasks), "--store", url, "--ray-address", "auto")
+    assert done.returncode == 2
+    assert "cannot write this machine's SQLite file" in done.stderr
+    assert "give a PostgreSQL store" in done.stderr
+
+
+def test_without_ray_the_run_says_how_to_install_it(tmp_path):
+    tasks = write_eval(tmp_path, EXPECTED[:1])
+    hide_ray = "import sys; sys.modules['ray'] = None; from treadle.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", hide_ray, "eval", "run", str(tasks), "--store",
+         f"sqlite:///{tmp_path / 'store.db'}"],
+        capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "pip install 'treadle[eval]'" in done.stderr
+
+
+def test_tasks_without_a_model_need_one_given(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    (tmp_path / "w").mkdir()
+    tasks.write_text('{"id": "a", "instruction": "x", "workspace": "w", "verify": "true"}\n')
+    done = run_treadle(
+        "eval", "run", str(tasks), "--store", f"sqlite:///{tmp_path / 'store.db'}",
+        drop=("TREADLE_STORE", "TREADLE_MODEL"),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "task(s) a name no model: give --model NAME" in done.stderr
+
+
+def test_the_report_of_an_unknown_eval_is_refused(tmp_path):
+    done = run_treadle("eval", "report", "eval-nope", "--store", f"sqlite:///{tmp_path / 's.db'}")
+    assert done.returncode == 2
+    assert "no eval 'eval-nope' in this store" in done.stderr
+
+
+def test_a_task_without_a_result_after_its_retries_exits_1(tmp_path):
+    tasks = write_eval(tmp_path, EXPECTED[:1])
+    lines = [json.loads(line) for line in tasks.read_text().splitlines()]
+    lines.append({**lines[0], "id": "gone", "workspace": str(tmp_path / "missing")})
+    tasks.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = tmp_path / "report.json"
+    done = run_treadle(
+        "eval", "run", str(tasks), "--store", f"sqlite:///{tmp_path / 'store.db'}",
+        "--retries", "1", "-o", str(report),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    results = {result["task_id"]: result for result in json.loads(report.read_text())["results"]}
+    assert results["sed-fix"]["passed"] is True
+    assert results["gone"]["status"] == "not_run"
+    assert results["gone"]["attempts"] == 2
+    assert "is not a folder on this machine" in results["gone"]["reason"]
+    assert "not run 1" in done.stdout

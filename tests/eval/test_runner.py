@@ -1,0 +1,124 @@
+"""One task attempt run in this process (as a worker runs it): setup with the network only
+when allowed, the agent's time limit, the patch as the real diff (binary and removed files
+too), the workspace gone afterwards, and the tool processes with it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.eval_tasks import FINISH, bash
+from support.processes import host_pids_with
+from treadle.api.settings import ModelChoice
+from treadle.eval.runner import TaskJob, run_task_attempt
+from treadle.eval.tasks import EvalTask
+from treadle.eval.workspace import WorkspaceSetupError
+from treadle.store.urls import open_store
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    """A real TCP server on the host's 127.0.0.1 (reachable only with the network on)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
+
+
+def job(tmp_path: Path, task: EvalTask, **fields: object) -> TaskJob:
+    assert task.model is not None
+    options: dict = {"work_dir": str(tmp_path / "work"), **fields}
+    return TaskJob(
+        eval_id="e1",
+        task=task,
+        attempt=1,
+        conversation_id=f"c-{task.id}",
+        store_url=f"sqlite:///{tmp_path / 'store.db'}",
+        model=task.model,
+        **options,
+    )
+
+
+def task(tmp_path: Path, responses: list, **fields: str) -> EvalTask:
+    start = tmp_path / "start"
+    if not start.exists():
+        start.mkdir()
+        (start / "a.txt").write_text("one\n")
+        (start / "logo.bin").write_bytes(bytes(range(256)))
+    values = {"id": "t", "instruction": "go", "workspace": str(start), "verify": "true", **fields}
+    return EvalTask(**values, model=ModelChoice(kind="scripted", responses=responses))
+
+
+def test_setup_gets_the_network_only_when_allowed_and_verify_never(tmp_path, listening_port):
+    reach = f"exec 3<>/dev/tcp/127.0.0.1/{listening_port}"
+    one = task(tmp_path, [FINISH], setup=reach, verify=f"! ({reach})")
+    refused = run_task_attempt(job(tmp_path, one))
+    assert refused["status"] == "setup_failed"
+    assert refused["passed"] is False
+    assert refused["conversation_id"] is None
+    assert refused["reason"].startswith("setup exited 1")
+    allowed = run_task_attempt(job(tmp_path, one, setup_network=True))
+    assert allowed["status"] == "finished"
+    assert allowed["passed"] is True  # verify ran with the network off
+    assert not list((tmp_path / "work").iterdir())  # every attempt folder is removed
+
+
+def test_the_patch_is_the_real_diff_and_the_baseline_is_out_of_reach(tmp_path):
+    script = [
+        bash(
+            "ls ../baseline.git; printf 'two\\n' >> a.txt && rm logo.bin && "
+            "head -c 300 /dev/urandom > new.bin && mkdir -p sub/.git && echo x > sub/.git/f"
+        ),
+        FINISH,
+    ]
+    result = run_task_attempt(job(tmp_path, task(tmp_path, script)))
+    assert result["status"] == "finished"
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        outputs = [
+            stored.event.content
+            for stored in store.get_range(result["conversation_id"], 0, 1000)
+            if stored.event.kind == "observation"
+        ]
+    finally:
+        store.close()
+    assert "No such file or directory" in outputs[0]  # the agent cannot see the baseline
+    check = tmp_path / "check"
+    subprocess.run(["cp", "-r", str(tmp_path / "start"), str(check)], check=True)
+    subprocess.run(["git", "apply", "-"], cwd=check, input=result["patch"].encode(), check=True)
+    assert (check / "a.txt").read_text() == "one\ntwo\n"
+    assert not (check / "logo.bin").exists()
+    assert len((check / "new.bin").read_bytes()) == 300
+    assert "sub/.git" not in result["patch"]
+
+
+def test_the_task_timeout_stops_the_agent_and_its_commands(tmp_path):
+    marker = "sleep 37.25"
+    slow = task(tmp_path, [bash(marker), FINISH])
+    result = run_task_attempt(job(tmp_path, slow, task_timeout_s=1.0))
+    assert result["status"] == "timeout"
+    assert result["reason"] == "stopped after --task-timeout 1 s"
+    assert result["verify"]["exit_code"] == 0  # verified all the same: the files are what they are
+    assert result["seconds"] < 30
+    assert host_pids_with(marker) == []
+
+
+def test_starting_files_that_cannot_be_had_raise_and_leave_nothing(tmp_path):
+    missing = EvalTask(
+        id="m",
+        instruction="go",
+        repo=str(tmp_path / "no-repo"),
+        commit="abc",
+        verify="true",
+        model=ModelChoice(kind="scripted", responses=[FINISH]),
+    )
+    with pytest.raises(WorkspaceSetupError, match="cannot clone"):
+        run_task_attempt(job(tmp_path, missing))
+    assert not list((tmp_path / "work").iterdir())

@@ -1,0 +1,84 @@
+"""The task file: JSON Lines read whole, each bad line named with what is wrong; the default
+eval id follows the file's bytes and the model settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from treadle.api.settings import ModelChoice
+from treadle.eval.driver import model_settings
+from treadle.eval.tasks import TaskFileError, eval_id_for, read_task_file
+
+GOOD = {"id": "t1", "instruction": "do it", "workspace": "start", "verify": "true"}
+
+
+def write(tmp_path: Path, *lines: object) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(
+        "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n"
+    )
+    return path
+
+
+def test_tasks_are_read_in_order_with_local_paths_made_absolute(tmp_path):
+    path = write(
+        tmp_path,
+        GOOD,
+        "",
+        {**GOOD, "id": "t2", "workspace": None, "repo": "r", "commit": "abc", "setup": "make"},
+        {**GOOD, "id": "t3", "model": {"kind": "scripted", "script": "s.json"}},
+    )
+    read = read_task_file(path)
+    assert [task.id for task in read.tasks] == ["t1", "t2", "t3"]
+    assert read.tasks[0].workspace == str(tmp_path / "start")
+    assert read.tasks[1].repo == str(tmp_path / "r")
+    assert read.tasks[1].setup == "make"
+    assert read.tasks[2].model == ModelChoice(kind="scripted", script=str(tmp_path / "s.json"))
+    remote = write(tmp_path, {**GOOD, "workspace": None, "repo": "https://x/y.git", "commit": "a"})
+    assert read_task_file(remote).tasks[0].repo == "https://x/y.git"
+
+
+@pytest.mark.parametrize(
+    ("lines", "said"),
+    [
+        ([GOOD, "{not json"], "tasks.jsonl:2: not JSON"),
+        ([GOOD, [1, 2]], "tasks.jsonl:2: a task is a JSON object, not list"),
+        ([{**GOOD, "verify": None}], "tasks.jsonl:1 (task 't1'): verify:"),
+        ([{**GOOD, "workspace": None}], "give exactly one source"),
+        ([{**GOOD, "repo": "r", "commit": "c"}], "give exactly one source"),
+        ([{**GOOD, "workspace": None, "repo": "r"}], "repo needs a commit"),
+        ([{**GOOD, "surprise": 1}], "tasks.jsonl:1 (task 't1'): surprise: Extra inputs"),
+        ([{**GOOD, "id": "a/b"}], "tasks.jsonl:1 (task 'a/b'): id:"),
+        ([GOOD, GOOD], "tasks.jsonl:2: task id 't1' is already used on line 1"),
+        ([{**GOOD, "model": {"kind": "scripted"}}], "model: Value error, a scripted model"),
+        ([""], "no tasks"),
+    ],
+)
+def test_a_bad_task_file_is_refused_naming_the_line(tmp_path, lines, said):
+    with pytest.raises(TaskFileError) as refused:
+        read_task_file(write(tmp_path, *lines))
+    assert said in str(refused.value)
+
+
+def test_unreadable_and_binary_files_are_refused(tmp_path):
+    with pytest.raises(TaskFileError, match="cannot read task file"):
+        read_task_file(tmp_path / "missing.jsonl")
+    binary = tmp_path / "b.jsonl"
+    binary.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(TaskFileError, match="not UTF-8"):
+        read_task_file(binary)
+
+
+def test_the_default_eval_id_follows_the_file_and_the_model(tmp_path):
+    path = write(tmp_path, GOOD)
+    first = read_task_file(path)
+    litellm = model_settings(ModelChoice(kind="litellm", model="gpt-x"))
+    assert eval_id_for(first, litellm) == eval_id_for(read_task_file(path), litellm)
+    other_model = model_settings(ModelChoice(kind="litellm", model="gpt-y"))
+    assert eval_id_for(first, other_model) != eval_id_for(first, litellm)
+    changed = read_task_file(write(tmp_path, {**GOOD, "instruction": "do it again"}))
+    assert eval_id_for(changed, litellm) != eval_id_for(first, litellm)
+    assert eval_id_for(first, litellm).startswith("eval-")
