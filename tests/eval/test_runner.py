@@ -52,6 +52,7 @@ def task(tmp_path: Path, responses: list, **fields: str) -> EvalTask:
         start.mkdir()
         (start / "a.txt").write_text("one\n")
         (start / "logo.bin").write_bytes(bytes(range(256)))
+        (start / ".gitignore").write_text("*.log\n")
     values = {"id": "t", "instruction": "go", "workspace": str(start), "verify": "true", **fields}
     return EvalTask(**values, model=ModelChoice(kind="scripted", responses=responses))
 
@@ -74,7 +75,8 @@ def test_the_patch_is_the_real_diff_and_the_baseline_is_out_of_reach(tmp_path):
     script = [
         bash(
             "ls ../baseline.git; printf 'two\\n' >> a.txt && rm logo.bin && "
-            "head -c 300 /dev/urandom > new.bin && mkdir -p sub/.git && echo x > sub/.git/f"
+            "head -c 300 /dev/urandom > new.bin && mkdir -p sub/.git && echo x > sub/.git/f && "
+            "echo ignored > run.log"
         ),
         FINISH,
     ]
@@ -97,6 +99,7 @@ def test_the_patch_is_the_real_diff_and_the_baseline_is_out_of_reach(tmp_path):
     assert not (check / "logo.bin").exists()
     assert len((check / "new.bin").read_bytes()) == 300
     assert "sub/.git" not in result["patch"]
+    assert "run.log" not in result["patch"]  # ignored by the workspace's .gitignore
 
 
 def test_the_task_timeout_stops_the_agent_and_its_commands(tmp_path):

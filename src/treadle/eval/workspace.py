@@ -4,7 +4,7 @@ checked out at a commit), a baseline of them kept outside the workspace, and the
 Layout of an attempt folder: ``workspace/`` (the agent's, the only folder its sandbox can
 write) and ``baseline.git/`` (a private git repository whose work tree is ``workspace/``: the
 starting files are committed there after setup, so the patch is ``git diff`` against them,
-new, changed and removed files alike, binary files included).
+new, changed and removed files alike, binary files included, ignored files left out).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def _check_out(repo: str, commit: str, target: Path) -> None:
 def record_baseline(folder: AttemptFolder) -> None:
     """Commit the workspace's files as they are now into the private baseline repository."""
     _git(["init", "--quiet", "--bare", str(folder.baseline)], what="make the baseline")
-    _baseline_git(folder, ["add", "--all", "--force", "."], what="record the starting files")
+    _baseline_git(folder, ["add", "--all", "."], what="record the starting files")
     _baseline_git(
         folder,
         ["commit", "--quiet", "--allow-empty", "--no-verify", "-m", "starting files"],
@@ -96,8 +96,10 @@ def record_baseline(folder: AttemptFolder) -> None:
 
 def workspace_patch(folder: AttemptFolder) -> str:
     """The unified diff from the starting files to the workspace's files now (``git apply``
-    takes it; empty when nothing changed). Nested ``.git`` folders are not part of it."""
-    _baseline_git(folder, ["add", "--all", "--force", "."], what="read the workspace's changes")
+    takes it; empty when nothing changed). As in ``git diff``, files the workspace's own
+    ``.gitignore`` files ignore (build output, caches) and nested ``.git`` folders are not
+    part of it."""
+    _baseline_git(folder, ["add", "--all", "."], what="read the workspace's changes")
     return _baseline_git(
         folder,
         ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"],
