@@ -1,4 +1,5 @@
-"""``treadle bench core|store``: benchmarks printed as a table, or one JSON object with --json."""
+"""``treadle bench core|store|runtime|server|snapshots|canvas|eval``: benchmarks printed as a
+table, or one JSON object with --json."""
 
 from __future__ import annotations
 
@@ -133,3 +134,34 @@ def bench_canvas(
     print_figures(
         "treadle bench canvas", run_canvas_bench(counts, runs=runs, chromium=chromium), as_json
     )
+
+
+@bench_app.command("eval")
+def bench_eval(
+    tasks: Annotated[int, typer.Option("--tasks", min=10, help="Tasks per run")] = 100,
+    steps: Annotated[int, typer.Option("--steps", min=2, help="Model responses per task")] = 5,
+    delay: Annotated[
+        float, typer.Option("--model-delay", min=0.0, help="Seconds each model answer takes")
+    ] = 0.2,
+    workers: Annotated[
+        str, typer.Option("--workers", help="Worker counts N to run, comma-separated")
+    ] = "1,2,4",
+    as_json: JsonOption = False,
+) -> None:
+    """An eval on the local Ray (needs treadle[eval]): tasks per minute at each N, and
+    Treadle's overhead per task (wall time minus model time); floors: overhead <= 1 s,
+    N=4 >= 3x N=1."""
+    from treadle.bench.eval import run_eval_bench
+    from treadle.eval.ray_engine import EvalEngineUnavailable, import_ray
+
+    try:
+        import_ray()
+        counts = tuple(int(part) for part in workers.split(",") if part.strip())
+    except EvalEngineUnavailable as error:
+        from treadle.cli.output import EXIT_BAD_INPUT, fail
+
+        fail(str(error), EXIT_BAD_INPUT)
+    except ValueError:
+        raise typer.BadParameter("--workers takes numbers such as 1,2,4") from None
+    figures = run_eval_bench(tasks, steps, delay, counts)
+    print_figures("treadle bench eval", figures, as_json)
