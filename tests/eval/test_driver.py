@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from support.eval_tasks import EXPECTED, FINISH, write_eval
+from support.eval_tasks import EXPECTED, FINISH, InProcessEngine, write_eval
 from treadle.api.settings import ConversationSettings
 from treadle.eval.driver import EVAL_ATTEMPT_KEY, EvalPlan, run_eval
-from treadle.eval.ray_engine import AttemptDone
 from treadle.eval.results import (
     EVAL_MIGRATIONS,
     EvalMismatch,
@@ -22,34 +21,10 @@ from treadle.eval.results import (
     SqliteEvalResults,
     open_eval_results,
 )
-from treadle.eval.runner import TaskJob, run_task_attempt
 from treadle.eval.tasks import read_task_file
 from treadle.events.model import StateChangeEvent
 from treadle.store.base import StoreError
 from treadle.store.urls import open_store
-
-
-class InProcessEngine:
-    """Runs each attempt at once in this process; ``fail`` names tasks whose attempts raise."""
-
-    def __init__(self, fail: tuple[str, ...] = ()) -> None:
-        self.fail = fail
-        self.done: list[AttemptDone] = []
-        self.jobs: list[TaskJob] = []
-
-    description = {"name": "in-process", "address": "local", "workers": 1}  # noqa: RUF012
-    idle_slots = 1
-
-    def submit(self, job: TaskJob) -> None:
-        self.jobs.append(job)
-        if job.task.id in self.fail:
-            self.done.append(AttemptDone(job, None, "failed", "RuntimeError: no"))
-        else:
-            self.done.append(AttemptDone(job, run_task_attempt(job), "result"))
-
-    def wait(self, timeout_s: float = 1.0) -> list[AttemptDone]:
-        done, self.done = self.done, []
-        return done
 
 
 def facts(store: Any, conversation_id: str) -> list[dict]:

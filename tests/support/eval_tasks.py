@@ -1,6 +1,7 @@
 """A tiny repository and an eval of scripted tasks on it, with what each task must end with:
 the tests of ``treadle eval`` check the report against ``EXPECTED`` and every patch against
-the files each task must leave."""
+the files each task must leave; ``InProcessEngine`` runs attempts in the test's own process
+(the driver's logic without Ray: Ray's part is tested in tests/eval/test_eval_ray.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from treadle.eval.ray_engine import AttemptDone
+from treadle.eval.runner import TaskJob, run_task_attempt
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return x * 2\n"
 FIXED_CALC = CALC.replace("a - b", "a + b")
@@ -248,3 +252,26 @@ def files_after_patch(patch: str, into: Path) -> dict[str, str]:
         for path in sorted(into.rglob("*"))
         if path.is_file()
     }
+
+
+class InProcessEngine:
+    """Runs each attempt at once in this process; ``fail`` names tasks whose attempts raise."""
+
+    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+        self.fail = fail
+        self.done: list[AttemptDone] = []
+        self.jobs: list[TaskJob] = []
+
+    description = {"name": "in-process", "address": "local", "workers": 1}  # noqa: RUF012
+    idle_slots = 1
+
+    def submit(self, job: TaskJob) -> None:
+        self.jobs.append(job)
+        if job.task.id in self.fail:
+            self.done.append(AttemptDone(job, None, "failed", "RuntimeError: no"))
+        else:
+            self.done.append(AttemptDone(job, run_task_attempt(job), "result"))
+
+    def wait(self, timeout_s: float = 1.0) -> list[AttemptDone]:
+        done, self.done = self.done, []
+        return done

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from treadle.api.evals import EvalList, EvalView
 from treadle.api.settings import ConversationSettings
 from treadle.api.status import ConversationStatus
 from treadle.api.views import (
@@ -65,6 +66,15 @@ class TreadleClient:
             "GET", "/api/conversations", params={"limit": limit, "offset": offset}
         )
         return _read(ConversationList, answer)
+
+    def list_evals(self, *, limit: int = 50, offset: int = 0) -> EvalList:
+        """One page of the store's evals, newest first, each with its summary (no tasks)."""
+        answer = self.api.request("GET", "/api/evals", params={"limit": limit, "offset": offset})
+        return _read(EvalList, answer)
+
+    def get_eval(self, eval_id: str) -> EvalView:
+        """One eval with its tasks' results; each names its conversation (``conversation``)."""
+        return _read(EvalView, self.api.request("GET", f"/api/evals/{quote(eval_id, safe='')}"))
 
     def close(self) -> None:
         self.api.close()

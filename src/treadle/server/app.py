@@ -15,7 +15,13 @@ import treadle
 from treadle.api.hooks import HookSettings
 from treadle.environment import model_environment, shell_environment
 from treadle.runtime.settings import SandboxSettings, SettingsPolicy
-from treadle.server import routes_conversations, routes_events, routes_interop, routes_web
+from treadle.server import (
+    routes_conversations,
+    routes_evals,
+    routes_events,
+    routes_interop,
+    routes_web,
+)
 from treadle.server.errors import install_error_handlers
 from treadle.server.limits import MAX_RUNNING
 from treadle.server.live_relay import LiveRelay
@@ -123,6 +129,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes_interop.router)  # before /{conversation_id} routes
     app.include_router(routes_conversations.router)
+    app.include_router(routes_evals.router)
     app.include_router(routes_events.router)
     app.include_router(routes_web.router)
 
