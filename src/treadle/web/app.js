@@ -1,9 +1,10 @@
-// The Canvas's entry point: the conversation list, the route (#/c/ID opens a conversation),
-// the side panel and the connection indicator. Talks to the server's API only.
+// The Canvas's entry point: the conversation list, the route (#/c/ID opens a conversation,
+// #/e/ID an eval), the side panel and the connection indicator. Talks to the server's API only.
 import { setUpKeyButton } from "./auth.js";
 import { ConversationScreen } from "./conversation.js";
 import { refreshList, setUpCreate } from "./conversations.js";
 import { $, el } from "./dom.js";
+import { EvalScreen, refreshEvalList } from "./evals.js";
 import { Panel } from "./panel.js";
 
 const LIST_REFRESH_MS = 5000;
@@ -33,17 +34,32 @@ class Canvas {
     return match ? decodeURIComponent(match[1]) : null;
   }
 
+  activeEvalId() {
+    const match = location.hash.match(/^#\/e\/(.+)$/);
+    return match ? decodeURIComponent(match[1]) : null;
+  }
+
   navigate(id) {
     location.hash = `#/c/${encodeURIComponent(id)}`;
   }
 
   route() {
     const id = this.activeId();
-    if (this.screen?.id === id) return;
+    const evalId = this.activeEvalId();
+    if (evalId === null && this.screen?.id === id && !(this.screen instanceof EvalScreen)) return;
     this.screen?.close();
     this.screen = null;
     this.panel.close();
     const main = $("#main");
+    if (evalId !== null) {
+      const screen = new EvalScreen(evalId);
+      main.replaceChildren(screen.root);
+      this.setConnection("offline");
+      screen.open()
+        .catch((error) => screen.root.append(el("p", { class: "error-text", text: error.message })))
+        .finally(() => this.refreshList());
+      return;
+    }
     if (!id) {
       main.replaceChildren(this.welcome);
       this.setConnection("offline");
@@ -59,8 +75,11 @@ class Canvas {
   }
 
   async refreshList() {
+    // Evals are listed from the home and eval screens only: opening a conversation costs no
+    // extra request (issue 11 counts them).
+    if (this.activeId() === null) refreshEvalList(this.activeEvalId());
     const items = await refreshList(this.activeId(), (id) => this.navigate(id));
-    const active = items?.find((view) => view.id === this.screen?.id);
+    const active = this.screen instanceof EvalScreen ? null : items?.find((view) => view.id === this.screen?.id);
     if (active) {
       this.screen.viewRefreshed(active);
       this.screen.syncListEntry(active); // the list's copy may be older than the stream's

@@ -1,0 +1,52 @@
+"""The Canvas lists the store's evals under the conversations; an eval's screen shows its
+tasks with their results, and each task opens the conversation of its last attempt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from support.canvas import screenshot
+from support.eval_tasks import EXPECTED, InProcessEngine, write_eval
+from support.server_process import ServerProcess
+from treadle.eval.driver import EvalPlan, run_eval
+from treadle.eval.results import open_eval_results
+from treadle.eval.tasks import read_task_file
+from treadle.store.urls import open_store
+
+
+def test_an_eval_lists_its_tasks_and_opens_their_conversations(
+    page: Page, web_server: ServerProcess, web_folder: Path
+) -> None:
+    tasks = [EXPECTED[0], EXPECTED[7], EXPECTED[-1]]  # a pass, a failed verify, a model error
+    url = web_server.store_url
+    store = open_store(url)
+    results = open_eval_results(url)
+    try:
+        plan = EvalPlan(
+            "eval-canvas", read_task_file(write_eval(web_folder / "eval", tasks)), None, url
+        )
+        run = run_eval(plan, InProcessEngine(), results, store)
+    finally:
+        results.close()
+        store.close()
+    page.goto(f"{web_server.base_url}/#/")
+    entry = page.locator("#eval-list li[data-eval-id='eval-canvas']")
+    passed = sum(task.passed for task in tasks)
+    expect(entry.locator(".eval-pass")).to_have_text(f"{passed}/3 passed")
+    entry.locator("button").click()
+    rows = page.locator(".eval-screen table.eval-tasks tbody tr")
+    expect(rows).to_have_count(3)
+    for row, task in zip(rows.all(), tasks, strict=True):
+        expect(row).to_have_attribute("data-task-id", task.id)
+        expect(row).to_have_attribute("data-passed", "true" if task.passed else "false")
+    expect(page.locator(".eval-summary")).to_contain_text(f"{passed}/3 passed")
+    screenshot(page, "eval-screen")
+    conversation_id = {row.task_id: row.conversation_id for row in run.tasks}[tasks[0].id]
+    rows.first.locator("button.eval-open").click()
+    page.wait_for_selector("body[data-interactive='true']")
+    assert page.url.endswith(f"#/c/{conversation_id}")
+    expect(page.locator(".conversation")).to_have_attribute("data-status", tasks[0].status)
+    page.go_back()
+    expect(rows).to_have_count(3)  # back on the eval's screen
