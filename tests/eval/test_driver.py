@@ -123,3 +123,16 @@ def test_the_eval_tables_have_their_own_version_and_a_newer_one_is_refused(tmp_p
     with pytest.raises(StoreError, match="eval schema version 99"):
         SqliteEvalResults(str(path))
     open_store(f"sqlite:///{path}").close()  # the event store itself still opens
+
+
+def test_treadle_schema_describes_the_eval_attempt_fact():
+    from treadle.events.model import events_json_schema
+
+    definitions = events_json_schema()["$defs"].values()
+    (state_change,) = [
+        definition
+        for definition in definitions
+        if definition.get("properties", {}).get("kind", {}).get("const") == "state_change"
+    ]
+    described = state_change["properties"]["key"]["description"]
+    assert f"`{EVAL_ATTEMPT_KEY}` (`{{eval, task, attempt, outcome}}`" in described

@@ -25,8 +25,8 @@ from treadle.events.model import ROOT, StateChangeEvent
 from treadle.store.base import ConversationNotFound, EventStore
 
 EVAL_ATTEMPT_KEY = "eval_attempt"
-"""State-change key marking a task attempt's outcome in its conversation (SPEC.md, Recorded
-facts): ``{"eval", "task", "attempt", "outcome"}``, outcome ``result``, ``worker_died``,
+"""State-change key marking a task attempt's outcome in its conversation (docs/contracts.md,
+Recorded facts): ``{"eval", "task", "attempt", "outcome"}``, outcome ``result``, ``worker_died``,
 ``failed`` or ``abandoned``; only ``result`` counts."""
 
 
