@@ -19,7 +19,7 @@ import pytest
 
 from support.cli import run_treadle
 from support.eval_tasks import EXPECTED, SLOW_TASK, files_after_patch, write_eval
-from support.postgres import fresh_schema_url
+from support.postgres import backends, fresh_schema_url
 from support.processes import host_pids_with
 from support.waiting import wait_until
 from treadle.eval.driver import EVAL_ATTEMPT_KEY
@@ -148,6 +148,8 @@ def test_the_same_eval_on_postgresql_gives_the_same_results(sqlite_eval, tmp_pat
     tasks, _url, on_sqlite = sqlite_eval
     with fresh_schema_url("treadle_eval") as url:
         report = run_eval(tasks, url, tmp_path / "report.json")
+        # The workers' and the driver's connections ended with the run.
+        wait_until(lambda: backends(url) == 0, timeout_s=10, what="no connection left")
         check_results(report, tmp_path / "pg")
         audit_clean(url, [result["conversation_id"] for result in report["results"]])
 

@@ -76,7 +76,7 @@ def test_the_patch_is_the_real_diff_and_the_baseline_is_out_of_reach(tmp_path):
         bash(
             "ls ../baseline.git; printf 'two\\n' >> a.txt && rm logo.bin && "
             "head -c 300 /dev/urandom > new.bin && mkdir -p sub/.git && echo x > sub/.git/f && "
-            "echo ignored > run.log"
+            "echo ignored > run.log && printf 'caf\\351\\n' > 'odd *na\"me[1].txt'"
         ),
         FINISH,
     ]
@@ -98,6 +98,8 @@ def test_the_patch_is_the_real_diff_and_the_baseline_is_out_of_reach(tmp_path):
     assert (check / "a.txt").read_text() == "one\ntwo\n"
     assert not (check / "logo.bin").exists()
     assert len((check / "new.bin").read_bytes()) == 300
+    # Text git takes for text but that is not UTF-8 travels as a binary patch, exactly.
+    assert (check / 'odd *na"me[1].txt').read_bytes() == b"caf\xe9\n"
     assert "sub/.git" not in result["patch"]
     assert "run.log" not in result["patch"]  # ignored by the workspace's .gitignore
 

@@ -19,6 +19,12 @@ from pathlib import Path
 from treadle.errors import TreadleError
 from treadle.eval.tasks import EvalTask
 
+PACKED = ("-c", "core.bigFileThreshold=1")
+"""For ``git add`` only: file contents go into one pack per add instead of a loose object
+(and a folder) per file, so making and removing an attempt's baseline touches a few files,
+not hundreds (a remove costs milliseconds per folder on some disks). Diffs are unaffected:
+the threshold is not set when diffing."""
+
 GIT_TIMEOUT_S = 600.0
 """A clone of a large repository may take minutes; anything longer is stuck."""
 
@@ -85,8 +91,11 @@ def _check_out(repo: str, commit: str, target: Path) -> None:
 
 def record_baseline(folder: AttemptFolder) -> None:
     """Commit the workspace's files as they are now into the private baseline repository."""
-    _git(["init", "--quiet", "--bare", str(folder.baseline)], what="make the baseline")
-    _baseline_git(folder, ["add", "--all", "."], what="record the starting files")
+    # No template: no sample hooks to copy (and remove) per attempt.
+    _git(
+        ["init", "--quiet", "--bare", "--template=", str(folder.baseline)], what="make the baseline"
+    )
+    _baseline_git(folder, [*PACKED, "add", "--all", "."], what="record the starting files")
     _baseline_git(
         folder,
         ["commit", "--quiet", "--allow-empty", "--no-verify", "-m", "starting files"],
@@ -99,21 +108,74 @@ def workspace_patch(folder: AttemptFolder) -> str:
     takes it; empty when nothing changed). As in ``git diff``, files the workspace's own
     ``.gitignore`` files ignore (build output, caches) and nested ``.git`` folders are not
     part of it."""
-    _baseline_git(folder, ["add", "--all", "."], what="read the workspace's changes")
-    return _baseline_git(
-        folder,
-        ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"],
-        what="diff the workspace",
+    _baseline_git(folder, [*PACKED, "add", "--all", "."], what="read the workspace's changes")
+    # Paths stay quoted as git quotes them (octal escapes): a patch's headers are ASCII.
+    diff = ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"]
+    raw = _baseline_git_bytes(folder, diff, what="diff the workspace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    # A file git took for text is not UTF-8 (a text patch of it could not be stored as text):
+    # such files are diffed as binary (base85, which ``git apply`` takes) by an attributes
+    # file of the baseline's own.
+    names = _baseline_git_bytes(
+        folder, ["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], what="diff"
     )
+    attributes = folder.root / "binary.attributes"
+    attributes.write_text(
+        "".join(
+            f"{_attribute_pattern(name)} -diff\n"
+            for name in names.decode("utf-8", "surrogateescape").split("\0")
+            if name and not _is_utf8(folder, name)
+        ),
+        encoding="utf-8",
+        errors="surrogateescape",
+    )
+    return _baseline_git_bytes(
+        folder, ["-c", f"core.attributesFile={attributes}", *diff], what="diff the workspace"
+    ).decode("utf-8", "replace")
+
+
+def _is_utf8(folder: AttemptFolder, name: str) -> bool:
+    """Whether both sides of ``name`` (the starting file and the file now) are UTF-8."""
+    sides = [
+        _baseline_git_bytes(folder, ["cat-file", "blob", f"HEAD:{name}"], what="read", check=False)
+    ]
+    path = folder.workspace / name
+    if path.is_file():
+        sides.append(path.read_bytes())
+    try:
+        for side in sides:
+            side.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _attribute_pattern(name: str) -> str:
+    """``name`` as a gitattributes pattern matching that path only: glob characters escaped,
+    then the whole C-quoted (a name may hold spaces, quotes or newlines)."""
+    globbed = "".join("\\" + ch if ch in "\\*?[" else ch for ch in "/" + name)
+    quoted = globbed.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + quoted.replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
 def _baseline_git(folder: AttemptFolder, args: list[str], *, what: str) -> str:
+    return _baseline_git_bytes(folder, args, what=what).decode("utf-8", "replace")
+
+
+def _baseline_git_bytes(
+    folder: AttemptFolder, args: list[str], *, what: str, check: bool = True
+) -> bytes:
     return _git(
-        [f"--git-dir={folder.baseline}", f"--work-tree={folder.workspace}", *args], what=what
+        [f"--git-dir={folder.baseline}", f"--work-tree={folder.workspace}", *args],
+        what=what,
+        check=check,
     )
 
 
-def _git(args: list[str], *, what: str) -> str:
+def _git(args: list[str], *, what: str, check: bool = True) -> bytes:
     # Neither the user's nor the system's git configuration (hooks, filters, signing) applies:
     # the baseline must be the files as they are.
     env = {
@@ -138,7 +200,7 @@ def _git(args: list[str], *, what: str) -> str:
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise WorkspaceSetupError(f"cannot {what}: {error}") from None
-    if done.returncode != 0:
+    if done.returncode != 0 and check:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise WorkspaceSetupError(f"cannot {what}: {said[-1] if said else done.returncode}")
-    return done.stdout.decode("utf-8", "replace")
+    return done.stdout if done.returncode == 0 else b""
