@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,15 +35,21 @@ def ray_pids() -> set[int]:
     return {pid for name in RAY_PROCESSES for pid in host_pids_with(name)}
 
 
+def ray_folders() -> set[Path]:
+    """The session folders of the local Rays evals start (logs, sockets)."""
+    return set(Path(tempfile.gettempdir()).glob("treadle-ray-*"))
+
+
 def run_eval(tasks: Path, store_url: str, report: Path, *extra: str) -> dict[str, Any]:
-    before = ray_pids()
+    before, folders = ray_pids(), ray_folders()
     done = run_treadle(
         "eval", "run", str(tasks), "--store", store_url, "--workers", "2", "-o", str(report),
         *extra,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout
-    # Every process of the Ray this run started is gone with it.
+    # Every process of the Ray this run started is gone with it, and its session folder.
     assert ray_pids() <= before
+    assert ray_folders() <= folders
     return json.loads(report.read_text())
 
 
@@ -173,7 +180,7 @@ def test_a_worker_killed_mid_task_is_retried_and_counted_once(tmp_path):
     before = ray_pids()
     child = subprocess.Popen(
         [sys.executable, "-m", "treadle", "eval", "run", str(tasks), "--store", url,
-         "--workers", "2", "-o", str(report_path)],
+         "--workers", "2", "-o", str(report_path), "--work-dir", str(tmp_path / "work")],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -197,6 +204,8 @@ def test_a_worker_killed_mid_task_is_retried_and_counted_once(tmp_path):
             child.wait()
     assert child.returncode == 0, err + out
     assert ray_pids() <= before
+    # The killed worker never removed its attempt's folder: the eval did.
+    assert list((tmp_path / "work").iterdir()) == []
     report = json.loads(report_path.read_text())
     check_results(report, tmp_path)
     by_task = {result["task_id"]: result for result in report["results"]}

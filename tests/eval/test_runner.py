@@ -4,6 +4,7 @@ too), the workspace gone afterwards, and the tool processes with it."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -127,3 +128,17 @@ def test_starting_files_that_cannot_be_had_raise_and_leave_nothing(tmp_path):
     with pytest.raises(WorkspaceSetupError, match="cannot clone"):
         run_task_attempt(job(tmp_path, missing))
     assert not list((tmp_path / "work").iterdir())
+
+
+def test_a_killed_workers_attempt_folders_are_removed_by_the_next_attempt(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    orphan = work / f"treadle-eval-{ended.pid}-t-abc"
+    (orphan / "workspace").mkdir(parents=True)
+    mine = work / f"treadle-eval-{os.getpid()}-t-def"  # a live process's: kept
+    mine.mkdir()
+    result = run_task_attempt(job(tmp_path, task(tmp_path, [FINISH])))
+    assert result["status"] == "finished"
+    assert sorted(work.iterdir()) == [mine]

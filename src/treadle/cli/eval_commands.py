@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -119,6 +120,7 @@ def eval_run(
     from treadle.eval.report import eval_report, print_report
     from treadle.eval.results import EvalMismatch, open_eval_results
     from treadle.eval.tasks import TaskFileError, eval_id_for, read_task_file
+    from treadle.eval.workspace import remove_orphans
     from treadle.runtime.workspace.base import SandboxUnavailable
     from treadle.runtime.workspace.sandbox import check_bubblewrap
 
@@ -185,6 +187,8 @@ def eval_run(
     finally:
         results.close()
         opened.close()
+        if ray_address is None:  # every local worker is gone: what a killed one left, too
+            remove_orphans(Path(plan.work_dir or tempfile.gettempdir()))
     report = eval_report(run.record, run.tasks, run.skipped)
     if output is not None:
         output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")

@@ -11,6 +11,8 @@ it, when the engine closes.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +57,8 @@ class RayEngine:
         self._ray = import_ray()
         self._in_flight: dict[Any, TaskJob] = {}
         self._remote: Any = None
+        self._temp_dir: str | None = None
+        """A local Ray's session folder (logs, sockets), removed with it."""
 
     @property
     def description(self) -> dict[str, Any]:
@@ -78,7 +82,8 @@ class RayEngine:
             if self.address is None:
                 # Local: N logical CPUs, one per task, so N tasks run even on fewer cores.
                 # The workers inherit this process's environment (PYTHONPATH, the model key).
-                ray.init(num_cpus=self.workers, **options)
+                self._temp_dir = tempfile.mkdtemp(prefix="treadle-ray-")
+                ray.init(num_cpus=self.workers, _temp_dir=self._temp_dir, **options)
             else:
                 ray.init(address=self.address, **options)
         except Exception as error:  # ConnectionError, RuntimeError, ValueError...
@@ -91,8 +96,12 @@ class RayEngine:
         self.close()
 
     def close(self) -> None:
-        if self._remote is not None and self._ray.is_initialized():
+        started_here = self._remote is not None or self._temp_dir is not None
+        if started_here and self._ray.is_initialized():
             self._ray.shutdown()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
         self._remote = None
         self._in_flight.clear()
 

@@ -51,13 +51,20 @@ class AttemptFolder:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+FOLDER_PREFIX = "treadle-eval-"
+
+
 def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFolder:
     """A new attempt folder holding the task's starting files (``WorkspaceSetupError`` when
-    they cannot be had; nothing is left behind then)."""
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
+    they cannot be had; nothing is left behind then). Its name carries this process's id:
+    the folders of a worker that was killed are removed by the next attempt started in
+    ``parent`` on this machine (``remove_orphans``)."""
+    parent = parent or Path(tempfile.gettempdir())
+    parent.mkdir(parents=True, exist_ok=True)
+    remove_orphans(parent)
     safe = task.id.replace(":", "_")[:60]
-    folder = AttemptFolder(Path(tempfile.mkdtemp(prefix=f"treadle-eval-{safe}-", dir=parent)))
+    prefix = f"{FOLDER_PREFIX}{os.getpid()}-{safe}-"
+    folder = AttemptFolder(Path(tempfile.mkdtemp(prefix=prefix, dir=parent)))
     try:
         if task.workspace is not None:
             _copy_folder(Path(task.workspace), folder.workspace)
@@ -69,6 +76,28 @@ def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFo
         folder.remove()
         raise
     return folder
+
+
+def remove_orphans(parent: Path) -> list[Path]:
+    """Remove the attempt folders in ``parent`` whose process is gone (a worker killed
+    mid-task never removes its own); the folders removed."""
+    removed = []
+    for entry in parent.glob(f"{FOLDER_PREFIX}*"):
+        pid = entry.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)) and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _copy_folder(source: Path, target: Path) -> None:
