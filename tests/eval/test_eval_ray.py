@@ -26,6 +26,7 @@ from support.waiting import wait_until
 from treadle.eval.driver import EVAL_ATTEMPT_KEY
 from treadle.events.audit import audit_events
 from treadle.events.model import StateChangeEvent
+from treadle.store.leases import open_leases
 from treadle.store.urls import open_store
 
 RAY_PROCESSES = ("raylet", "gcs_server")
@@ -195,6 +196,11 @@ def test_a_worker_killed_mid_task_is_retried_and_counted_once(tmp_path):
             what="the slow task's first attempt running its sleep",
         )
         first = found[-1]
+        leases = open_leases(url)
+        try:  # the worker runs it under the run lease, as `treadle run` does
+            assert leases.is_held(first["conversation_id"])
+        finally:
+            leases.close()
         worker_pid = int(first["worker"].rsplit(":", 1)[1])
         os.kill(worker_pid, signal.SIGKILL)
         out, err = child.communicate(timeout=240)

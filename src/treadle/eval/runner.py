@@ -35,6 +35,8 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm.base import LanguageModel
 from treadle.runtime.settings import SettingsPolicy, build_model
 from treadle.store.base import EventStore
+from treadle.store.lease_holder import HeldLease
+from treadle.store.leases import CLI, new_owner, open_leases
 from treadle.store.urls import open_store
 
 EVAL_METADATA_KEY = "eval"
@@ -198,14 +200,24 @@ def _converse(job: TaskJob, workspace: Path, clock: ModelClock) -> tuple[str, st
 
     timer = threading.Timer(job.task_timeout_s or 0, stop_for_time)
     timer.daemon = True
+    # Like `treadle run`, the attempt holds the conversation's run lease: a server shows it
+    # running (and never runs it too); if this worker dies, the lease expires and every
+    # reader sees the run as interrupted.
+    lease = HeldLease(
+        open_leases(store.url), conversation.id, new_owner(CLI), on_lost=conversation.pause
+    )
     with conversation:
-        conversation.send_message(job.task.instruction)
-        if job.task_timeout_s is not None:
-            timer.start()
         try:
-            status = conversation.run(job.max_steps)
+            with lease:
+                conversation.send_message(job.task.instruction)
+                if job.task_timeout_s is not None:
+                    timer.start()
+                try:
+                    status = conversation.run(job.max_steps)
+                finally:
+                    timer.cancel()
         finally:
-            timer.cancel()
+            lease.leases.close()
         if timed_out.is_set():
             return "timeout", f"stopped after --task-timeout {job.task_timeout_s:g} s"
         return status.value, conversation.status_reason
