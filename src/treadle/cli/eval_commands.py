@@ -175,7 +175,7 @@ def eval_run(
         fail(str(error), EXIT_BAD_INPUT)
     try:
         with (
-            _progress(len(task_file.tasks)) as (bar, tell),
+            _ProgressBar(len(task_file.tasks)) as (bar, tell),
             RayEngine(workers, ray_address) as engine,
         ):
             bar.update(bar.task_ids[0], description=f"eval {plan.eval_id}")
@@ -212,7 +212,7 @@ def _model_choice(
     return ModelChoice(kind="litellm", model=name, base_url=base_url)
 
 
-class _progress:
+class _ProgressBar:
     """A progress bar on stderr advanced by the driver's news of each task."""
 
     def __init__(self, total: int) -> None:
