@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from treadle.api.hooks import HookSettings
+from treadle.api.mcp import MCP_TOOL_NAMING, MCPServerConfig, check_server_names
 
 SETTINGS_KEY = "settings"
 """Where the settings live in a conversation's metadata."""
@@ -238,6 +239,18 @@ class ConversationSettings(BaseModel):
         "(summary calls included; not a response's `max_tokens`); reaching it pauses the run "
         "before the next model call. Raising it lets the run go on",
     )
+    mcp_servers: dict[str, MCPServerConfig] = Field(
+        default_factory=dict,
+        description="MCP servers whose tools the agent gets, in the `mcpServers` shape "
+        "(docs/mcp.md); secrets as `${VAR}` references, resolved where the conversation runs",
+    )
+    mcp_tool_naming: Literal["mcp__server__tool"] = Field(
+        default=MCP_TOOL_NAMING,
+        description="The rule naming MCP tools (`mcp__<server>__<tool>`, fitted to 64 "
+        "characters), fixed when the conversation is created",
+    )
+
+    _mcp_server_names = field_validator("mcp_servers")(check_server_names)
 
     hooks: HookSettings | None = Field(
         default=None,

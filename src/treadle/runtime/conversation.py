@@ -271,14 +271,17 @@ class Conversation:
         """The agent, workspace and secrets ``settings`` ask for, checked against ``policy``,
         waiting for the log they will drive."""
         policy = policy or SettingsPolicy()
-        agent = build_agent(settings, model, policy)
+        secrets = policy.register_masked(secrets if secrets is not None else Secrets())
+        if model_key and MODEL_KEY_NAME not in secrets:
+            # Masked wherever it shows up (a provider's error text), never given to a tool.
+            secrets.add(MODEL_KEY_NAME, model_key, export=False)
+        workspace = build_workspace(settings, policy, sandbox)
+        # MCP servers start with the agent: in the workspace, their secrets masked.
+        agent = build_agent(
+            settings, model, policy, workspace=workspace, secrets=secrets, sandbox=sandbox
+        )
         try:
-            workspace = build_workspace(settings, policy, sandbox)
             snapshots = _workspace_snapshots(store, settings, workspace, policy)
-            secrets = policy.register_masked(secrets if secrets is not None else Secrets())
-            if model_key and MODEL_KEY_NAME not in secrets:
-                # Masked wherever it shows up (a provider's error text), never given to a tool.
-                secrets.add(MODEL_KEY_NAME, model_key, export=False)
             hooks = build_hooks(
                 settings.hooks,
                 settings.trust_workspace_hooks,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from treadle.api.hooks import HookSettings
+from treadle.api.mcp import MCPServerConfig
 from treadle.api.settings import SETTINGS_KEY as SETTINGS_KEY
 from treadle.api.settings import CondenseMode
 from treadle.api.settings import ConversationSettings as ConversationSettings
@@ -21,8 +22,9 @@ from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.llm import LiteLLMModel, ModelEnvironment, ModelSettings, ScriptedModel
 from treadle.runtime.llm.base import LanguageModel, ModelError
 from treadle.runtime.llm.litellm_model import litellm_token_counter
+from treadle.runtime.mcp_servers import connect_mcp_servers, unavailable_prefixes
 from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
-from treadle.runtime.tools import builtin_tools
+from treadle.runtime.tools import ToolSet, builtin_tools
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.runtime.workspace.sandbox import SandboxedWorkspace
 
@@ -64,6 +66,12 @@ class SettingsPolicy:
     hooks: HookSettings | None = None
     """The operator's hooks (``treadle serve --hooks``), run in every conversation opened
     here, before its own; never stored with a conversation."""
+    mcp_servers: Mapping[str, MCPServerConfig] = field(default_factory=dict)
+    """MCP servers every conversation this process runs gets (``serve --mcp-config``),
+    besides its own; never stored with it."""
+    mcp_environment: Mapping[str, str] | None = field(default=None, repr=False)
+    """Where ``${VAR}`` in trusted MCP settings resolve (the process's environment, read by
+    the edge); None: nothing resolves."""
 
     def check_sandbox(self, sandbox: SandboxSettings) -> None:
         """``SandboxRefused`` when ``sandbox`` is looser than ``sandbox_limit``."""
@@ -167,13 +175,31 @@ def build_agent(
     settings: ConversationSettings,
     model: LanguageModel | None = None,
     policy: SettingsPolicy | None = None,
+    *,
+    workspace: LocalWorkspace | None = None,
+    secrets: Secrets | None = None,
+    sandbox: SandboxSettings | None = None,
 ) -> Agent:
-    """The agent ``settings`` describe (``model``: one given instead of the settings' own)."""
-    return Agent(
-        model=model or build_model(settings.model, policy),
-        tools=builtin_tools(settings.tools),
-        system_prompt=settings.system_prompt,
-    )
+    """The agent ``settings`` describe (``model``: one given instead of the settings' own).
+    With a ``workspace``, its MCP servers are connected too (their secrets registered with
+    ``secrets``; stdio ones sandboxed per ``sandbox``, default the settings' own)."""
+    policy = policy or SettingsPolicy()
+    chosen = model or build_model(settings.model, policy)
+    tools = builtin_tools(settings.tools)
+    if workspace is not None:
+        connected = connect_mcp_servers(
+            settings,
+            policy,
+            sandbox or settings.sandbox,
+            workspace.root,
+            secrets if secrets is not None else Secrets(),
+        )
+        try:
+            tools = ToolSet([*tools.values(), *connected.tools], unavailable_prefixes(connected))
+        except BaseException:
+            ToolSet(connected.tools).close()  # their processes have no other owner
+            raise
+    return Agent(model=chosen, tools=tools, system_prompt=settings.system_prompt)
 
 
 def build_condenser(settings: ConversationSettings, model: LanguageModel) -> Condenser | None:

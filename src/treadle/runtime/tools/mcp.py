@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import re
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import jsonschema
 import mcp_types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treadle.errors import TreadleError
-from treadle.runtime.tools.base import Tool, ToolArguments, ToolContext, ToolResult
+from treadle.runtime.tools.base import Tool, ToolArguments, ToolCallError, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +43,8 @@ class MCPCallCancelled(TreadleError):
 
 class MCPServerSpec(BaseModel):
     """How to reach one MCP server: a command (stdio) or a URL (streamable HTTP). Plain data, so
-    a conversation can store it with its settings and reconnect after a restart. Put no secret in
-    ``env`` or ``url``: they are stored; register secrets with ``Secrets`` instead."""
+    a conversation's settings (``treadle.api.mcp.MCPServerConfig``) give one, with their ``${VAR}``
+    references resolved (``mcp_config``), to the process that runs the conversation."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,6 +56,9 @@ class MCPServerSpec(BaseModel):
     )
     cwd: str | None = None
     url: str | None = Field(default=None, description="streamable HTTP: the server's endpoint.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="streamable HTTP: headers sent with every request."
+    )
     tool_prefix: str = Field(
         default="", description="Put before every tool name, to avoid clashes."
     )
@@ -107,9 +112,11 @@ class MCPConnection:
             return self.spec.url
         return " ".join([self.spec.command or "", *self.spec.args])
 
-    def _transport(self) -> Any:
+    def _transport(self, http_client: Any) -> Any:
         if self.spec.url is not None:
-            return self.spec.url
+            if http_client is None:
+                return self.spec.url
+            return streamable_http_client(self.spec.url, http_client=http_client)
         parameters = StdioServerParameters(
             command=self.spec.command or "",
             args=list(self.spec.args),
@@ -121,7 +128,13 @@ class MCPConnection:
     async def _serve(self, ready: concurrent.futures.Future[list[mcp_types.Tool]]) -> None:
         self._stopping = asyncio.Event()
         try:
-            async with Client(self._transport()) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                http_client = None
+                if self.spec.headers:  # headers need an HTTP client of our own, closed here
+                    http_client = await stack.enter_async_context(
+                        create_mcp_http_client(headers=self.spec.headers)
+                    )
+                client = await stack.enter_async_context(Client(self._transport(http_client)))
                 tools = await _list_all_tools(client)
                 self._client = client
                 ready.set_result(tools)
@@ -150,7 +163,7 @@ class MCPConnection:
             raise MCPConnectionError(
                 f"MCP server {self.spec.name!r} is not connected"
                 + (f" (it failed: {self._failure})" if self._failure else "")
-                + ": restart the conversation's tools to reconnect"
+                + "; its tools are unavailable until the conversation is opened again"
             )
         timeout = self.spec.call_timeout
         future = asyncio.run_coroutine_threadsafe(
@@ -228,11 +241,16 @@ class MCPTool(Tool[MCPArguments]):
 
     arguments_model = MCPArguments
 
-    def __init__(self, connection: MCPConnection, remote: mcp_types.Tool) -> None:
+    def __init__(
+        self, connection: MCPConnection, remote: mcp_types.Tool, name: str | None = None
+    ) -> None:
         self.connection = connection
         self.remote_name = remote.name
         wanted = connection.spec.tool_prefix + remote.name
-        self.name = wanted if _TOOL_NAME.fullmatch(wanted) else _fit_name(wanted)
+        if name is not None:
+            self.name = name
+        else:
+            self.name = wanted if _TOOL_NAME.fullmatch(wanted) else _fit_name(wanted)
         self.description = remote.description or (
             f"Tool {remote.name} of the MCP server {connection.spec.name}."
         )
@@ -264,6 +282,9 @@ class MCPTool(Tool[MCPArguments]):
             result = self.connection.call_tool(
                 self.remote_name, dict(arguments.model_extra or {}), context.interruption
             )
+        except MCPConnectionError as error:
+            # The server is gone: this call fails, named; the other tools and the run go on.
+            raise ToolCallError(self.name, "tool_error", f"{error}") from error
         except MCPCallCancelled:
             return ToolResult(
                 content="[the call was cancelled: the run was interrupted; the MCP server may "
@@ -280,8 +301,12 @@ class MCPTool(Tool[MCPArguments]):
                     data={"timed_out": True},
                 )
             if error.code == mcp_types.CONNECTION_CLOSED:
-                raise MCPConnectionError(
-                    f"the MCP server {self.connection.spec.name!r} closed the connection"
+                raise ToolCallError(
+                    self.name,
+                    "tool_error",
+                    f"the MCP server {self.connection.spec.name!r} closed the connection (it "
+                    f"stopped or crashed): {self.remote_name} did not answer; its "
+                    "tools are unavailable until the conversation is opened again",
                 ) from error
             # The server refused this call (bad parameters, unknown tool): the model can adapt.
             raise ValueError(
@@ -297,10 +322,24 @@ class MCPTool(Tool[MCPArguments]):
         self.connection.close()
 
 
-def connect_mcp_tools(spec: MCPServerSpec, *, errlog: TextIO | None = None) -> list[MCPTool]:
-    """Connect to the server and wrap each of its tools; ``ToolSet.close`` disconnects."""
+def connect_mcp_tools(
+    spec: MCPServerSpec,
+    *,
+    errlog: TextIO | None = None,
+    name_tool: Callable[[str], str] | None = None,
+) -> list[MCPTool]:
+    """Connect to the server and wrap each of its tools (``name_tool``: the name the model
+    calls a remote tool by; default: ``tool_prefix`` + its name, fitted); ``ToolSet.close``
+    disconnects."""
     connection = MCPConnection(spec, errlog=errlog)
-    return [MCPTool(connection, remote) for remote in connection.tools]
+    try:
+        return [
+            MCPTool(connection, remote, name_tool(remote.name) if name_tool else None)
+            for remote in connection.tools
+        ]
+    except BaseException:
+        connection.close()
+        raise
 
 
 def _shorten(message: str, limit: int = 200) -> str:

@@ -35,7 +35,12 @@ class ToolSet(Mapping[str, Tool[Any]]):
             record(result.to_observation(action, parent_id=...))
     """
 
-    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+    def __init__(
+        self, tools: Iterable[Tool[Any]] = (), unavailable: Mapping[str, str] | None = None
+    ) -> None:
+        self._unavailable = dict(unavailable or {})
+        """Name prefix -> why the tools whose names start with it are missing (an MCP server
+        that did not start): a call to one is answered with that, not "unknown tool"."""
         self._tools: dict[str, Tool[Any]] = {}
         for tool in tools:
             if tool.name in self._tools:
@@ -54,6 +59,11 @@ class ToolSet(Mapping[str, Tool[Any]]):
     def __repr__(self) -> str:
         return f"ToolSet({sorted(self._tools)!r})"
 
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """Name prefix -> why those tools are missing (see the constructor)."""
+        return dict(self._unavailable)
+
     def openai_schemas(self) -> list[dict[str, Any]]:
         """Every tool as an OpenAI ``tools`` entry, in the order the tools were given."""
         return [tool.openai_schema() for tool in self._tools.values()]
@@ -62,6 +72,9 @@ class ToolSet(Mapping[str, Tool[Any]]):
         """The tool called ``tool_name``, or a ``ToolCallError`` listing the valid names."""
         tool = self._tools.get(tool_name)
         if tool is None:
+            for prefix, why in self._unavailable.items():
+                if tool_name.startswith(prefix):
+                    raise ToolCallError(tool_name, "tool_error", why)
             available = ", ".join(self._tools) or "(none)"
             raise ToolCallError(
                 tool_name,

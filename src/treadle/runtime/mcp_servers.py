@@ -1,0 +1,93 @@
+"""Which MCP servers a conversation gets in the process that runs it: its own (stored in its
+settings) and the process's (``treadle serve --mcp-config``), checked against the process's policy.
+
+Trusted settings (``treadle run``) resolve ``${VAR}`` from the process's environment and run their
+stdio servers sandboxed when the conversation is. A server's clients are not trusted: their
+servers always run sandboxed, may reference no variable of the server's environment, and get
+the network only when the server's own limit allows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from treadle.api.mcp import mcp_tool_prefix
+from treadle.api.settings import ConversationSettings, SandboxSettings
+from treadle.runtime.secrets import Secrets
+from treadle.runtime.tools.mcp_config import MCPLaunch, MCPTools, connect_servers
+
+if TYPE_CHECKING:
+    from treadle.runtime.settings import SettingsPolicy
+
+
+def check_mcp_servers(settings: ConversationSettings, policy: SettingsPolicy) -> None:
+    """Refuse what a client's servers ask beyond the policy: ``SettingsError`` for a
+    ``${VAR}`` reference or a name the process's own servers use, ``SandboxRefused`` for
+    the network when the sandbox limit keeps it off."""
+    from treadle.runtime.settings import SandboxRefused, SettingsError
+
+    taken = sorted(set(settings.mcp_servers) & set(policy.mcp_servers))
+    if taken:
+        raise SettingsError(
+            f"MCP server name(s) {', '.join(map(repr, taken))} are this server's own "
+            "(--mcp-config): name yours otherwise"
+        )
+    if policy.trusted:
+        return
+    for name, config in settings.mcp_servers.items():
+        references = config.references()
+        if references:
+            raise SettingsError(
+                f"MCP server {name!r} references {', '.join('${' + v + '}' for v in references)}"
+                ": a client's MCP servers cannot read this server's environment; send the values"
+            )
+        limit = policy.sandbox_limit
+        if config.network and limit is not None and limit.network == "off":
+            raise SandboxRefused(
+                f'this server does not allow MCP server {name!r} the network ("network": '
+                "true; its --network is off)"
+            )
+
+
+def connect_mcp_servers(
+    settings: ConversationSettings,
+    policy: SettingsPolicy,
+    sandbox: SandboxSettings,
+    workspace: Path,
+    secrets: Secrets,
+) -> MCPTools:
+    """Start (or reach) every server the conversation gets here; those that fail are kept
+    with their reason. ``sandbox``: what the conversation's tools run under in this run."""
+    check_mcp_servers(settings, policy)
+    environ: Mapping[str, str] = policy.mcp_environment or {}
+    sandboxed = sandbox.kind == "bubblewrap"
+    launches = [
+        MCPLaunch(name, config, sandboxed, environ) for name, config in policy.mcp_servers.items()
+    ]
+    for name, config in settings.mcp_servers.items():
+        if policy.trusted:
+            launches.append(MCPLaunch(name, config, sandboxed, environ))
+        else:  # a client's: always sandboxed, nothing of the host but the executable
+            launches.append(MCPLaunch(name, config, True, {}, extra_mounts=False))
+    if not launches:
+        return MCPTools([], {})
+    return connect_servers(
+        launches,
+        secrets=secrets,
+        workspace=workspace,
+        mounts_ro=sandbox.mounts_ro if sandboxed else (),
+    )
+
+
+def unavailable_prefixes(connected: MCPTools) -> dict[str, str]:
+    """Tool-name prefix -> the error a call to a tool of a server that did not start gets."""
+    return {
+        mcp_tool_prefix(name): (
+            f"The MCP server {name!r} did not start, so its tools are unavailable: {reason}. "
+            "The other tools work; it is started again when the conversation is reopened."
+        )
+        for name, reason in connected.unavailable.items()
+    }
+

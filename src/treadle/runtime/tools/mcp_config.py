@@ -1,0 +1,313 @@
+"""From a conversation's ``mcpServers`` settings to live MCP tools: the config file read with named
+errors, ``${VAR}`` references resolved and masked, stdio servers wrapped in bubblewrap.
+
+A server that cannot start is not a failure of the conversation: it is left out, and a call to
+one of its tools is answered by an agent error naming it (``ToolSet``'s ``unavailable``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from treadle.api.mcp import (
+    VARIABLE_REFERENCE,
+    MCPServerConfig,
+    check_server_names,
+    mcp_tool_name,
+)
+from treadle.errors import TreadleError
+from treadle.files import read_regular_file
+from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
+from treadle.runtime.tools.mcp import MCPServerSpec, MCPTool, connect_mcp_tools
+from treadle.runtime.workspace.sandbox import (
+    BWRAP,
+    SANDBOX_HOME,
+    SYSTEM_DIRS,
+    check_bubblewrap,
+    system_mounts,
+)
+from treadle.runtime.workspace.shell import DEFAULT_PATH
+
+logger = logging.getLogger(__name__)
+
+MCP_CONFIG_MAX_BYTES = 1024 * 1024
+CONFIG_KEY = "mcpServers"
+DEFAULT_CALL_TIMEOUT_S = 120.0
+
+
+class MCPConfigError(TreadleError, ValueError):
+    """An MCP config file (or a server's entry) that cannot be used, with where and why."""
+
+
+def load_mcp_config(path: str | Path) -> dict[str, MCPServerConfig]:
+    """The servers of an ``mcpServers`` JSON file (Claude Desktop, Cursor, Claude Code shape:
+    ``{"mcpServers": {"name": {...}}}``). ``MCPConfigError`` names the file and the problem:
+    the JSON error's line and column, or the key whose value is refused."""
+    try:
+        raw = read_regular_file(path, MCP_CONFIG_MAX_BYTES)
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise MCPConfigError(f"cannot read MCP config {path}: {reason}") from None
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise MCPConfigError(f"MCP config {path}: not UTF-8 (byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise MCPConfigError(
+            f"MCP config {path}: invalid JSON at line {error.lineno} column {error.colno}: "
+            f"{error.msg}"
+        ) from None
+    if not isinstance(document, dict) or not isinstance(document.get(CONFIG_KEY), dict):
+        raise MCPConfigError(
+            f'MCP config {path}: expected an object with the key "{CONFIG_KEY}" holding an '
+            'object of servers, e.g. {"mcpServers": {"files": {"command": "...", "args": []}}}'
+        )
+    return parse_servers(document[CONFIG_KEY], where=f"MCP config {path}")
+
+
+def parse_servers(entries: Mapping[str, Any], where: str) -> dict[str, MCPServerConfig]:
+    """Each entry as an ``MCPServerConfig``; ``MCPConfigError`` naming the key refused."""
+    servers: dict[str, MCPServerConfig] = {}
+    for name, entry in entries.items():
+        try:
+            servers[name] = MCPServerConfig.model_validate(entry)
+        except ValidationError as error:
+            detail = error.errors()[0]
+            key = ".".join(str(part) for part in (CONFIG_KEY, name, *detail["loc"]))
+            message = detail["msg"].removeprefix("Value error, ")
+            raise MCPConfigError(f"{where}: {key}: {message}") from None
+    try:
+        return check_server_names(servers)
+    except ValueError as error:
+        raise MCPConfigError(f"{where}: {CONFIG_KEY}: {error}") from None
+
+
+def missing_variables(
+    servers: Mapping[str, MCPServerConfig], environ: Mapping[str, str]
+) -> list[str]:
+    """``server: VAR`` for each reference that ``environ`` does not set."""
+    return [
+        f"{name}: ${{{variable}}}"
+        for name, config in servers.items()
+        for variable in config.references()
+        if not environ.get(variable)
+    ]
+
+
+@dataclass(frozen=True)
+class MCPLaunch:
+    """One server to connect, as the process that runs the conversation decided: whose
+    environment resolves its references, and whether it runs sandboxed."""
+
+    name: str
+    config: MCPServerConfig
+    sandboxed: bool
+    environ: Mapping[str, str] = field(repr=False)
+    extra_mounts: bool = True
+    """Mount the command's own files (its prefix, file arguments) read-only; False for an
+    untrusted client's server: only the executable itself is shown."""
+
+
+@dataclass
+class MCPTools:
+    """What connecting gave: the live tools, and why each server that did not start failed."""
+
+    tools: list[MCPTool]
+    unavailable: dict[str, str]
+
+
+def connect_servers(
+    launches: Sequence[MCPLaunch],
+    *,
+    secrets: Secrets,
+    workspace: Path,
+    mounts_ro: Sequence[str] = (),
+    errlog: TextIO | None = None,
+) -> MCPTools:
+    """Connect every server at once (each in its own thread: a slow one does not delay the
+    others). Resolved secret values are registered with ``secrets`` (masked, not exported)
+    before any server starts; a failure is kept as a masked reason, never raised."""
+    prepared: list[tuple[MCPLaunch, MCPServerSpec | str]] = []
+    for launch in launches:
+        try:
+            spec = server_spec(launch, secrets, workspace, mounts_ro)
+        except MCPConfigError as error:
+            prepared.append((launch, secrets.mask(str(error))))
+        else:
+            prepared.append((launch, spec))
+    tools: list[MCPTool] = []
+    unavailable: dict[str, str] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(prepared))) as pool:
+        futures = {
+            launch.name: pool.submit(_connect, launch.name, spec, errlog)
+            for launch, spec in prepared
+            if isinstance(spec, MCPServerSpec)
+        }
+        for launch, spec in prepared:
+            if isinstance(spec, str):
+                unavailable[launch.name] = spec
+                continue
+            try:
+                tools.extend(futures[launch.name].result())
+            except Exception as error:
+                unavailable[launch.name] = secrets.mask(str(error))
+    for name, reason in unavailable.items():
+        logger.warning("MCP server %r is unavailable: %s", name, reason)
+    return MCPTools(tools, unavailable)
+
+
+def _connect(name: str, spec: MCPServerSpec, errlog: TextIO | None) -> list[MCPTool]:
+    return connect_mcp_tools(spec, errlog=errlog, name_tool=lambda tool: mcp_tool_name(name, tool))
+
+
+def server_spec(
+    launch: MCPLaunch, secrets: Secrets, workspace: Path, mounts_ro: Sequence[str] = ()
+) -> MCPServerSpec:
+    """The connection spec of a launch: references resolved (their values registered with
+    ``secrets``), a sandboxed stdio command wrapped in bubblewrap."""
+    config = resolve(launch.name, launch.config, launch.environ, secrets)
+    timeout = config.timeout or DEFAULT_CALL_TIMEOUT_S
+    if config.url is not None:
+        return MCPServerSpec(
+            name=launch.name, url=config.url, headers=config.headers, call_timeout=timeout
+        )
+    command = config.command or ""
+    if not launch.sandboxed:
+        return MCPServerSpec(
+            name=launch.name,
+            command=command,
+            args=config.args,
+            env=config.env,
+            cwd=config.cwd or str(workspace),
+            call_timeout=timeout,
+        )
+    check_bubblewrap()  # SandboxUnavailable: never a silent fallback to no sandbox
+    executable = _executable(launch.name, command, launch.environ)
+    argv = sandbox_argv(
+        executable,
+        config.args,
+        workspace=workspace,
+        cwd=config.cwd,
+        network=config.network,
+        mounts=_mounts(executable, config, launch.extra_mounts, mounts_ro, workspace),
+    )
+    env = {"PATH": f"{executable.parent}:{DEFAULT_PATH}", "HOME": SANDBOX_HOME, "TERM": "dumb"}
+    env["LANG"] = launch.environ.get("LANG") or "C.UTF-8"
+    env.update(config.env)
+    return MCPServerSpec(
+        name=launch.name, command=argv[0], args=tuple(argv[1:]), env=env, call_timeout=timeout
+    )
+
+
+def resolve(
+    name: str, config: MCPServerConfig, environ: Mapping[str, str], secrets: Secrets
+) -> MCPServerConfig:
+    """``config`` with each ``${VAR}`` replaced by its value in ``environ``; each value is
+    registered with ``secrets`` under its variable's name (masked in what tools return, never
+    exported to the terminal). ``MCPConfigError`` naming a variable that is not set."""
+    missing = [variable for variable in config.references() if not environ.get(variable)]
+    if missing:
+        raise MCPConfigError(
+            f"MCP server {name!r} cannot start: "
+            f"{', '.join('${' + variable + '}' for variable in missing)} not set in the "
+            "environment of the process running this conversation"
+        )
+    for variable in config.references():
+        value = environ[variable]
+        if len(value) >= MIN_SECRET_LENGTH and variable not in secrets:
+            secrets.add(variable, value, export=False)
+
+    def filled(text: str) -> str:
+        return VARIABLE_REFERENCE.sub(lambda match: environ[match.group(1)], text)
+
+    if not config.references():
+        return config
+    return config.model_copy(
+        update={
+            "command": filled(config.command) if config.command else None,
+            "args": tuple(filled(arg) for arg in config.args),
+            "env": {key: filled(value) for key, value in config.env.items()},
+            "cwd": filled(config.cwd) if config.cwd else None,
+            "url": filled(config.url) if config.url else None,
+            "headers": {key: filled(value) for key, value in config.headers.items()},
+        }
+    )
+
+
+def _executable(name: str, command: str, environ: Mapping[str, str]) -> Path:
+    """The command's absolute path (looked up on the PATH of ``environ`` when it has no
+    slash), so that its own files can be shown in the sandbox."""
+    found = command if "/" in command else shutil.which(command, path=environ.get("PATH"))
+    if found is None or not os.access(found, os.X_OK):
+        raise MCPConfigError(
+            f"MCP server {name!r} cannot start: command {command!r} not found or not executable"
+        )
+    return Path(os.path.abspath(found))
+
+
+def _mounts(
+    executable: Path,
+    config: MCPServerConfig,
+    extra: bool,
+    mounts_ro: Sequence[str],
+    workspace: Path,
+) -> list[str]:
+    """Host paths shown read-only: the executable; unless ``extra`` is off, its installation
+    prefix (e.g. a virtual environment) when it lies in a ``bin`` folder, the absolute paths
+    among the arguments that exist and the working folder; and the conversation's own
+    ``mounts_ro``. The workspace (read-write) and the system are shown anyway."""
+    chosen: list[str] = list(mounts_ro)
+    candidates = [executable, Path(os.path.realpath(executable))]
+    if extra:
+        candidates = [
+            path.parent.parent if path.parent.name == "bin" else path for path in candidates
+        ]
+        candidates += [Path(arg) for arg in config.args if arg.startswith("/")]
+        candidates += [Path(config.cwd)] if config.cwd else []
+    for path in candidates:
+        text = str(path)
+        inside = text == str(workspace) or text.startswith(f"{workspace}/")
+        if path.exists() and not _under_system(text) and not inside and text not in chosen:
+            chosen.append(text)
+    return chosen
+
+
+def _under_system(path: str) -> bool:
+    return any(path == folder or path.startswith(folder + "/") for folder in SYSTEM_DIRS)
+
+
+def sandbox_argv(
+    executable: Path,
+    args: Sequence[str],
+    *,
+    workspace: Path,
+    cwd: str | None,
+    network: bool,
+    mounts: Sequence[str],
+    bwrap: str = BWRAP,
+) -> list[str]:
+    """bubblewrap's command line for a stdio server: the system and ``mounts`` read-only, the
+    workspace read-write at its own path, private HOME and /tmp, its own process namespace,
+    every capability dropped; no network unless ``network``. ``--die-with-parent``: it ends
+    with the process that started it."""
+    argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+    argv += ["--unshare-uts", "--hostname", "sandbox", "--unshare-cgroup-try"]
+    if not network:
+        argv.append("--unshare-net")
+    argv += ["--cap-drop", "ALL", *system_mounts()]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", SANDBOX_HOME]
+    for mount in mounts:
+        argv += ["--ro-bind", mount, mount]
+    root = str(workspace)
+    argv += ["--bind", root, root, "--chdir", cwd or root, "--", str(executable), *args]
+    return argv
