@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from rich.panel import Panel
 
 from treadle.api.hooks import HookSettings
 from treadle.api.isolation import isolation_text
+from treadle.api.mcp import MCPServerConfig
 from treadle.api.settings import CondenseMode
 from treadle.cli.app import app
 from treadle.cli.live_output import LiveOutputView
@@ -46,6 +48,7 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.hooks import WORKSPACE_SETTINGS, PromptBlocked, read_hook_file
 from treadle.runtime.llm import ModelError
 from treadle.runtime.llm.base import LanguageModel
+from treadle.cli.mcp_options import mcp_servers_option
 from treadle.runtime.settings import (
     SETTINGS_KEY,
     ConversationSettings,
@@ -74,7 +77,7 @@ class Network(StrEnum):
 def cli_policy() -> SettingsPolicy:
     """The CLI runs the user's own settings (trusted); an unsandboxed shell gets the PATH,
     HOME and locale of the user's environment, read here at the edge."""
-    return SettingsPolicy(shell_environment=shell_environment())
+    return SettingsPolicy(shell_environment=shell_environment(), mcp_environment=dict(os.environ))
 
 
 EXIT_STOPPED = 3
@@ -280,6 +283,14 @@ def run(
             "itself can write (ignored without this)",
         ),
     ] = False,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-config",
+            help='MCP servers for the agent, from a {"mcpServers": ...} JSON file (docs/mcp.md); '
+            "stored with the conversation (secrets as ${VAR}, resolved from the environment)",
+        ),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Run an agent on TASK in a workspace, or continue a stored conversation, showing every
@@ -300,6 +311,7 @@ def run(
         Budget(max_cost, max_total_tokens),
         _hook_settings(hooks),
         trust_workspace_hooks,
+        mcp_servers_option(mcp_config),
     )
     sandbox_choice = _SandboxOptions(sandbox, network, tuple(mount_ro or ()))
     if conversation_id is None:
@@ -422,10 +434,13 @@ class _ModelOptions:
         if self.trust_workspace_hooks:
             fields["trust_workspace_hooks"] = True
         return fields
+    mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
 
     def condense_fields(self) -> dict[str, object]:
-        """The condensation and budget settings of a new conversation."""
+        """The condensation, budget and MCP settings of a new conversation."""
         fields: dict[str, object] = {"condense": self.condense or CondenseMode.AUTO}
+        if self.mcp_servers:
+            fields["mcp_servers"] = self.mcp_servers
         if self.context_tokens is not None:
             fields["context_tokens"] = self.context_tokens
         if self.budget.max_cost_usd is not None:
@@ -613,6 +628,8 @@ def _check_fits(
         differs.append("--hooks (the stored hooks differ)")
     if choice.trust_workspace_hooks and not stored.trust_workspace_hooks:
         differs.append("--trust-workspace-hooks (stored: not trusted)")
+    if choice.mcp_servers and choice.mcp_servers != stored.mcp_servers:
+        differs.append(f"--mcp-config (stored servers: {', '.join(stored.mcp_servers) or 'none'})")
     try:  # a budget is the one setting that may change, and only upwards
         raised(stored, choice.budget)
     except BudgetLowered as error:
