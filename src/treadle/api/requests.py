@@ -84,6 +84,11 @@ class SendMessage(_Body):
 
 class RunRequest(_Body):
     max_steps: int = Field(default=50, ge=1, le=10_000)
+    settings: ConversationSettings | None = Field(
+        default=None,
+        description="Settings for a conversation that has none (e.g. imported): stored with "
+        "it when the run starts. A conversation with settings keeps its own (409)",
+    )
 
 
 class ActionChoice(_Body):

@@ -44,6 +44,7 @@ from treadle.events.model import ActionEvent, MessageEvent
 from treadle.events.projection import count_tool_calls
 from treadle.runtime.budget import Budget, BudgetLowered, raised
 from treadle.runtime.confirmation import ConfirmationPolicy
+from treadle.runtime.continuing import store_missing_settings
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.hooks import WORKSPACE_SETTINGS, PromptBlocked, read_hook_file
 from treadle.runtime.llm import ModelError
@@ -392,7 +393,7 @@ def _run_under_lease(
         try:
             with lease, _signals_stop_the_run():
                 if to_store is not None:
-                    _store_settings(opened, conversation.id, to_store)
+                    store_missing_settings(opened, conversation.id, to_store)
                 elif budget.limited:
                     _raise_budget(console, conversation, budget)
                 status = _run_to_the_end(console, conversation, task, max_steps)
@@ -654,15 +655,6 @@ def _model_name(settings: ConversationSettings) -> str:
     if choice.kind == "litellm":
         return choice.model or "litellm"
     return f"scripted {choice.script}" if choice.script else "scripted (inline)"
-
-
-def _store_settings(
-    store: EventStore, conversation_id: str, settings: ConversationSettings
-) -> None:
-    """Keep ``settings`` with a conversation that had none, beside its other metadata."""
-    metadata = dict(store.get_conversation(conversation_id).metadata)
-    metadata[SETTINGS_KEY] = settings.to_metadata()
-    store.update_conversation(conversation_id, metadata=metadata)
 
 
 def _hook_settings(path: Path | None) -> HookSettings | None:

@@ -10,6 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from treadle.cli.app import app
+from treadle.cli.mcp_options import mcp_servers_option
 from treadle.cli.run_commands import Network, SandboxKind
 from treadle.cli.store_options import StoreOption
 from treadle.files import read_regular_file
@@ -122,6 +123,14 @@ def serve(
             "sandbox; a client's own hooks run only sandboxed (docs/hooks.md)",
         ),
     ] = None,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-config",
+            help='MCP servers every conversation here gets, from a {"mcpServers": ...} JSON '
+            "file (docs/mcp.md); ${VAR} resolved from this server's environment",
+        ),
+    ] = None,
 ) -> None:
     """Serve the REST + WebSocket API (and the Canvas at /). OpenAPI docs at /docs.
 
@@ -145,6 +154,7 @@ def serve(
             operator_hooks = read_hook_file(hooks)
         except HookSettingsError as error:
             raise typer.BadParameter(str(error), param_hint="--hooks") from None
+    mcp_servers = mcp_servers_option(mcp_config)
     keys = [*(api_key or ()), *(read_key_file(api_key_file) if api_key_file else ())]
     if not keys:
         keys = [k.strip() for k in os.environ.get("TREADLE_API_KEYS", "").split(",") if k.strip()]
@@ -164,6 +174,7 @@ def serve(
         max_running=max_running,
         sandbox_limit=sandbox_limit,
         hooks=operator_hooks,
+        mcp_servers=mcp_servers,
     )
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
 

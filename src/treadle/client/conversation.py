@@ -116,10 +116,19 @@ class RemoteConversation:
         return _adapt(EVENT_ADAPTER, self._call("POST", "/messages", json={"text": text}))
 
     def run(
-        self, max_steps: int = 50, *, wait: bool = True, timeout_s: float = 300.0
+        self,
+        max_steps: int = 50,
+        *,
+        wait: bool = True,
+        timeout_s: float = 300.0,
+        settings: ConversationSettings | None = None,
     ) -> ConversationStatus:
-        """Start a run; with ``wait`` (default) return the status it stopped in."""
-        self._call("POST", "/run", json={"max_steps": max_steps})
+        """Start a run; with ``wait`` (default) return the status it stopped in.
+        ``settings``: for a conversation that has none (imported), stored with it."""
+        body: dict[str, object] = {"max_steps": max_steps}
+        if settings is not None:
+            body["settings"] = settings.to_metadata()
+        self._call("POST", "/run", json=body)
         return self.wait(timeout_s) if wait else ConversationStatus.RUNNING
 
     def wait(self, timeout_s: float = 300.0, poll_s: float = 0.05) -> ConversationStatus:

@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from fastapi import FastAPI
 
 import treadle
 from treadle.api.hooks import HookSettings
+from treadle.api.mcp import MCPServerConfig
 from treadle.environment import model_environment, shell_environment
 from treadle.runtime.settings import SandboxSettings, SettingsPolicy
 from treadle.server import (
@@ -51,12 +53,14 @@ def create_app(
     max_running: int = MAX_RUNNING,
     sandbox_limit: SandboxSettings | None = None,
     hooks: HookSettings | None = None,
+    mcp_servers: Mapping[str, MCPServerConfig] | None = None,
 ) -> FastAPI:
     """``allow_base_urls``: base URLs (besides the provider's own endpoint and TREADLE_BASE_URL)
     that may receive the server's model key; a conversation with any other runs without it.
     ``sandbox_limit``: the least isolation a client's settings may ask for (default: the
     default sandbox, bubblewrap with the network off; a client asking for less gets 403).
-    ``hooks``: the operator's hooks, run in every conversation (docs/hooks.md)."""
+    ``hooks``: the operator's hooks, run in every conversation (docs/hooks.md).
+    ``mcp_servers``: the operator's MCP servers, which every conversation here gets."""
     url = store_url or default_store_url()
     security = SecurityConfig.build(
         api_keys,
@@ -84,6 +88,9 @@ def create_app(
         sandbox_limit=sandbox_limit or SandboxSettings(),
         shell_environment=shell_environment(),
         hooks=hooks,
+        mcp_servers=dict(mcp_servers or {}),
+        # Only the operator's servers may name its variables (a client's ${VAR} is refused).
+        mcp_environment=dict(os.environ) if mcp_servers else None,
     )
     model_key = environment.api_key
 

@@ -40,6 +40,7 @@ from treadle.runtime.snapshots import (
     snapshot_list,
 )
 from treadle.runtime.snapshots.facts import facts
+from treadle.server.continuing import settings_for_unset
 from treadle.server.state import ServerState, server_state
 from treadle.store.base import ConversationExists, ConversationInfo, ConversationNotFound
 
@@ -147,10 +148,18 @@ def _accepted(state: ServerState, conversation_id: str, operation: str) -> Accep
 
 @router.post("/{conversation_id}/run", status_code=202, response_model=Accepted)
 def run(conversation_id: str, state: State, body: RunRequest | None = None) -> Accepted:
-    """Start a run in the background; 409 when it already runs (here or in another server)."""
-    max_steps = (body or RunRequest()).max_steps
-    state.runtime(conversation_id)  # 404 / 409 before starting a thread
-    state.runs.start(conversation_id, lambda c: c.run(max_steps), "run")
+    """Start a run in the background; 409 when it already runs (here or in another server).
+    ``settings``: for a conversation that has none (imported), stored with it as it starts."""
+    request = body or RunRequest()
+    max_steps = request.max_steps
+    if request.settings is None:
+        state.runtime(conversation_id)  # 404 / 409 before starting a thread
+        state.runs.start(conversation_id, lambda c: c.run(max_steps), "run")
+    else:
+        settings = settings_for_unset(state, conversation_id, request.settings)
+        state.runs.start(
+            conversation_id, lambda c: c.run(max_steps), "run", settings_if_missing=settings
+        )
     return _accepted(state, conversation_id, "run")
 
 

@@ -33,12 +33,18 @@ from datetime import datetime
 from typing import Any
 
 from treadle.events.model import ROOT, MessageEvent
+from treadle.runtime.continuing import store_missing_settings
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.errors import ConversationBusy, ConversationError, NotRunnable, TooManyRunning
 from treadle.runtime.live_output import OutputListener
 from treadle.runtime.llm.base import ModelError
 from treadle.runtime.requests import PauseKind
-from treadle.runtime.settings import SandboxRefused, SettingsError, SettingsPolicy
+from treadle.runtime.settings import (
+    ConversationSettings,
+    SandboxRefused,
+    SettingsError,
+    SettingsPolicy,
+)
 from treadle.runtime.status import ConversationStatus, read_status, status_event
 from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.server.limits import MAX_RUNNING
@@ -123,9 +129,12 @@ class RunManager:
         )
         self._watcher.start()
 
-    def conversation(self, conversation_id: str) -> Conversation:
-        """This process's object for a stored conversation (opened from its settings; reopened
-        when the stored conversation is not the one it was opened from)."""
+    def conversation(
+        self, conversation_id: str, settings_if_missing: ConversationSettings | None = None
+    ) -> Conversation:
+        """This process's object for a stored conversation (opened from its settings, or
+        ``settings_if_missing`` when it has none; reopened when the stored conversation is not
+        the one it was opened from)."""
         info = self.store.get_conversation(conversation_id)
         stale = None
         with self._lock:
@@ -133,7 +142,7 @@ class RunManager:
             if entry is not None and entry.created_at != info.created_at and not entry.running:
                 stale, entry = self._entries.pop(conversation_id), None
             if entry is None:
-                conversation = self._open(conversation_id)
+                conversation = self._open(conversation_id, settings_if_missing)
                 entry = _Entry(conversation, info.created_at)
                 self._entries[conversation_id] = entry
             entry.last_used = time.monotonic()
@@ -142,10 +151,16 @@ class RunManager:
             stale.conversation.close()
         return found
 
-    def _open(self, conversation_id: str) -> Conversation:
+    def _open(
+        self, conversation_id: str, settings_if_missing: ConversationSettings | None = None
+    ) -> Conversation:
         try:
             conversation = Conversation.open(
-                self.store, conversation_id, policy=self.policy, model_key=self.model_key
+                self.store,
+                conversation_id,
+                policy=self.policy,
+                model_key=self.model_key,
+                settings_if_missing=settings_if_missing,
             )
         except NOT_RUNNABLE as error:
             if isinstance(error, NotRunnable):
@@ -171,12 +186,41 @@ class RunManager:
         return entry is not None and entry.running
 
     def start(
-        self, conversation_id: str, operation: Operation, name: str, check: Check | None = None
+        self,
+        conversation_id: str,
+        operation: Operation,
+        name: str,
+        check: Check | None = None,
+        settings_if_missing: ConversationSettings | None = None,
     ) -> None:
         """Run ``operation`` on the conversation in the background: ``ConversationBusy`` when
         it already runs here or in another server, ``TooManyRunning`` when this server runs
-        all it may. ``check`` runs first, under the lease (what it raises is the answer)."""
-        conversation = self.conversation(conversation_id)
+        all it may. ``check`` runs first, under the lease (what it raises is the answer).
+        ``settings_if_missing``: settings for a conversation that has none, stored with it
+        under the lease (``NotRunnable`` when another request stored others first)."""
+        if settings_if_missing is not None:
+            check = _storing(settings_if_missing, self.store, check)
+        conversation = self.conversation(conversation_id, settings_if_missing)
+        try:
+            self._start(conversation, operation, name, check)
+        except BaseException:
+            if settings_if_missing is not None:
+                self.forget_object(conversation)  # its settings were not stored
+            raise
+
+    def forget_object(self, conversation: Conversation) -> None:
+        """Close and drop ``conversation`` if it is still this process's object for its id."""
+        with self._lock:
+            entry = self._entries.get(conversation.id)
+            if entry is None or entry.conversation is not conversation or entry.running:
+                return
+            del self._entries[conversation.id]
+        conversation.close()
+
+    def _start(
+        self, conversation: Conversation, operation: Operation, name: str, check: Check | None
+    ) -> None:
+        conversation_id = conversation.id
         try:
             # Confinement is checked again (real paths) at every start: the folder may have
             # been replaced by a symlink since the conversation was opened.
@@ -500,6 +544,22 @@ class RunManager:
             ConversationStatus.ERROR, self.store.head(conversation_id) or ROOT, reason
         )
         self.store.append(conversation_id, event, move_head=False)
+
+
+def _storing(settings: ConversationSettings, store: EventStore, then: Check | None) -> Check:
+    """A check that stores ``settings`` with a conversation that has none (under the lease
+    ``start`` holds), then runs ``then``."""
+
+    def check(conversation: Conversation) -> None:
+        if not store_missing_settings(store, conversation.id, settings):
+            raise NotRunnable(
+                f"conversation {conversation.id} was given settings by another request "
+                "meanwhile: run it again without settings"
+            )
+        if then is not None:
+            then(conversation)
+
+    return check
 
 
 def _logged(action: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from fastapi import Request
 
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.mcp_servers import check_mcp_servers
 from treadle.runtime.settings import ConversationSettings, SettingsError, SettingsPolicy
 from treadle.runtime.status import ConversationStatus, as_read, read_status
 from treadle.server.errors import ApiError
@@ -56,6 +57,10 @@ class ServerState:
                 raise ApiError(422, "script_path_refused", str(error)) from None
         # Before anything is made: less isolation than the server allows is refused (403).
         self.policy.check_sandbox(settings.sandbox)
+        try:
+            check_mcp_servers(settings, self.policy)  # the network beyond the limit: 403
+        except SettingsError as error:
+            raise ApiError(422, "mcp_refused", str(error)) from None
         return settings.model_copy(update={"workspace": self.workspace_folder(settings.workspace)})
 
     def workspace_folder(self, requested: str) -> str:
