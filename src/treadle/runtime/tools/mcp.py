@@ -63,6 +63,9 @@ class MCPServerSpec(BaseModel):
         default="", description="Put before every tool name, to avoid clashes."
     )
     call_timeout: float = Field(default=120.0, gt=0, description="Seconds one call may take.")
+    label: str | None = Field(
+        default=None, description="How messages show the target (default: command or URL)."
+    )
     connect_timeout: float = Field(default=30.0, gt=0)
 
     @model_validator(mode="after")
@@ -108,6 +111,8 @@ class MCPConnection:
             ) from error
 
     def _target_text(self) -> str:
+        if self.spec.label is not None:
+            return self.spec.label
         if self.spec.url is not None:
             return self.spec.url
         return " ".join([self.spec.command or "", *self.spec.args])

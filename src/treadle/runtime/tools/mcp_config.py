@@ -114,8 +114,9 @@ class MCPLaunch:
     sandboxed: bool
     environ: Mapping[str, str] = field(repr=False)
     extra_mounts: bool = True
-    """Mount the command's own files (its prefix, file arguments) read-only; False for an
-    untrusted client's server: only the executable itself is shown."""
+    """Show the command's own files (its installation prefix, file arguments) read-only;
+    False for a server's client: nothing of the host beyond the system, the workspace and
+    the sandbox's ``mounts_ro`` (the operator's choice), where the command must lie."""
 
 
 @dataclass
@@ -193,6 +194,15 @@ def server_spec(
         )
     check_bubblewrap()  # SandboxUnavailable: never a silent fallback to no sandbox
     executable = _executable(launch.name, command, launch.environ)
+    real = Path(os.path.realpath(executable))
+    hidden = [path for path in dict.fromkeys((executable, real))
+              if not _visible(path, workspace, mounts_ro)]  # fmt: skip
+    if not launch.extra_mounts and hidden:
+        raise MCPConfigError(
+            f"MCP server {launch.name!r} cannot start: its command {hidden[0]} is not inside "
+            "the sandbox (the system folders, the workspace, or a mounts_ro path this server "
+            "allows)"
+        )
     argv = sandbox_argv(
         executable,
         config.args,
@@ -205,7 +215,12 @@ def server_spec(
     env["LANG"] = launch.environ.get("LANG") or "C.UTF-8"
     env.update(config.env)
     return MCPServerSpec(
-        name=launch.name, command=argv[0], args=tuple(argv[1:]), env=env, call_timeout=timeout
+        name=launch.name,
+        command=argv[0],
+        args=tuple(argv[1:]),
+        env=env,
+        call_timeout=timeout,
+        label=f"sandboxed: {' '.join([str(executable), *config.args])}",
     )
 
 
@@ -262,18 +277,17 @@ def _mounts(
     mounts_ro: Sequence[str],
     workspace: Path,
 ) -> list[str]:
-    """Host paths shown read-only: the executable; unless ``extra`` is off, its installation
-    prefix (e.g. a virtual environment) when it lies in a ``bin`` folder, the absolute paths
-    among the arguments that exist and the working folder; and the conversation's own
-    ``mounts_ro``. The workspace (read-write) and the system are shown anyway."""
+    """Host paths shown read-only: the conversation's own ``mounts_ro``; unless ``extra`` is
+    off, the executable (its installation prefix, e.g. a virtual environment, when it lies in
+    a ``bin`` folder), the absolute paths among the arguments that exist and the working
+    folder. The workspace (read-write) and the system are shown anyway."""
     chosen: list[str] = list(mounts_ro)
+    if not extra:
+        return chosen
     candidates = [executable, Path(os.path.realpath(executable))]
-    if extra:
-        candidates = [
-            path.parent.parent if path.parent.name == "bin" else path for path in candidates
-        ]
-        candidates += [Path(arg) for arg in config.args if arg.startswith("/")]
-        candidates += [Path(config.cwd)] if config.cwd else []
+    candidates = [path.parent.parent if path.parent.name == "bin" else path for path in candidates]
+    candidates += [Path(arg) for arg in config.args if arg.startswith("/")]
+    candidates += [Path(config.cwd)] if config.cwd else []
     for path in candidates:
         text = str(path)
         inside = text == str(workspace) or text.startswith(f"{workspace}/")
@@ -283,7 +297,16 @@ def _mounts(
 
 
 def _under_system(path: str) -> bool:
-    return any(path == folder or path.startswith(folder + "/") for folder in SYSTEM_DIRS)
+    return _under(path, SYSTEM_DIRS)
+
+
+def _under(path: str, folders: Sequence[str]) -> bool:
+    return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
+
+
+def _visible(executable: Path, workspace: Path, mounts_ro: Sequence[str]) -> bool:
+    """The command is shown in the sandbox without mounting anything for it."""
+    return _under(str(executable), [*SYSTEM_DIRS, str(workspace), *mounts_ro])
 
 
 def sandbox_argv(
