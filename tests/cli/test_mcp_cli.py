@@ -154,9 +154,7 @@ def test_a_server_killed_mid_call_or_that_never_starts_is_an_agent_error_and_the
     assert done.returncode == 0, done.stderr
     _info, events = stored_events(url)
     assert audit_events(events).clean
-    answers = {
-        e.tool_call_id: e for e in events if e.kind in ("observation", "agent_error")
-    }
+    answers = {e.tool_call_id: e for e in events if e.kind in ("observation", "agent_error")}
     by_name = [(e.tool_name, e.kind) for e in answers.values()]
     assert by_name == [
         ("mcp__demo__echo", "observation"),

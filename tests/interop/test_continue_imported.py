@@ -11,8 +11,8 @@ import pytest
 
 from support.cli import run_treadle
 from support.openhands_folders import CONVERSATIONS, copy_conversation, event_files, read_json
-from support.sdk_format import sdk_format_problems
 from support.scripts import write_script
+from support.sdk_format import sdk_format_problems
 from treadle.events.audit import audit_events
 from treadle.runtime.status import read_status
 from treadle.store.urls import open_store

@@ -5,6 +5,7 @@ conversation that has none."""
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import sys
 import tarfile
@@ -56,10 +57,8 @@ def test_the_operators_servers_reach_every_conversation_and_their_secret_is_mask
     tmp_path: Path, script: Path
 ) -> None:
     config = tmp_path / "mcp.json"
-    config.write_text(
-        '{"mcpServers": {"ops": {"command": "%s", "args": ["%s"], "env": {"OP_TOKEN": '
-        '"${OP_TOKEN}"}}}}' % (sys.executable, script)
-    )
+    entry = {"command": sys.executable, "args": [str(script)], "env": {"OP_TOKEN": "${OP_TOKEN}"}}
+    config.write_text(json.dumps({"mcpServers": {"ops": entry}}))
     store_url = f"sqlite:///{tmp_path / 'server.db'}"
     server = ServerProcess(
         store_url,
@@ -107,7 +106,10 @@ def test_a_clients_server_runs_sandboxed_within_the_servers_limits(
     try:
         with TreadleClient(server.base_url) as client:
             settings = ConversationSettings.scripted_inline(
-                steps, script.parent, mcp_servers={"mine": entry}, sandbox={"mounts_ro": INTERPRETER}
+                steps,
+                script.parent,
+                mcp_servers={"mine": entry},
+                sandbox={"mounts_ro": INTERPRETER},
             )
             conversation = client.create_conversation(settings)
             conversation.send_message("go")

@@ -54,9 +54,7 @@ def sdk_shape() -> Shape:
             observation = event["observation"]
             shape.observation_keys.setdefault(observation["kind"], set()).update(observation)
     # The plain class has the fields every observation has (the base Observation's).
-    shape.observation_keys[PLAIN_OBSERVATION] = set.intersection(
-        *shape.observation_keys.values()
-    )
+    shape.observation_keys[PLAIN_OBSERVATION] = set.intersection(*shape.observation_keys.values())
     return shape
 
 
@@ -65,7 +63,9 @@ def sdk_format_problems(folder: Path) -> list[str]:
     shape = sdk_shape()
     problems: list[str] = []
     state = _read(folder / "base_state.json")
-    problems += _keys("base_state.json", set(state), shape.base_state_always, shape.base_state_allowed)
+    problems += _keys(
+        "base_state.json", set(state), shape.base_state_always, shape.base_state_allowed
+    )
     events: dict[str, dict[str, Any]] = {}
     files = sorted((folder / "events").iterdir())
     for number, path in enumerate(files):
@@ -84,7 +84,11 @@ def sdk_format_problems(folder: Path) -> list[str]:
         parent = event.get("parent_id")
         if parent not in (None, ROOT_PARENT) and parent not in events:
             problems.append(f"event {name}: parent {parent} is not in the folder")
-        answers = event.get("kind") in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation")
+        answers = event.get("kind") in (
+            "ObservationEvent",
+            "AgentErrorEvent",
+            "UserRejectObservation",
+        )
         if answers and event.get("tool_call_id") not in calls:
             problems.append(f"event {name}: answers call {event.get('tool_call_id')}, not made")
     leaf = state.get("leaf_event_id")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-MCP_TOOL_NAMING = "mcp__server__tool"
+MCPToolNaming = Literal["mcp__server__tool"]
+MCP_TOOL_NAMING: Final[MCPToolNaming] = "mcp__server__tool"
 """The one rule naming MCP tools, stored with a conversation's settings when it is created."""
 
 TOOL_NAME_MAX = 64

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from treadle.api.hooks import HookSettings
-from treadle.api.mcp import MCP_TOOL_NAMING, MCPServerConfig, check_server_names
+from treadle.api.mcp import MCP_TOOL_NAMING, MCPServerConfig, MCPToolNaming, check_server_names
 
 SETTINGS_KEY = "settings"
 """Where the settings live in a conversation's metadata."""
@@ -244,7 +244,7 @@ class ConversationSettings(BaseModel):
         description="MCP servers whose tools the agent gets, in the `mcpServers` shape "
         "(docs/mcp.md); secrets as `${VAR}` references, resolved where the conversation runs",
     )
-    mcp_tool_naming: Literal["mcp__server__tool"] = Field(
+    mcp_tool_naming: MCPToolNaming = Field(
         default=MCP_TOOL_NAMING,
         description="The rule naming MCP tools (`mcp__<server>__<tool>`, fitted to 64 "
         "characters), fixed when the conversation is created",

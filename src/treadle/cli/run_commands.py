@@ -34,6 +34,7 @@ from treadle.api.settings import CondenseMode
 from treadle.cli.app import app
 from treadle.cli.live_output import LiveOutputView
 from treadle.cli.live_view import LiveView, describe
+from treadle.cli.mcp_options import mcp_servers_option
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
 from treadle.cli.store_commands import open_existing_store
 from treadle.cli.store_options import StoreOption, open_store_or_exit
@@ -49,9 +50,7 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.hooks import WORKSPACE_SETTINGS, PromptBlocked, read_hook_file
 from treadle.runtime.llm import ModelError
 from treadle.runtime.llm.base import LanguageModel
-from treadle.cli.mcp_options import mcp_servers_option
 from treadle.runtime.settings import (
-    SETTINGS_KEY,
     ConversationSettings,
     SandboxSettings,
     SettingsPolicy,

@@ -90,4 +90,3 @@ def unavailable_prefixes(connected: MCPTools) -> dict[str, str]:
         )
         for name, reason in connected.unavailable.items()
     }
-

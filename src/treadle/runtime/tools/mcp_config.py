@@ -154,9 +154,9 @@ def connect_servers(
             for launch, spec in prepared
             if isinstance(spec, MCPServerSpec)
         }
-        for launch, spec in prepared:
-            if isinstance(spec, str):
-                unavailable[launch.name] = spec
+        for launch, prepared_spec in prepared:
+            if isinstance(prepared_spec, str):
+                unavailable[launch.name] = prepared_spec
                 continue
             try:
                 tools.extend(futures[launch.name].result())
