@@ -176,6 +176,13 @@ def test_streamable_http_server(context: ToolContext, errlog: TextIO) -> None:
             assert tools.call("demo_add", {"a": 5, "b": 6}, context).content == "11"
         finally:
             tools.close()
+        # Headers (a token, say) go through an HTTP client of the connection's own.
+        with_headers = spec.model_copy(update={"headers": {"Authorization": "Bearer t"}})
+        tools = ToolSet(connect_mcp_tools(with_headers))
+        try:
+            assert tools.call("demo_add", {"a": 1, "b": 2}, context).content == "3"
+        finally:
+            tools.close()
     finally:
         server.terminate()
         server.wait(timeout=10)
