@@ -70,6 +70,19 @@ def bench_runtime(
     print_figures("treadle bench runtime", run_runtime_bench(long=long, steps=steps), as_json)
 
 
+@bench_app.command("mcp")
+def bench_mcp(
+    starts: Annotated[int, typer.Option("--starts", min=1)] = 5,
+    calls: Annotated[int, typer.Option("--calls", min=10)] = 200,
+    as_json: JsonOption = False,
+) -> None:
+    """What an MCP server costs a conversation: its start (plain and sandboxed) and one tool
+    call's round trip."""
+    from treadle.bench.mcp import run_mcp_bench
+
+    print_figures("treadle bench mcp", run_mcp_bench(starts=starts, calls=calls), as_json)
+
+
 @bench_app.command("server")
 def bench_server(
     events: Annotated[int, typer.Option("--events", min=1000)] = 100_000,
