@@ -4,6 +4,7 @@ imports nothing of the runtime, the store or the server, so a client loads none 
 
 from treadle.api.errors import ErrorBody, ErrorDetail
 from treadle.api.ids import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, conversation_id_problem
+from treadle.api.mcp import MCPServerConfig, mcp_tool_name
 from treadle.api.requests import (
     SEQ_MAX,
     SEQ_MIN,
@@ -90,6 +91,7 @@ __all__ = [
     "EventPage",
     "EventPageView",
     "ForkRequest",
+    "MCPServerConfig",
     "ModelChoice",
     "MoveHead",
     "OutputFrame",
@@ -115,6 +117,7 @@ __all__ = [
     "TreeView",
     "ViolationView",
     "conversation_id_problem",
+    "mcp_tool_name",
     "surrogate_in",
     "typed_frame",
 ]
