@@ -425,6 +425,7 @@ class _ModelOptions:
     budget: Budget = field(default_factory=Budget)
     hooks: HookSettings | None = None
     trust_workspace_hooks: bool = False
+    mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
 
     def hook_fields(self) -> dict[str, object]:
         """The hook settings of a new conversation (none given: none stored)."""
@@ -434,7 +435,6 @@ class _ModelOptions:
         if self.trust_workspace_hooks:
             fields["trust_workspace_hooks"] = True
         return fields
-    mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
 
     def condense_fields(self) -> dict[str, object]:
         """The condensation, budget and MCP settings of a new conversation."""
