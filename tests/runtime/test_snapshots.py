@@ -18,6 +18,7 @@ from treadle.runtime.snapshots import (
     RESTORE_KEY,
     SNAPSHOT_KEY,
     NoSnapshot,
+    covering_snapshot,
     snapshot_facts,
 )
 from treadle.runtime.status import ConversationStatus as Status
@@ -119,18 +120,18 @@ def test_a_snapshot_after_each_batch_and_at_the_first_event(store, workspace):
         conv.run()
         path = conv.active_path()
     recorded = facts(store, conv.id, SNAPSHOT_KEY)
-    assert [value["after_event"] for value in recorded] == [
+    observations = [e for e in path if isinstance(e, ObservationEvent)]
+    # finish cannot change a file: no snapshot after its batch (the one before covers it).
+    assert observations[-1].tool_name == "finish"
+    expected = [
         path[0].id,  # the system prompt: the files the conversation starts from
-        *(e.id for e in path if isinstance(e, ObservationEvent)),
+        *(e.id for e in observations[:-1]),
     ]
-    first, after_a, after_b, after_finish = recorded
+    assert [value["after_event"] for value in recorded] == expected
+    first, after_a, after_b = recorded
     assert (first["files"], after_a["changed"], after_b["changed"]) == (0, ("a.txt",), ("b.txt",))
-    assert after_finish["changed"] == ()
-    assert after_finish["id"] == after_b["id"]
-    assert after_finish["bytes_added"] == 0  # nothing changed: nothing stored
-    # finish cannot change a file: the previous snapshot is recorded again, files not read.
-    assert after_finish["read"] is False
     assert "read" not in after_b
+    assert covering_snapshot(store, conv.id, observations[-1].id).id == after_b["id"]
     assert after_a["bytes_added"] > 0
     assert "big.bin (over 1024 bytes)" in first["skipped"]
     snapshot_folder = workspace.parent / "runtime.db.snapshots"

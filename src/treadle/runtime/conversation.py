@@ -411,6 +411,8 @@ class Conversation:
             return self._status
         self._close_interrupted_calls()
         self._record_isolation()
+        if self.snapshots is not None:  # files may have changed between runs (by hand)
+            self.snapshots.forget_last()
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from treadle.events.model import AgentErrorEvent, Event, ObservationEvent, StateChangeEvent
+from treadle.runtime.tools.builtin import FILE_SAFE_TOOLS
 from treadle.store.base import EventQuery, EventStore
 
 SNAPSHOT_KEY = "snapshot"
@@ -67,10 +68,19 @@ def snapshot_facts(store: EventStore, conversation_id: str) -> list[SnapshotFact
     ]
 
 
+def may_have_changed_files(event: Event) -> bool:
+    """Whether ``event`` is a tool's result after which the files may differ: any result but
+    one of a built-in tool that declares it changes no file (think, finish, task_tracker)."""
+    return isinstance(event, ObservationEvent | AgentErrorEvent) and (
+        event.tool_name not in FILE_SAFE_TOOLS
+    )
+
+
 def covering(path: Sequence[Event], snapshots: Sequence[SnapshotFact]) -> SnapshotFact | None:
     """The snapshot that holds the files as they were at the end of ``path`` (root..event):
-    the newest one taken after an event of the path, provided no tool returned after that
-    event (a result after it means files may have changed that no snapshot holds).
+    the newest one taken after an event of the path, provided no tool that may change files
+    returned after that event (such a result means files may have changed that no snapshot
+    holds). A batch of file-safe calls records no snapshot: the one before it covers it.
 
     Among several snapshots after the same event (e.g. one taken before a restore), the last
     taken wins: it is the newest record of those files."""
@@ -79,7 +89,7 @@ def covering(path: Sequence[Event], snapshots: Sequence[SnapshotFact]) -> Snapsh
         by_event[fact.after_event] = fact
     found: SnapshotFact | None = None
     for event in path:
-        if found is not None and isinstance(event, ObservationEvent | AgentErrorEvent):
+        if found is not None and may_have_changed_files(event):
             found = None  # a tool ran (or may have) after the snapshot
         here = by_event.get(event.id)
         if here is not None:

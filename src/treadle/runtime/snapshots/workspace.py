@@ -11,11 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from treadle.api.settings import SnapshotSettings
+from treadle.events.model import ActionEvent
 from treadle.runtime.log import ConversationLog
-from treadle.runtime.snapshots.facts import SNAPSHOT_KEY, SnapshotFact, covering, snapshot_facts
+from treadle.runtime.snapshots.facts import (
+    SNAPSHOT_KEY,
+    SnapshotFact,
+    covering,
+    may_have_changed_files,
+    snapshot_facts,
+)
 from treadle.runtime.snapshots.gitstore import GitSnapshotStore, TreeSnapshot
 from treadle.runtime.snapshots.location import snapshot_root, store_files
-from treadle.store.base import EventStore
+from treadle.runtime.tools.builtin import FILE_SAFE_TOOLS
+from treadle.store.base import EventStore, StoredEvent
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +47,8 @@ class WorkspaceSnapshots:
     store_url: str
     _last: dict[str, Any] | None = None
     """The last snapshot this object took of the workspace (None after a restore)."""
+    _last_after: tuple[str, str] | None = None
+    """(conversation, event) the last snapshot this object recorded follows."""
     _kept: set[tuple[str, str]] = field(default_factory=set)
     """(conversation, snapshot) refs this object wrote."""
 
@@ -68,12 +78,16 @@ class WorkspaceSnapshots:
         self, log: ConversationLog, *, read: bool = True, **extra: Any
     ) -> dict[str, Any] | None:
         """Take a snapshot, keep it for the log's conversation and record it beside the head
-        (the event that ends the batch). Returns the recorded value (None: no head yet).
-        ``read=False`` (no call of the batch could change a file): the last snapshot this
-        object took is recorded again, the files not read."""
+        (the event that ends the batch). Returns the recorded value (None: nothing recorded).
+        ``read=False`` (no call of the batch could change a file): nothing is recorded when
+        the last snapshot this object recorded still covers the head (``covering``: only
+        file-safe results since it on the path); else that snapshot is recorded again, the
+        files not read (a tool of the user's that declares itself file-safe)."""
         after_event = log.head
         if after_event is None:
             return None
+        if not read and self._still_covers(log):
+            return None  # a restore to any event since finds the last one (facts.covering)
         started = time.perf_counter()
         value: dict[str, Any]
         if not read and self._last is not None:
@@ -88,6 +102,7 @@ class WorkspaceSnapshots:
             }
             self._keep(log.id, str(value["id"]))
             log.record_fact(SNAPSHOT_KEY, value)
+            self._last_after = (log.id, after_event)
             return value
         taken, dot_git = self.take()
         self._keep(log.id, taken.id)
@@ -110,7 +125,22 @@ class WorkspaceSnapshots:
         log.record_fact(SNAPSHOT_KEY, value)
         keys = ("id", "files", "skipped", "skipped_count", "git_tree")
         self._last = {key: value[key] for key in keys if key in value}
+        self._last_after = (log.id, after_event)
         return value
+
+    def _still_covers(self, log: ConversationLog) -> bool:
+        """Whether the last snapshot recorded here covers the log's head: it follows an event
+        of the path and only file-safe results came after it (the rule ``covering`` reads the
+        log by). A walk back over the batch just made, not over the path."""
+        if self._last is None or self._last_after is None or self._last_after[0] != log.id:
+            return False
+        after_event = self._last_after[1]
+        for event in reversed(log.path()):
+            if event.id == after_event:
+                return True
+            if may_have_changed_files(event):
+                return False
+        return False
 
     def _keep(self, conversation_id: str, snapshot_id: str) -> None:
         if (conversation_id, snapshot_id) not in self._kept:  # a ref written once is enough
@@ -118,8 +148,10 @@ class WorkspaceSnapshots:
             self._kept.add((conversation_id, snapshot_id))
 
     def forget_last(self) -> None:
-        """The files changed other than by a batch (a restore): the next record reads them."""
+        """The files may have changed other than by a batch (a restore, a hand edit between
+        runs): the next record reads them."""
         self._last = None
+        self._last_after = None
 
     def covering(
         self, store: EventStore, conversation_id: str, event_id: str
@@ -243,6 +275,13 @@ def batch_diff(
         if parent and parent != "__root__"
         else None
     )
+    if (
+        before is not None
+        and objects is not None
+        and _file_safe_batch(store, conversation_id, event)
+    ):
+        # No snapshot after a batch of file-safe calls: the files are the ones before it.
+        return EventsDiff(str(parent), event_id, before.id, before.id, [], "")
     after = None
     for fact in recorded:
         if fact.seq > event.seq and any(
@@ -260,3 +299,22 @@ def batch_diff(
     return EventsDiff(
         str(parent), after.after_event, before.id, after.id, [c.path for c in changes], text
     )
+
+
+def _file_safe_batch(store: EventStore, conversation_id: str, first: StoredEvent) -> bool:
+    """Whether the batch ``first`` starts is only calls of file-safe built-in tools (its
+    actions follow one another, sharing the response's id)."""
+    event = first.event
+    while isinstance(event, ActionEvent):
+        if event.tool_name not in FILE_SAFE_TOOLS:
+            return False
+        response = event.llm_response_id
+        event = next(
+            (
+                child.event
+                for child in store.children(conversation_id, event.id)
+                if isinstance(child.event, ActionEvent) and child.event.llm_response_id == response
+            ),
+            None,
+        )
+    return first.event.kind == "action"

@@ -3,7 +3,7 @@ rebuild the same tool set when it reopens the conversation."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from treadle.runtime.tools.base import Tool
@@ -14,7 +14,7 @@ from treadle.runtime.tools.terminal import TerminalTool
 from treadle.runtime.tools.think import ThinkTool
 from treadle.runtime.tools.toolset import ToolSet
 
-BUILTIN_TOOLS: dict[str, Callable[[], Tool[Any]]] = {
+BUILTIN_TOOLS: dict[str, type[Tool[Any]]] = {
     "terminal": TerminalTool,
     "file_editor": FileEditorTool,
     "task_tracker": TaskTrackerTool,
@@ -22,6 +22,12 @@ BUILTIN_TOOLS: dict[str, Callable[[], Tool[Any]]] = {
     "finish": FinishTool,
 }
 """Name -> factory of a fresh instance (tools with state keep it per conversation)."""
+
+FILE_SAFE_TOOLS: frozenset[str] = frozenset(
+    name for name, tool in BUILTIN_TOOLS.items() if not tool.changes_files
+)
+"""The built-in tools that declare no call can change a file (``Tool.changes_files``): what the
+log's readers know of a result from its tool name alone (which snapshot covers an event)."""
 
 
 def builtin_tools(names: Iterable[str] | None = None) -> ToolSet:
