@@ -7,7 +7,14 @@ from __future__ import annotations
 import threading
 
 from support.waiting import wait_until
-from treadle.events.model import ActionEvent, MessageEvent, ObservationEvent, PauseEvent
+from treadle.events.model import (
+    ActionEvent,
+    AgentErrorEvent,
+    MessageEvent,
+    ObservationEvent,
+    PauseEvent,
+)
+from treadle.runtime.agent import NOT_STARTED_BY_USER
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.status import ConversationStatus as Status
 
@@ -83,3 +90,65 @@ def test_a_pause_request_left_from_an_earlier_run_does_not_stop_a_later_one(stor
     conversation.request_pause()  # recorded while nothing ran: meant for no later run
     with conversation:
         assert conversation.run() is Status.FINISHED
+
+
+def think(thought: str) -> dict:
+    return {"tool_calls": [call("think", {"thought": thought})]}
+
+
+def test_a_pause_recorded_by_another_process_between_steps_stops_the_next_step(store, workspace):
+    """The run reads the log's requests once per step, at its safe point: a pause recorded
+    as a step ends is honoured before the next model call, even when steps take no time (the
+    interrupt watcher, polling every 0.2 s, has not looked yet)."""
+    runner = scripted(store, workspace, [think(f"step {i}") for i in range(20)] + [FINISH])
+    runner.send_message("think a lot")
+    other = Conversation.open(store, runner.id)  # what another server process would hold
+
+    def pause_after_the_first_result(stored) -> None:
+        if isinstance(stored.event, ObservationEvent) and not asked:
+            asked.append(stored.event.id)
+            other.request_pause()
+
+    asked: list[str] = []
+    runner.callbacks.append(pause_after_the_first_result)
+    try:
+        assert runner.run() is Status.PAUSED
+        path = runner.active_path()
+        assert [e.kind for e in path[-3:]] == ["action", "observation", "pause"]
+        assert sum(isinstance(e, ActionEvent) for e in path) == 1  # the model was asked once
+        assert runner.stored_status() == (Status.PAUSED, "paused by the user")
+    finally:
+        other.close()
+        runner.close()
+
+
+def test_a_pause_recorded_by_another_process_during_a_call_stops_the_batchs_next_call(
+    store, workspace
+):
+    """Between the calls of a batch the run reads nothing: the interrupt watcher has read the
+    pause request meanwhile (a call longer than its interval), so the next call never starts."""
+    batch = {
+        "tool_calls": [
+            call("terminal", {"command": "sleep 1; echo first"}),
+            call("terminal", {"command": "echo second"}),
+        ]
+    }
+    runner = scripted(store, workspace, [batch, FINISH])
+    runner.send_message("two commands")
+    thread, outcome = run_in_background(runner)
+    other = Conversation.open(store, runner.id)
+    try:
+        wait_until(lambda: len(other.pending_actions()) == 2)  # the first call is running
+        other.request_pause()
+        thread.join(timeout=30)
+        assert outcome == [Status.PAUSED]
+        first, second = [e for e in other.active_path() if e.kind in ("observation", "agent_error")]
+        assert isinstance(first, ObservationEvent)
+        assert "first" in first.content
+        assert isinstance(second, AgentErrorEvent)
+        assert second.interrupted == "user"
+        assert second.error == NOT_STARTED_BY_USER
+        assert isinstance(other.active_path()[-1], PauseEvent)
+    finally:
+        other.close()
+        runner.close()

@@ -424,7 +424,7 @@ class Conversation:
     def _steps(self, max_steps: int) -> ConversationStatus:
         for _ in range(max_steps):
             self.deliver_queued_messages()  # every call so far has its result
-            if self._pause_requested.is_set():
+            if self._pause_requested.check():  # the log read once per step
                 return self._record_pause()
             outcome = self._step()
             if outcome is not None:

@@ -75,10 +75,6 @@ def requested_since(store: EventStore, conversation_id: str, after_seq: int) -> 
     return "pause" if kinds else None
 
 
-def pause_requested_since(store: EventStore, conversation_id: str, after_seq: int) -> bool:
-    return requested_since(store, conversation_id, after_seq) is not None
-
-
 def undelivered_messages(
     store: EventStore, conversation_id: str, after_seq: int
 ) -> tuple[list[MessageEvent], int]:
@@ -102,7 +98,11 @@ def undelivered_messages(
 class PauseRequest:
     """Whether a run must pause, and whether it was interrupted: asked in this process (a
     flag) or by any process, through a pause request recorded in the log after the seq the run
-    watches from."""
+    watches from.
+
+    The log is read at the run's safe points (``check``, once per step) and by the interrupt
+    watcher (``interrupt_requested``, every ``WATCH_INTERVAL_S``), each time only from where
+    the last read ended; ``is_set`` between them (before each call of a batch) reads nothing."""
 
     def __init__(self, store: EventStore, conversation_id: str, since: int) -> None:
         self._store = store
@@ -111,11 +111,19 @@ class PauseRequest:
         self._local_interrupt = threading.Event()
         self._reason: str | None = None
         """Why this process asked for the pause (None: a request in the log, the user's)."""
+        self._reading = threading.Lock()
+        """The run's thread and the interrupt watcher both read the log."""
         self._since = since
+        self._seen = since
+        """The seq up to which the log was read for requests (a high-water mark)."""
+        self._logged: PauseKind | None = None
+        """The strongest request read in the log after ``_since``."""
 
     def watch_from(self, seq: int) -> None:
         """Honour the requests recorded after ``seq`` (older ones were meant for older runs)."""
-        self._since = seq
+        with self._reading:
+            self._since = self._seen = seq
+            self._logged = None
 
     def set(self, reason: str = USER_PAUSE, kind: PauseKind = "pause") -> None:
         self._reason = reason
@@ -134,13 +142,29 @@ class PauseRequest:
         self._local.clear()
         self._local_interrupt.clear()
         self._reason = None
-        self._since = last_seq(self._store, self._conversation_id)
+        self.watch_from(last_seq(self._store, self._conversation_id))
         return reason
 
+    def read_log(self) -> PauseKind | None:
+        """Read the requests recorded since the last read; the strongest one since the run
+        began watching ("interrupt" over "pause"), or None."""
+        with self._reading:
+            # Everything up to ``top`` is committed now: the next read starts after it.
+            top = last_seq(self._store, self._conversation_id)
+            kind = requested_since(self._store, self._conversation_id, self._seen)
+            self._seen = max(self._seen, top)
+            if kind == "interrupt" or (kind == "pause" and self._logged is None):
+                self._logged = kind
+            return self._logged
+
+    def check(self) -> bool:
+        """At a safe point: whether the run must pause, the log read first."""
+        self.read_log()
+        return self.is_set()
+
     def is_set(self) -> bool:
-        return self._local.is_set() or pause_requested_since(
-            self._store, self._conversation_id, self._since
-        )
+        """Whether the run must pause, as far as this process knows (no read of the log)."""
+        return self._local.is_set() or self._logged is not None
 
     def forget_interrupt(self) -> None:
         """A new run starts: an interrupt this process noticed for the last one (the run
@@ -157,7 +181,5 @@ class PauseRequest:
         return not self._local.is_set() or self._reason in (USER_PAUSE, USER_INTERRUPT)
 
     def interrupt_requested(self) -> bool:
-        """Whether an interrupt (not a mere pause) was asked, here or in the log."""
-        return self._local_interrupt.is_set() or (
-            requested_since(self._store, self._conversation_id, self._since) == "interrupt"
-        )
+        """Whether an interrupt (not a mere pause) was asked, here or in the log (read)."""
+        return self._local_interrupt.is_set() or self.read_log() == "interrupt"
