@@ -62,8 +62,8 @@ from treadle.runtime.errors import (
 from treadle.runtime.hooks import ConversationHooks, PromptBlocked, build_hooks
 from treadle.runtime.interrupts import (
     Abandoned,
+    CallThread,
     InterruptWatcher,
-    in_thread,
     result_unless_interrupted,
 )
 from treadle.runtime.llm.base import (
@@ -195,6 +195,8 @@ class Conversation:
         self.hooks.attach(self.id, self.context.interruption)
         self.skills = WorkspaceSkills.load(workspace.root)
         """The workspace's skills; what they add is recorded on the events (docs/skills.md)."""
+        self._model_calls = CallThread(f"treadle-model-{self.id[:8]}")
+        """Where the model is asked (a thread, so that an interrupt need not wait for it)."""
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -314,7 +316,9 @@ class Conversation:
         )
 
     def close(self) -> None:
-        """Release the tools' processes (terminal sessions, MCP connections)."""
+        """Release the tools' processes (terminal sessions, MCP connections) and the model
+        calls' thread."""
+        self._model_calls.close()
         self.agent.tools.close()
 
     def __enter__(self) -> Conversation:
@@ -757,9 +761,8 @@ class Conversation:
         """The model's answer, asked in a thread of its own so that an interrupt need not wait
         for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
         responses_before = self._context.model_responses
-        future = in_thread(
-            lambda: self.agent.ask(messages, responses_before=responses_before),
-            f"treadle-model-{self.id[:8]}",
+        future = self._model_calls.submit(
+            lambda: self.agent.ask(messages, responses_before=responses_before)
         )
         return result_unless_interrupted(future, self.context.interruption, grace_s=0)
 
@@ -950,7 +953,7 @@ class Conversation:
             return self._set_status(Status.ERROR, failure)
         if ended_turn and not self._stop_hooks_continue(_finish_message(actions)):
             return self._set_status(Status.FINISHED, "the agent called finish")
-        if is_stuck(self._log.path()[-200:]):
+        if is_stuck(self._log.path()):
             return self._set_status(Status.STUCK, "the same calls gave the same results 3 times")
         if self._pause_requested.is_set():
             return self._record_pause()

@@ -1,6 +1,7 @@
 """STUCK detection: the agent repeats the same calls and gets the same results.
 
-Reads only the tail of the active path; three identical model responses in a row means stuck.
+Reads only the tail of the active path that holds its last few model responses (a step's check
+costs a handful of events, not the path); three identical responses in a row means stuck.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from treadle.events.model import (
 )
 
 REPEATS = 3
+TAIL_LIMIT = 200
+"""At most this many events are read back from the end of the path."""
 
 
 def _result_text(event: FinalResult) -> str:
@@ -55,9 +58,36 @@ def response_signatures(path: Sequence[EventBase]) -> list[tuple]:
     return signatures
 
 
-def is_stuck(path_tail: Sequence[EventBase], repeats: int = REPEATS) -> bool:
-    """True when the last ``repeats`` model responses are tool calls identical in calls and results."""
-    signatures = response_signatures(path_tail)
+def _response_key(event: EventBase) -> str | None:
+    """The model response ``event`` belongs to (a message is one of its own), else None."""
+    if isinstance(event, ActionEvent):
+        return event.llm_response_id
+    if event.kind == "message":
+        return f"message:{event.id}"
+    return None
+
+
+def recent_responses(
+    path: Sequence[EventBase], count: int, limit: int = TAIL_LIMIT
+) -> Sequence[EventBase]:
+    """The shortest tail of ``path`` holding its last ``count`` model responses with their
+    results (a response's results follow its calls), read back at most ``limit`` events."""
+    seen: set[str] = set()
+    start = max(0, len(path) - limit)
+    for index in range(len(path) - 1, start - 1, -1):
+        key = _response_key(path[index])
+        if key is None or key in seen:
+            continue
+        if len(seen) == count:
+            return path[index + 1 :]
+        seen.add(key)
+    return path[start:]
+
+
+def is_stuck(path: Sequence[EventBase], repeats: int = REPEATS) -> bool:
+    """True when the last ``repeats`` model responses of ``path`` are tool calls identical in
+    calls and results."""
+    signatures = response_signatures(recent_responses(path, repeats))
     if len(signatures) < repeats:
         return False
     last = signatures[-repeats:]

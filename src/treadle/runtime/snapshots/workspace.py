@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from treadle.api.settings import SnapshotSettings
-from treadle.events.model import ActionEvent
+from treadle.events.model import ActionEvent, Event
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.facts import (
     SNAPSHOT_KEY,
@@ -47,8 +47,9 @@ class WorkspaceSnapshots:
     store_url: str
     _last: dict[str, Any] | None = None
     """The last snapshot this object took of the workspace (None after a restore)."""
-    _last_after: tuple[str, str] | None = None
-    """(conversation, event) the last snapshot this object recorded follows."""
+    _covers_to: tuple[str, str] | None = None
+    """(conversation, event) up to which the last snapshot this object recorded is known to
+    cover the path: the event it follows, moved on over the file-safe batches since."""
     _kept: set[tuple[str, str]] = field(default_factory=set)
     """(conversation, snapshot) refs this object wrote."""
 
@@ -87,6 +88,7 @@ class WorkspaceSnapshots:
         if after_event is None:
             return None
         if not read and self._still_covers(log):
+            self._covers_to = (log.id, after_event)  # the next batch's walk stops here
             return None  # a restore to any event since finds the last one (facts.covering)
         started = time.perf_counter()
         value: dict[str, Any]
@@ -102,7 +104,7 @@ class WorkspaceSnapshots:
             }
             self._keep(log.id, str(value["id"]))
             log.record_fact(SNAPSHOT_KEY, value)
-            self._last_after = (log.id, after_event)
+            self._covers_to = (log.id, after_event)
             return value
         taken, dot_git = self.take()
         self._keep(log.id, taken.id)
@@ -125,18 +127,18 @@ class WorkspaceSnapshots:
         log.record_fact(SNAPSHOT_KEY, value)
         keys = ("id", "files", "skipped", "skipped_count", "git_tree")
         self._last = {key: value[key] for key in keys if key in value}
-        self._last_after = (log.id, after_event)
+        self._covers_to = (log.id, after_event)
         return value
 
     def _still_covers(self, log: ConversationLog) -> bool:
         """Whether the last snapshot recorded here covers the log's head: it follows an event
         of the path and only file-safe results came after it (the rule ``covering`` reads the
         log by). A walk back over the batch just made, not over the path."""
-        if self._last is None or self._last_after is None or self._last_after[0] != log.id:
+        if self._last is None or self._covers_to is None or self._covers_to[0] != log.id:
             return False
-        after_event = self._last_after[1]
+        covered = self._covers_to[1]
         for event in reversed(log.path()):
-            if event.id == after_event:
+            if event.id == covered:
                 return True
             if may_have_changed_files(event):
                 return False
@@ -151,7 +153,7 @@ class WorkspaceSnapshots:
         """The files may have changed other than by a batch (a restore, a hand edit between
         runs): the next record reads them."""
         self._last = None
-        self._last_after = None
+        self._covers_to = None
 
     def covering(
         self, store: EventStore, conversation_id: str, event_id: str
@@ -304,7 +306,7 @@ def batch_diff(
 def _file_safe_batch(store: EventStore, conversation_id: str, first: StoredEvent) -> bool:
     """Whether the batch ``first`` starts is only calls of file-safe built-in tools (its
     actions follow one another, sharing the response's id)."""
-    event = first.event
+    event: Event | None = first.event
     while isinstance(event, ActionEvent):
         if event.tool_name not in FILE_SAFE_TOOLS:
             return False
