@@ -40,6 +40,14 @@ def test_stream_cut_over_100_times_during_a_run_ends_identical(client, settings_
 
     stored = list(conversation.iter_events(page_size=1000))
     assert sorted(subscription.events) == list(range(len(stored)))  # gap-free from 0
+    # The usage totals the frames carried (each reconnect seeded them) are the store's.
+    totals = conversation.info()
+    assert subscription.usage == {
+        "prompt_tokens": totals.prompt_tokens,
+        "completion_tokens": totals.completion_tokens,
+        "cost_usd": totals.cost_usd,
+    }
+    assert totals.prompt_tokens > 0
     assert [event_to_dict(subscription.events[item.seq]) for item in stored] == [
         event_to_dict(item.event) for item in stored
     ]

@@ -83,6 +83,30 @@ def test_live_frames_equal_replayed_ones_and_carry_status_and_head(server, clien
     assert any(frame.status.status == "running" for frame in events)
 
 
+def test_frames_carry_the_usage_totals_after_each_event_the_last_the_stores(
+    server, client, settings_for
+):
+    conversation = client.create_conversation(settings_for(TWO_CALLS))
+    conversation.send_message("go")
+    assert conversation.run().value == "finished"
+    last_seq = conversation.count() - 1
+    frames = [f for f in _read(_url(server, conversation.id, ""), last_seq) if f["type"] == "event"]
+    tokens = 0
+    for frame in frames:  # each frame's totals: the usages recorded up to its event
+        usage = frame["event"].get("usage")
+        if usage and frame["event"]["kind"] in ("action", "message", "condensation"):
+            tokens += usage["prompt_tokens"] + usage["completion_tokens"]
+        shown = EventFrame.model_validate(frame).usage
+        assert shown.prompt_tokens + shown.completion_tokens == tokens
+    totals = conversation.info()
+    assert frames[-1]["usage"] == {
+        "prompt_tokens": totals.prompt_tokens,
+        "completion_tokens": totals.completion_tokens,
+        "cost_usd": totals.cost_usd,
+    }
+    assert totals.prompt_tokens > 0
+
+
 def test_a_branch_switch_moves_the_head_in_the_frames(server, client, settings_for):
     conversation = client.create_conversation(settings_for(think_steps(2)))
     conversation.send_message("go")

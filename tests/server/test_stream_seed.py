@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from treadle.events.model import ActionEvent, MessageEvent, ObservationEvent
+from treadle.events.model import (
+    ActionEvent,
+    CondensationEvent,
+    MessageEvent,
+    ObservationEvent,
+    TokenUsage,
+)
 from treadle.runtime.status import ConversationStatus, StreamState, head_move_event, status_event
 from treadle.server import stream
 from treadle.server.stream import frame_texts, seeded_state
@@ -14,7 +20,8 @@ from treadle.store.urls import open_store
 
 @pytest.fixture
 def log(tmp_path):
-    """A log with statuses, a head move and calls; returns (store, conversation id)."""
+    """A log with statuses, a head move, calls and their usage (costs whose float sums depend
+    on their order); returns (store, conversation id)."""
     store = open_store(f"sqlite:///{tmp_path / 'seed.db'}")
     cid = store.create_conversation(title="seed").id
     store.append(cid, MessageEvent(id="u1", source="user", text="go"))
@@ -26,6 +33,7 @@ def log(tmp_path):
             tool_call_id=f"c{n}",
             tool_name="think",
             raw_arguments="{}",
+            usage=TokenUsage(prompt_tokens=100 + n, completion_tokens=7, cost_usd=0.1 * (n + 1)),
         )
         store.append(cid, action)
         store.append(
@@ -34,7 +42,14 @@ def log(tmp_path):
                 id=f"o{n}", action_id=f"a{n}", tool_call_id=f"c{n}", tool_name="think"
             ),
         )
-    store.append(cid, status_event(ConversationStatus.FINISHED, "o2", "done"), move_head=False)
+    summary = CondensationEvent(
+        id="k1",
+        forgotten_event_ids=("a0", "o0"),
+        summary="thought",
+        usage=TokenUsage(prompt_tokens=40, completion_tokens=3, cost_usd=0.07),
+    )
+    store.append(cid, summary)
+    store.append(cid, status_event(ConversationStatus.FINISHED, "k1", "done"), move_head=False)
     store.set_head(cid, "u1")
     store.append(cid, head_move_event("u1"), move_head=False)
     store.append(cid, status_event(ConversationStatus.IDLE, "u1", "switched"), move_head=False)
@@ -72,3 +87,21 @@ def test_the_seed_reads_a_window_not_the_log(log, monkeypatch):
     state = seeded_state(store, cid, last)
     assert len(read) == 2
     assert (state.status, state.head) == (ConversationStatus.IDLE, "u2")
+
+
+def test_the_seed_at_the_end_says_the_stores_totals_and_earlier_what_came_before(log):
+    store, cid = log
+    info = store.get_conversation(cid)
+    assert (info.prompt_tokens, info.completion_tokens) == (100 + 101 + 102 + 40, 7 * 3 + 3)
+    at_end = seeded_state(store, cid, info.event_count - 1)
+    assert at_end.usage.prompt_tokens == info.prompt_tokens
+    assert at_end.usage.completion_tokens == info.completion_tokens
+    assert at_end.usage.cost_usd == info.cost_usd  # the row's own figure, nothing subtracted
+    events = store.get_range(cid, 0, 10**6)
+    first_action = next(s.seq for s in events if s.event.id == "a0")
+    before = seeded_state(store, cid, first_action - 1).usage
+    assert (before.prompt_tokens, before.completion_tokens) == (0, 0)
+    assert before.cost_usd == pytest.approx(0.0, abs=1e-12)
+    after_one = seeded_state(store, cid, first_action).usage
+    assert (after_one.prompt_tokens, after_one.completion_tokens) == (100, 7)
+    assert after_one.cost_usd == pytest.approx(0.1)

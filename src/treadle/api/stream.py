@@ -1,5 +1,5 @@
 """The event stream's frames (docs/stream.md): one ``event`` frame per stored event, with the
-status and head after it; ``run_finished`` after a run's last event; transient frames."""
+status, head and usage totals after it; ``run_finished`` after a run's last event; transient frames."""
 
 from __future__ import annotations
 
@@ -18,9 +18,21 @@ class StatusView(BaseModel):
     reason: str | None = None
 
 
+class UsageView(BaseModel):
+    """Tokens and cost of every model call in the log so far, every branch (``events.usage``);
+    the cost rounded to a billionth of a dollar."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
 class EventFrame(BaseModel):
     """One stored event with what it means, as it stands after it: its resolved parent (None:
-    a root), the action it answers (results only), the conversation's status and head."""
+    a root), the action it answers (results only), the conversation's status, head and usage
+    totals."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -31,6 +43,7 @@ class EventFrame(BaseModel):
     answers: str | None
     status: StatusView
     head: str | None
+    usage: UsageView
 
 
 class RunFinishedFrame(BaseModel):

@@ -64,10 +64,10 @@ def is_final(code: int | None) -> bool:
 
 
 class EventSubscription:
-    """Iterate to get the stream's frames (docs/stream.md: ``event`` with the status and head
-    after it, ``run_finished``, transient ones); ``events`` is the local copy, by seq, and
-    ``status``/``head`` the last event frame's. Reconnects after a drop, resuming after
-    ``last_seq``: at once after a connection that delivered events, then with exponential
+    """Iterate to get the stream's frames (docs/stream.md: ``event`` with the status, head and
+    usage totals after it, ``run_finished``, transient ones); ``events`` is the local copy, by
+    seq, and ``status``/``head``/``usage`` the last event frame's. Reconnects after a drop,
+    resuming after ``last_seq``: at once after a connection that delivered events, then with exponential
     backoff (up to ``max_backoff_s``). Raises ``StreamRefused`` on a final close code, and
     ``StreamUnavailable`` after ``max_retries`` failed attempts in a row or
     ``retry_deadline_s`` seconds of failing (None: no bound). ``last_close`` holds the code
@@ -101,6 +101,9 @@ class EventSubscription:
         """``{status, reason}`` after the last event taken, as the server sent it."""
         self.head: str | None = None
         """The head after the last event taken, as the server sent it."""
+        self.usage: dict[str, Any] | None = None
+        """``{prompt_tokens, completion_tokens, cost_usd}`` of every model call up to the last
+        event taken, as the server sent them."""
         self.live_output: dict[str, str] = {}
         """Output so far of the calls in progress, by action id (its newest
         ``LIVE_OUTPUT_CHARS``; ``[... N characters not received ...]`` where frames were
@@ -231,8 +234,8 @@ class EventSubscription:
 
     def _take(self, frame: dict[str, Any]) -> bool:
         """Mirror a frame; False for one to skip (an event already seen after a reconnect,
-        a run_finished whose event was not taken here). Status and head are the frame's, as
-        the server computed them: never derived here."""
+        a run_finished whose event was not taken here). Status, head and usage are the
+        frame's, as the server computed them: never derived here."""
         kind = frame.get("type")
         if is_transient(frame):
             if kind == "output":
@@ -259,6 +262,7 @@ class EventSubscription:
         self.last_seq = seq
         self.status = frame["status"]
         self.head = frame["head"]
+        self.usage = frame.get("usage")
         return True
 
     def _take_output(self, frame: OutputFrame) -> None:

@@ -18,11 +18,15 @@ from treadle.events.model import (
     TokenUsage,
 )
 
+_USAGE_CLASSES = (ActionEvent, MessageEvent, CondensationEvent)
+USAGE_KINDS: tuple[str, ...] = tuple(cls.model_fields["kind"].default for cls in _USAGE_CLASSES)
+"""The kinds of event that may record a model call's usage (``usage_of``)."""
+
 
 def usage_of(event: EventBase) -> TokenUsage | None:
     """The usage ``event`` records: a model response's (an action or an agent message), or a
     condensation's summary call; else None."""
-    if isinstance(event, ActionEvent | MessageEvent | CondensationEvent):
+    if isinstance(event, _USAGE_CLASSES):
         return event.usage
     return None
 
@@ -53,4 +57,4 @@ def usage_totals_of(events: Iterable[EventBase]) -> UsageTotals:
     return UsageTotals(prompt, completion, cost)
 
 
-__all__ = ["UsageTotals", "usage_of", "usage_totals_of"]
+__all__ = ["USAGE_KINDS", "UsageTotals", "usage_of", "usage_totals_of"]

@@ -14,6 +14,7 @@ from treadle.api.status import STATUS_KEY as STATUS_KEY
 from treadle.api.status import ConversationStatus as ConversationStatus
 from treadle.api.status import status_from_event as status_from_event
 from treadle.events.model import Event, StateChangeEvent
+from treadle.events.usage import UsageTotals, usage_of
 from treadle.events.view import LogFollower
 from treadle.store.base import EventQuery, EventStore
 
@@ -69,17 +70,19 @@ def as_read(
 class StreamState:
     """What the stream tells after each stored event, fed the log in seq order: the event's
     resolved parent and the action it answers (``events.view.LogFollower``), the status the
-    log records last (IDLE before any) and the head (the last event that is not a state
-    change, or an explicit head move). The hub keeps one for live events; a replay seeds its
-    own up to where the client starts, so replayed frames equal live ones."""
+    log records last (IDLE before any), the head (the last event that is not a state
+    change, or an explicit head move) and the usage totals (``events.usage``: every model
+    call so far, every branch). The hub keeps one for live events; a replay seeds its own up
+    to where the client starts, so replayed frames equal live ones."""
 
-    __slots__ = ("_follower", "head", "reason", "status")
+    __slots__ = ("_follower", "head", "reason", "status", "usage")
 
     def __init__(self) -> None:
         self._follower = LogFollower()
         self.status = ConversationStatus.IDLE
         self.reason: str | None = None
         self.head: str | None = None
+        self.usage = UsageTotals()
 
     def start_from(self, status: ConversationStatus, reason: str | None, head: str | None) -> None:
         """Take the status and head as they stood before the events this state will be fed
@@ -88,10 +91,17 @@ class StreamState:
 
     def advance(self, event: Event) -> dict[str, Any]:
         """The facts of the next event's frame: ``parent_id``, ``answers``, ``status``
-        (``{status, reason}``) and ``head`` as they are after it, and ``run_finished`` (True
-        for a status change that ends a run)."""
+        (``{status, reason}``), ``head`` and ``usage`` as they are after it, and
+        ``run_finished`` (True for a status change that ends a run)."""
         parent_id, answers = self._follower.feed(event)
         run_finished = False
+        if (usage := usage_of(event)) is not None:
+            was = self.usage
+            self.usage = UsageTotals(
+                was.prompt_tokens + usage.prompt_tokens,
+                was.completion_tokens + usage.completion_tokens,
+                was.cost_usd + usage.cost_usd,
+            )
         if not isinstance(event, StateChangeEvent):
             self.head = event.id
         elif (found := status_from_event(event)) is not None:
@@ -106,5 +116,20 @@ class StreamState:
             "answers": answers,
             "status": {"status": self.status.value, "reason": self.reason},
             "head": self.head,
+            "usage": usage_view(self.usage),
             "run_finished": run_finished,
         }
+
+
+COST_DIGITS = 9
+"""A frame's cost is rounded to a billionth of a dollar: totals summed in another order (the
+store's, a replay's seed) then agree to the last digit shown."""
+
+
+def usage_view(totals: UsageTotals) -> dict[str, Any]:
+    """Usage totals as the stream and the conversation's view show them."""
+    return {
+        "prompt_tokens": totals.prompt_tokens,
+        "completion_tokens": totals.completion_tokens,
+        "cost_usd": round(totals.cost_usd, COST_DIGITS),
+    }

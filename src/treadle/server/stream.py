@@ -23,9 +23,11 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from treadle.events.model import EVENT_KINDS, event_to_json
+from treadle.events.usage import USAGE_KINDS, UsageTotals, usage_of
 from treadle.runtime.status import StreamState, read_status
 from treadle.server.live_relay import LiveChannel
 from treadle.store.base import EventQuery, EventStore, StoredEvent
+from treadle.store.usage_totals import USAGE_TEXT
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +81,8 @@ def seeded_state(store: EventStore, conversation_id: str, up_to: int) -> StreamS
     """The stream's state after the events up to seq ``up_to``: what a frame after it must
     say. Reads at most ``SEED_WINDOW`` events: the status and head before them come from two
     indexed look-ups, so seeding costs the same at 1,000 events as at 1,000,000; the links
-    come from the window (docs/stream.md, a call left open longer than that is not linked)."""
+    come from the window (docs/stream.md, a call left open longer than that is not linked);
+    the usage totals from the conversation's row (``_usage_up_to``)."""
     state = StreamState()
     if up_to < 0:
         return state
@@ -95,7 +98,34 @@ def seeded_state(store: EventStore, conversation_id: str, up_to: int) -> StreamS
         state.start_from(status, reason, _head_before(store, conversation_id, start))
     for stored in window:
         state.advance(stored.event)
+    state.usage = _usage_up_to(store, conversation_id, up_to)
     return state
+
+
+def _usage_up_to(store: EventStore, conversation_id: str, up_to: int) -> UsageTotals:
+    """The usage totals of the events up to seq ``up_to``: the conversation's, as the store
+    keeps them at append time, less those of the events after it (read with the same row, so
+    an append meanwhile changes nothing; none at the end of the log, where a live stream
+    starts)."""
+    info = store.get_conversation(conversation_id)
+    prompt, completion, cost = info.prompt_tokens, info.completion_tokens, info.cost_usd
+    after: int | None = up_to
+    while after is not None and after < info.event_count - 1:
+        query = EventQuery(
+            kinds=USAGE_KINDS,
+            text=USAGE_TEXT,
+            after_seq=after,
+            before_seq=info.event_count,
+            limit=500,
+        )
+        page = store.search(conversation_id, query)
+        for stored in page.items:
+            if (usage := usage_of(stored.event)) is not None:
+                prompt -= usage.prompt_tokens
+                completion -= usage.completion_tokens
+                cost -= usage.cost_usd
+        after = page.next_cursor
+    return UsageTotals(prompt, completion, max(cost, 0.0))
 
 
 def _head_before(store: EventStore, conversation_id: str, before_seq: int) -> str | None:

@@ -16,8 +16,6 @@ import { TranscriptView } from "./transcript.js";
 // Statuses whose reason the user must see (why a run failed, got stuck or stopped); a run
 // whose process died shows as "running" with a reason starting "interrupted".
 const REASON_LABELS = { error: "Failed", stuck: "Stuck", paused: "Paused" };
-// The kinds whose usage is a model call's (the server's rule: treadle.events.usage).
-const USAGE_KINDS = new Set(["action", "message", "condensation"]);
 // Close codes worth telling the user about while retrying: server error, restart, store
 // unavailable ("try again later"), bad gateway. (A plain reconnect, 4408, is routine.)
 const SERVER_TROUBLE = new Set([1011, 1012, 1013, 1014]);
@@ -141,8 +139,8 @@ export class ConversationScreen {
     this.isolationLine.hidden = false;
   }
 
-  /** The conversation's usage totals (the server keeps them at append time; live events
-   * with a usage add theirs), each beside its budget when the settings set one. */
+  /** The conversation's usage totals as the server serves them (its view, then each event
+   * frame's), each beside its budget when the settings set one. */
   showUsage() {
     const view = this.view;
     const settings = view.metadata?.settings ?? {};
@@ -250,12 +248,11 @@ export class ConversationScreen {
     for (const message of waiting) this.received(message);
   }
 
-  liveEvent({ seq, event, parent_id: parentId, head }) {
-    const fresh = seq >= this.view.event_count;
-    if (fresh && event.usage && USAGE_KINDS.has(event.kind)) {
-      this.view.prompt_tokens = (this.view.prompt_tokens ?? 0) + (event.usage.prompt_tokens ?? 0);
-      this.view.completion_tokens = (this.view.completion_tokens ?? 0) + (event.usage.completion_tokens ?? 0);
-      this.view.cost_usd = (this.view.cost_usd ?? 0) + (event.usage.cost_usd ?? 0);
+  liveEvent({ seq, event, parent_id: parentId, head, usage }) {
+    // The frame says the usage totals after this event (the server's): shown, not summed here.
+    if (seq >= this.view.event_count && usage) {
+      const { prompt_tokens, completion_tokens, cost_usd } = usage;
+      Object.assign(this.view, { prompt_tokens, completion_tokens, cost_usd });
       this.showUsage();
     }
     this.view.event_count = Math.max(this.view.event_count, seq + 1);
