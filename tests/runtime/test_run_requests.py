@@ -152,3 +152,32 @@ def test_a_pause_recorded_by_another_process_during_a_call_stops_the_batchs_next
     finally:
         other.close()
         runner.close()
+
+
+def test_each_step_reads_only_the_requests_recorded_since_the_last_read(store, workspace):
+    """Queued messages and pause requests are read from a high-water mark: a step's reads
+    start at the log's end as the last read began, never again from the log's start."""
+    runner = scripted(store, workspace, [think(f"step {i}") for i in range(6)] + [FINISH])
+    runner.send_message("think")
+    reads: list[tuple[str, int]] = []
+    search = store.search
+
+    def recording(conversation_id, query):
+        if query.text and ("queued_message" in query.text or "pause_request" in query.text):
+            reads.append((query.text, query.after_seq))
+        return search(conversation_id, query)
+
+    store.search = recording
+    try:
+        assert runner.run() is Status.FINISHED
+    finally:
+        store.search = search
+        runner.close()
+    queued = [after for text, after in reads if "queued_message" in text]
+    assert len(queued) == 7  # one read per step (six think steps and the finish)
+    assert queued == sorted(set(queued))  # each from a later mark
+    # Pause requests: the steps' reads and the interrupt watcher's, from the run's start on.
+    paused = [after for text, after in reads if "pause_request" in text]
+    assert len(paused) >= 7
+    assert paused == sorted(paused)
+    assert paused[-1] > paused[0] + 10

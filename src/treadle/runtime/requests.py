@@ -79,11 +79,12 @@ def undelivered_messages(
     store: EventStore, conversation_id: str, after_seq: int
 ) -> tuple[list[MessageEvent], int]:
     """The messages queued after ``after_seq`` and not stored yet, in the order they were sent,
-    and the seq to continue from next time."""
+    and the seq to continue from next time (a high-water mark: the log's end as this read
+    began, so that the next read looks only at what came since, queued messages or not)."""
     messages: list[MessageEvent] = []
-    seen = after_seq
+    seen = max(after_seq, last_seq(store, conversation_id))  # committed: the search sees it
     for seq, record in _records(store, conversation_id, QUEUED_MESSAGE_KEY, after_seq):
-        seen = seq
+        seen = max(seen, seq)
         value = record.value if isinstance(record.value, dict) else {}
         event_id, text = value.get("event_id"), value.get("text")
         if not isinstance(event_id, str) or not isinstance(text, str):
