@@ -758,8 +758,8 @@ class Conversation:
         return True
 
     def _ask(self, messages: list[dict]) -> ModelResponse:
-        """The model's answer, asked in a thread of its own so that an interrupt need not wait
-        for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
+        """The model's answer, asked in the model-call thread so that an interrupt need not
+        wait for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
         responses_before = self._context.model_responses
         future = self._model_calls.submit(
             lambda: self.agent.ask(messages, responses_before=responses_before)
