@@ -1,6 +1,6 @@
 """The Canvas mirrors the server's views: no JS module it loads batches calls, pairs results
 with calls (by tool_call_id or action_id), resolves the legacy parent rule, or steps one seq back
-to recover status (docs/stream.md)."""
+to recover status, or adds up usage totals (docs/stream.md)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ RULES = {
     ),
     "names kinds to batch or link": re.compile(r"\b(?:RESULT_KINDS|INVISIBLE_KINDS)\b"),
     "reconnects one seq back": re.compile(r"lastSeq\s*-\s*1"),
+    # Usage totals are the server's (each frame's ``usage``): never summed from events here.
+    "sums model calls' usage": re.compile(
+        r"\bUSAGE_KINDS\b|\b(?:prompt_tokens|completion_tokens|cost_usd)\s*=[^;\n]*\+[^;\n]*\busage\."
+    ),
 }
 
 
@@ -64,6 +68,8 @@ def test_the_rules_would_be_found(tmp_path):
         "(parent === undefined && this.timeline.tail?.id === this.headId)",
         "if (RESULT_KINDS.has(event.kind)) return this.addResult(entry);",
         "this.connect(Math.max(-1, this.lastSeq - 1));",
+        'const USAGE_KINDS = new Set(["action", "message", "condensation"]);',
+        "this.view.cost_usd = (this.view.cost_usd ?? 0) + (event.usage.cost_usd ?? 0);",
     ]
     for line in old:
         assert any(pattern.search(line) for pattern in RULES.values()), line
