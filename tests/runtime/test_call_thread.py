@@ -79,13 +79,27 @@ def test_an_idle_worker_ends_by_itself_and_a_later_call_starts_another():
     assert workers() == []
 
 
-def test_a_closed_conversation_leaves_no_model_thread(store, workspace):
+def test_a_run_keeps_one_model_thread_for_its_steps_and_ends_it(store, workspace):
     conversation = scripted(
-        store, workspace, [{"tool_calls": [call("think", {"thought": "a"})]}, FINISH]
+        store,
+        workspace,
+        [*({"tool_calls": [call("think", {"thought": f"{i}"})]} for i in range(4)), FINISH],
     )
     name = f"treadle-model-{conversation.id[:8]}"
-    conversation.send_message("go")
-    assert conversation.run() is Status.FINISHED
-    assert len(workers(name)) == 1  # kept between the steps and the runs
-    conversation.close()
-    assert workers(name) == []
+    during: list[tuple[int, ...]] = []
+    conversation.callbacks.append(
+        lambda stored: (
+            during.append(tuple(t.ident or 0 for t in workers(name)))
+            if stored.event.kind == "action"
+            else None
+        )
+    )
+    try:
+        conversation.send_message("go")
+        assert conversation.run() is Status.FINISHED
+        assert len(during) == 5
+        assert len(set(during)) == 1  # the same thread asked the model at every step
+        assert len(during[0]) == 1
+        assert workers(name) == []  # the run ended it (a server keeps its conversations)
+    finally:
+        conversation.close()

@@ -317,7 +317,7 @@ class Conversation:
 
     def close(self) -> None:
         """Release the tools' processes (terminal sessions, MCP connections) and the model
-        calls' thread."""
+        calls' thread (a run ends it too)."""
         self._model_calls.close()
         self.agent.tools.close()
 
@@ -422,7 +422,7 @@ class Conversation:
         self.context.interruption.clear()
         self.hooks.new_run()
         self._set_status(Status.RUNNING)
-        with self._interrupt_watcher():
+        with self._interrupt_watcher(), self._model_calls:  # the run's threads end with it
             return self._steps(max_steps)
 
     def _steps(self, max_steps: int) -> ConversationStatus:

@@ -132,8 +132,9 @@ class CallThread:
     """Runs calls one at a time in a daemon thread kept between them (starting a thread per
     model call cost about 0.5 ms a step): each ``submit`` gives a future, as ``in_thread``
     does. A call left running (``Abandoned`` after an interrupt) keeps its worker, so the next
-    call gets a fresh one; the old one ends when its call does. The owner ``close``s it; an
-    idle worker also ends by itself after ``idle_s``."""
+    call gets a fresh one; the old one ends when its call does. The owner ``close``s it (a
+    conversation at the end of each run); an idle worker also ends by itself after
+    ``idle_s``."""
 
     def __init__(self, name: str, idle_s: float = CALL_THREAD_IDLE_S) -> None:
         self._name = name
@@ -151,8 +152,15 @@ class CallThread:
             worker.jobs.put((future, function))
         return future
 
+    def __enter__(self) -> CallThread:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
-        """End the worker: now when it is idle (joined), else when its call ends."""
+        """End the worker: now when it is idle (joined), else when its call ends. A later
+        ``submit`` starts another (a run ends with its thread; the next run has its own)."""
         with self._lock:
             worker, self._worker = self._worker, None
         if worker is not None:
