@@ -227,7 +227,8 @@ INTERRUPTED_BY_CRASH = (
     "This call was interrupted (the run stopped before it returned). It may or may not "
     "have taken effect: check the workspace before repeating it."
 )
-
+STOPPED_OUTPUT = "\nWhat it returned once stopped:\n"
+"""Between an interrupted call's error and what the call returned once stopped."""
 
 ABANDONED = (
     f"[it did not stop within {ABANDON_GRACE_S:g} s of the interrupt: it was abandoned, and "
@@ -250,7 +251,7 @@ def interrupted_error(
     else:
         error = INTERRUPTED_BY_CRASH
     if output:
-        error += "\nWhat it returned once stopped:\n" + output
+        error += STOPPED_OUTPUT + output
     return AgentErrorEvent(
         tool_call_id=action.tool_call_id,
         tool_name=action.tool_name,

@@ -10,6 +10,7 @@ from itertools import groupby
 from treadle.events.model import ActionEvent, UserRejectionEvent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.replay.recorded_model import RecordedModel, replay_condenser
+from treadle.runtime.replay.recorded_tools import ReplayedCrash
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.status import ConversationStatus
 
@@ -32,7 +33,10 @@ def drive(conversation: Conversation, recording: Recording) -> None:
         elif item.kind == "pause":
             conversation.pause()
         else:
-            conversation.run(max_steps=1)
+            try:
+                conversation.run(max_steps=1)
+            except ReplayedCrash:  # the recorded run died here: the next run closes its call
+                continue
             answer_confirmations(conversation, recording)
 
 

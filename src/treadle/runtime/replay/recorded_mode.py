@@ -64,7 +64,9 @@ def _replayed_path(
     model = RecordedModel(recording, recorded_model_name(recording))
     stopped = None
     with Conversation.create(store, settings, model=model, title="replay") as conversation:
-        conversation.agent = recorded_results_agent(conversation.agent, recording)
+        conversation.agent = recorded_results_agent(
+            conversation.agent, recording, conversation.interrupt
+        )
         conversation.hooks = RecordedHooks(recording)
         conversation.skills = RecordedSkills(recording)  # the workspace here is empty
         prepare(conversation, recording, model)

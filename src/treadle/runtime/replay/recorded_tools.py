@@ -4,13 +4,17 @@ with its recorded result instead of being run (nothing touches a workspace).
 The agent is the runtime's own (parallel threads, call order, the boundary that turns a
 failure into an agent error); only the tool's execution is replaced, by
 ``RecordedTools.execute``, which finds the call it answers in its context (``ToolContext.call``).
+A call the recording closed as interrupted is stopped the way it was: the user's interrupt is
+made again, a crash ends the run there (``ReplayedCrash``) and the next run closes the call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from treadle.events.frozen_json import thaw
 from treadle.events.model import AgentErrorEvent, ObservationEvent, UserRejectionEvent
-from treadle.runtime.agent import Agent
+from treadle.runtime.agent import STOPPED_OUTPUT, Agent
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
 from treadle.runtime.tools.base import ToolArguments, ToolResult
@@ -23,13 +27,23 @@ NO_RECORDED_RESULT = (
 )
 
 
+class ReplayedCrash(BaseException):
+    """The recorded run died while this call ran (its result: ``interrupted: "crash"``). A
+    BaseException, as a kill is: no boundary of the runtime records it; the run just ends,
+    its call open, and the driver's next run closes it as the recorded run's did."""
+
+
 class RecordedTools(ToolSet):
     """The conversation's tools for validation, schemas and parallel safety; ``execute``
-    returns the call's recorded result."""
+    returns the call's recorded result. ``interrupt``: the conversation's own (the user's
+    interrupt, made again where the recording has one)."""
 
-    def __init__(self, tools: ToolSet, recording: Recording) -> None:
+    def __init__(
+        self, tools: ToolSet, recording: Recording, interrupt: Callable[[], None]
+    ) -> None:
         super().__init__(tools.values())
         self._recording = recording
+        self._interrupt = interrupt
 
     def execute(self, tool_name: str, arguments: ToolArguments, context: ToolContext) -> ToolResult:
         action = context.call
@@ -44,6 +58,13 @@ class RecordedTools(ToolSet):
                 NO_RECORDED_RESULT.format(call=action.tool_call_id, tool=tool_name),
             )
         if isinstance(recorded, AgentErrorEvent):
+            if recorded.interrupted == "crash":
+                raise ReplayedCrash(action.tool_call_id)
+            if recorded.interrupted == "user":
+                # The runtime words the error itself, with what the call returned once stopped.
+                self._interrupt()
+                _, _, returned = recorded.error.partition(STOPPED_OUTPUT)
+                return ToolResult(content=returned)
             raise _recorded_error(tool_name, recorded)
         return _recorded_result(recorded)
 
@@ -71,10 +92,13 @@ def _recorded_error(tool_name: str, recorded: AgentErrorEvent) -> Exception:
     return ToolCallError(tool_name, "tool_error", recorded.error)
 
 
-def recorded_results_agent(agent: Agent, recording: Recording) -> Agent:
-    """``agent`` (model, system prompt) with its tools answering from ``recording``."""
+def recorded_results_agent(
+    agent: Agent, recording: Recording, interrupt: Callable[[], None]
+) -> Agent:
+    """``agent`` (model, system prompt) with its tools answering from ``recording``;
+    ``interrupt`` interrupts the replayed run (``Conversation.interrupt``)."""
     return Agent(
         model=agent.model,
-        tools=RecordedTools(agent.tools, recording),
+        tools=RecordedTools(agent.tools, recording, interrupt),
         system_prompt=agent.system_prompt,
     )

@@ -203,7 +203,8 @@ def _read_path(recording: Recording, originals: dict[str, str]) -> None:
             elif event.source != "hook":  # a hook's message is the hooks' to give again
                 recording.inputs.append(Input("send", event.text))
         elif isinstance(event, PauseEvent) and event.source == "user":
-            recording.inputs.append(Input("pause"))
+            if not _ends_an_interrupt(path, index):  # that pause is the run's: replayed with it
+                recording.inputs.append(Input("pause"))
         elif isinstance(event, CondensationEvent):
             if (event.note or "").startswith(REFUSAL_NOTE):
                 recording.refused_before.add(len(recording.responses))
@@ -211,6 +212,13 @@ def _read_path(recording: Recording, originals: dict[str, str]) -> None:
         elif isinstance(event, ObservationEvent | AgentErrorEvent | UserRejectionEvent):
             recording.results.setdefault(event.tool_call_id, event)
         index += 1
+
+
+def _ends_an_interrupt(path: Sequence[Event], index: int) -> bool:
+    """Whether the pause at ``index`` is the one an interrupted run recorded as it stopped
+    (right after the calls it closed as interrupted by the user)."""
+    before = path[index - 1] if index else None
+    return isinstance(before, AgentErrorEvent) and before.interrupted == "user"
 
 
 def _batch_at(path: Sequence[Event], start: int) -> list[ActionEvent]:

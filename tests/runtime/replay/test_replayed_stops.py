@@ -1,0 +1,177 @@
+"""Recorded replays of runs that stopped on their own way: a call interrupted by the user, a
+call a crash left open (closed by the next run), a budget pause the user raised and went on
+from, a model call that failed once. Each replays to the same events (REPLAY-RECORDED)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from support.replays import FINISH, bash
+from support.waiting import wait_until
+from treadle.events.model import AgentErrorEvent, PauseEvent
+from treadle.runtime.budget import Budget
+from treadle.runtime.conversation import Conversation
+from treadle.runtime.llm.base import ModelError, ModelResponse
+from treadle.runtime.llm.scripted import ScriptedModel
+from treadle.runtime.replay import replay_recorded
+from treadle.runtime.settings import ConversationSettings, build_model
+from treadle.runtime.status import ConversationStatus as Status
+
+NO_SANDBOX = {"sandbox": {"kind": "none"}}
+
+
+def path_of(store, conversation_id):
+    return store.path_to_root(conversation_id, store.head(conversation_id))
+
+
+def closed_as(store, conversation_id, by: str) -> list[AgentErrorEvent]:
+    return [
+        event
+        for event in path_of(store, conversation_id)
+        if isinstance(event, AgentErrorEvent) and event.interrupted == by
+    ]
+
+
+def test_a_call_the_user_interrupted_replays_the_same(store, workspace):
+    settings = ConversationSettings.scripted_inline(
+        [bash("echo before"), bash("touch started; sleep 30"), bash("echo after"), FINISH],
+        workspace,
+        **NO_SANDBOX,
+    )
+    with Conversation.create(store, settings) as conversation:
+        conversation.send_message("go")
+        outcome: list[Status] = []
+        runner = threading.Thread(
+            target=lambda: outcome.append(conversation.run()), daemon=True
+        )
+        runner.start()
+        try:
+            wait_until(lambda: (workspace / "started").exists())
+            conversation.interrupt()
+        finally:
+            runner.join(timeout=30)
+        assert outcome == [Status.PAUSED]
+        conversation.send_message("go on")
+        assert conversation.run() is Status.FINISHED
+        conversation_id = conversation.id
+    assert len(closed_as(store, conversation_id, "user")) == 1
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
+    assert report.replayed_events == report.recorded_events
+
+
+CRASHING_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from treadle.runtime.conversation import Conversation
+    from treadle.runtime.settings import ConversationSettings, build_model
+    from treadle.store.urls import open_store
+
+    store_url, responses, workspace = sys.argv[1:4]
+    settings = ConversationSettings.scripted_inline(
+        json.loads(responses), workspace, sandbox={"kind": "none"}
+    )
+    conversation = Conversation.create(open_store(store_url), settings, id="crash-me")
+    conversation.send_message("run the long command")
+    conversation.run()
+    """
+)
+
+
+def test_a_call_a_crash_left_open_replays_the_same(store, store_file, workspace):
+    responses = [bash("echo before"), bash("touch started && sleep 60"), FINISH]
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            CRASHING_CHILD,
+            f"sqlite:///{store_file}",
+            json.dumps(responses),
+            str(workspace),
+        ],
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: (workspace / "started").exists(), timeout_s=30)
+        os.killpg(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=10)
+    with Conversation.open(store, "crash-me") as reopened:
+        assert reopened.run() is Status.FINISHED  # closes the call the crash left open
+    assert len(closed_as(store, "crash-me", "crash")) == 1
+    report = replay_recorded(store, "crash-me")
+    assert report.divergences == []
+    assert report.replayed_events == report.recorded_events
+
+
+def test_a_budget_raised_after_its_pause_replays_the_same(store, workspace):
+    settings = ConversationSettings.scripted_inline(
+        [bash("echo one"), bash("echo two"), FINISH],
+        workspace,
+        max_total_tokens=1,  # reached by the first model call
+        **NO_SANDBOX,
+    )
+    with Conversation.create(store, settings) as conversation:
+        conversation.send_message("go")
+        assert conversation.run() is Status.PAUSED
+        conversation.raise_budget(Budget(max_total_tokens=1_000_000))
+        assert conversation.run() is Status.FINISHED
+        conversation_id = conversation.id
+    pauses = [e for e in path_of(store, conversation_id) if isinstance(e, PauseEvent)]
+    assert [pause.source for pause in pauses] == ["environment"]
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
+    assert report.replayed_events == report.recorded_events
+
+
+class FailsOnce:
+    """The scripted model, but its ``fail_at``-th call fails (a provider's bad answer)."""
+
+    takes_responses_before = True
+
+    def __init__(self, scripted: ScriptedModel, fail_at: int) -> None:
+        self._scripted = scripted
+        self._calls = 0
+        self._fail_at = fail_at
+
+    @property
+    def name(self) -> str:
+        return self._scripted.name
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        responses_before: int | None = None,
+    ) -> ModelResponse:
+        self._calls += 1
+        if self._calls == self._fail_at:
+            raise ModelError("the provider answered 502", raw='{"error": "bad gateway"}')
+        return self._scripted.complete(messages, tools, responses_before=responses_before)
+
+    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
+        return self._scripted.summarize(messages, number=number)
+
+
+def test_a_model_call_that_failed_once_replays_the_same(store, workspace):
+    settings = ConversationSettings.scripted_inline(
+        [bash("echo one"), FINISH], workspace, **NO_SANDBOX
+    )
+    model = FailsOnce(build_model(settings.model), fail_at=2)
+    with Conversation.create(store, settings, model=model) as conversation:
+        conversation.send_message("go")
+        assert conversation.run() is Status.ERROR
+        assert conversation.run() is Status.FINISHED
+        conversation_id = conversation.id
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
+    assert report.replayed_events == report.recorded_events
