@@ -8,6 +8,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from treadle.events.model import ActionEvent, UserRejectionEvent
+from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.replay.recorded_model import RecordedModel, replay_condenser
 from treadle.runtime.replay.recorded_tools import ReplayedCrash
@@ -32,6 +33,8 @@ def drive(conversation: Conversation, recording: Recording) -> None:
             conversation.send_message(item.text)
         elif item.kind == "pause":
             conversation.pause()
+        elif item.kind == "raise_budget":
+            conversation.raise_budget(Budget(**item.budgets))
         else:
             try:
                 conversation.run(max_steps=1)

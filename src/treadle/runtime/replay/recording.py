@@ -33,6 +33,11 @@ from treadle.store.base import EventStore
 CALL_IDS_KEY = "tool_call_ids"
 """The runtime's fact naming call ids it renamed (``runtime.conversation.CALL_IDS_KEY``; not
 imported from there, which would tie this reader to the run loop's module)."""
+BUDGET_KEY = "budget"
+"""The runtime's fact recording a budget the user raised, ``{name: {from, to}}``
+(``runtime.budget.BUDGET_KEY``; not imported, as ``CALL_IDS_KEY``)."""
+BUDGET_NAMES = ("max_cost_usd", "max_total_tokens")
+"""The budgets a ``budget`` fact may raise (``runtime.budget.Budget``'s fields)."""
 REFUSAL_NOTE = "the provider refused the request"
 """How a condensation made after a context-window refusal starts its note (the condenser's
 reason), so that the replay refuses at the same place."""
@@ -48,11 +53,14 @@ class ReplayInputError(TreadleError):
 @dataclass(frozen=True, slots=True)
 class Input:
     """One thing the driver does to the replayed conversation, in the recorded order:
-    ``send`` a user message, ``pause`` as the user did, or ``step`` (one model call and its
-    consequences; the calls it proposes are confirmed or rejected as recorded)."""
+    ``send`` a user message, ``pause`` as the user did, ``raise_budget`` to the recorded
+    ``budgets`` (name: new value), or ``step`` (one run of one model call and its
+    consequences, or of a pause on the budget; the calls it proposes are confirmed or
+    rejected as recorded)."""
 
-    kind: Literal["send", "pause", "step"]
+    kind: Literal["send", "pause", "raise_budget", "step"]
     text: str = ""
+    budgets: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,8 +170,32 @@ def read_recording(store: EventStore, conversation_id: str, head: str | None) ->
     isolation = facts(store, conversation_id, ISOLATION_KEY)
     if isolation and isinstance(isolation[-1][1].value, dict):
         recording.isolation = dict(isolation[-1][1].value)
-    _read_path(recording, _renamed_originals(store, conversation_id))
+    raises = _budget_raises(store, conversation_id)
+    recording.settings = _budgets_before_raises(settings, raises)
+    _read_path(recording, _renamed_originals(store, conversation_id), raises)
     return recording
+
+
+def _budget_raises(store: EventStore, conversation_id: str) -> list[StateChangeEvent]:
+    """The ``budget`` facts (the user raised a budget), in the order they were made."""
+    return [
+        event
+        for _seq, event in facts(store, conversation_id, BUDGET_KEY)
+        if isinstance(event.value, dict)
+    ]
+
+
+def _budgets_before_raises(
+    settings: ConversationSettings, raises: Sequence[StateChangeEvent]
+) -> ConversationSettings:
+    """``settings`` (stored: the budgets as last raised) with each raised budget as it was
+    before its first raise: the replay starts from it and raises it where the user did."""
+    before: dict[str, Any] = {}
+    for event in raises:
+        for name, change in event.value.items():
+            if name in BUDGET_NAMES and isinstance(change, dict):
+                before.setdefault(name, change.get("from"))
+    return settings.model_copy(update=before) if before else settings
 
 
 def _renamed_originals(store: EventStore, conversation_id: str) -> dict[str, str]:
@@ -178,8 +210,14 @@ def _renamed_originals(store: EventStore, conversation_id: str) -> dict[str, str
     return originals
 
 
-def _read_path(recording: Recording, originals: dict[str, str]) -> None:
+def _read_path(
+    recording: Recording, originals: dict[str, str], raises: Sequence[StateChangeEvent]
+) -> None:
     path = recording.path
+    raised_after: dict[str, list[StateChangeEvent]] = {}
+    for fact in raises:  # a raise made on another branch is not on this path: not replayed
+        if fact.parent_id is not None:
+            raised_after.setdefault(fact.parent_id, []).append(fact)
     index = 0
     while index < len(path):
         event = path[index]
@@ -188,6 +226,7 @@ def _read_path(recording: Recording, originals: dict[str, str]) -> None:
             recording.inputs.append(Input("step"))
             recording.responses.append(_response_of(batch, originals))
             index += len(batch)
+            _raise_after(recording, batch, raised_after)
             continue
         if isinstance(event, MessageEvent):
             if event.source == "agent":
@@ -205,13 +244,32 @@ def _read_path(recording: Recording, originals: dict[str, str]) -> None:
         elif isinstance(event, PauseEvent) and event.source == "user":
             if not _ends_an_interrupt(path, index):  # that pause is the run's: replayed with it
                 recording.inputs.append(Input("pause"))
+        elif isinstance(event, PauseEvent) and event.source == "environment":
+            recording.inputs.append(Input("step"))  # a run that paused on its budget
         elif isinstance(event, CondensationEvent):
             if (event.note or "").startswith(REFUSAL_NOTE):
                 recording.refused_before.add(len(recording.responses))
             recording.summaries.append(event)
         elif isinstance(event, ObservationEvent | AgentErrorEvent | UserRejectionEvent):
             recording.results.setdefault(event.tool_call_id, event)
+        _raise_after(recording, [event], raised_after)
         index += 1
+
+
+def _raise_after(
+    recording: Recording,
+    events: Sequence[Event],
+    raised_after: dict[str, list[StateChangeEvent]],
+) -> None:
+    """The budget raises the user made when the head was one of ``events``, as inputs."""
+    for event in events:
+        for fact in raised_after.get(event.id, ()):
+            budgets = {
+                name: change["to"]
+                for name, change in fact.value.items()
+                if name in BUDGET_NAMES and isinstance(change, dict) and "to" in change
+            }
+            recording.inputs.append(Input("raise_budget", budgets=budgets))
 
 
 def _ends_an_interrupt(path: Sequence[Event], index: int) -> bool:
