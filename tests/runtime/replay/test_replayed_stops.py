@@ -16,12 +16,13 @@ from typing import Any
 
 from support.replays import FINISH, bash
 from support.waiting import wait_until
-from treadle.events.model import AgentErrorEvent, PauseEvent
+from treadle.events.model import AgentErrorEvent, PauseEvent, StateChangeEvent
 from treadle.runtime.budget import Budget
-from treadle.runtime.conversation import Conversation
+from treadle.runtime.conversation import MODEL_ERROR_KEY, Conversation
 from treadle.runtime.llm.base import ModelError, ModelResponse
 from treadle.runtime.llm.scripted import ScriptedModel
 from treadle.runtime.replay import replay_recorded
+from treadle.runtime.replay.rerun_mode import rerun
 from treadle.runtime.settings import ConversationSettings, build_model
 from treadle.runtime.status import ConversationStatus as Status
 
@@ -71,7 +72,7 @@ def test_a_call_the_user_interrupted_replays_the_same(store, workspace):
 CRASHING_CHILD = textwrap.dedent(
     """
     import json, sys
-    from treadle.runtime.conversation import Conversation
+    from treadle.runtime.conversation import MODEL_ERROR_KEY, Conversation
     from treadle.runtime.settings import ConversationSettings, build_model
     from treadle.store.urls import open_store
 
@@ -162,7 +163,15 @@ class FailsOnce:
         return self._scripted.summarize(messages, number=number)
 
 
-def test_a_model_call_that_failed_once_replays_the_same(store, workspace):
+def facts_of(store, conversation_id, key):
+    return [
+        item.event.value
+        for item in store.get_range(conversation_id, 0, 10**6)
+        if isinstance(item.event, StateChangeEvent) and item.event.key == key
+    ]
+
+
+def test_a_model_call_that_failed_once_replays_the_same(store, workspace, tmp_path):
     settings = ConversationSettings.scripted_inline(
         [bash("echo one"), FINISH], workspace, **NO_SANDBOX
     )
@@ -175,3 +184,14 @@ def test_a_model_call_that_failed_once_replays_the_same(store, workspace):
     report = replay_recorded(store, conversation_id)
     assert report.divergences == []
     assert report.replayed_events == report.recorded_events
+    # Rerun: the new conversation's log has the failure where the recording has it.
+    report = rerun(store, conversation_id, workspace=workspace, into=tmp_path / "rerun")
+    assert report.divergences == []
+    recorded_failures = facts_of(store, conversation_id, MODEL_ERROR_KEY)
+    assert recorded_failures == [
+        {"error": "the provider answered 502", "raw_response": '{"error": "bad gateway"}'}
+    ]
+    assert facts_of(store, report.new_conversation, MODEL_ERROR_KEY) == recorded_failures
+    assert [e.kind for e in path_of(store, report.new_conversation)] == [
+        e.kind for e in path_of(store, conversation_id)
+    ]

@@ -3,7 +3,8 @@ response, and a condenser's summary call with the recorded summary (never asked 
 
 It finds its place like the scripted model (``PlacedModel``): the runtime tells it how many
 responses its path already holds. Where the recording condensed after a provider refused the
-request as too long, it refuses once at the same place, so the runtime condenses there too.
+request as too long, it refuses once at the same place, so the runtime condenses there too;
+where a model call failed (a ``model_error`` fact), it fails there again, with that error.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class RecordedModel:
         self._recording = recording
         self._name = name
         self._refused: set[int] = set()
+        self._failed: dict[int, int] = {}
         self._lock = threading.Lock()
 
     @property
@@ -57,6 +59,12 @@ class RecordedModel:
                     "the recorded provider refused this request as longer than its context "
                     "window (replayed)"
                 )
+            failures = self._recording.failed_before.get(number, [])
+            failed = self._failed.get(number, 0)
+            if failed < len(failures):
+                self._failed[number] = failed + 1
+                failure = failures[failed]
+                raise ModelError(failure["error"], raw=failure["raw_response"])
         responses = self._recording.responses
         if number >= len(responses):
             raise ModelError(END_OF_RECORDING.format(number=number + 1))

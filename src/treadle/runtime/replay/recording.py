@@ -36,6 +36,9 @@ imported from there, which would tie this reader to the run loop's module)."""
 BUDGET_KEY = "budget"
 """The runtime's fact recording a budget the user raised, ``{name: {from, to}}``
 (``runtime.budget.BUDGET_KEY``; not imported, as ``CALL_IDS_KEY``)."""
+MODEL_ERROR_KEY = "model_error"
+"""The runtime's fact recording a model call that failed, ``{error, raw_response}``
+(``runtime.conversation.MODEL_ERROR_KEY``)."""
 BUDGET_NAMES = ("max_cost_usd", "max_total_tokens")
 """The budgets a ``budget`` fact may raise (``runtime.budget.Budget``'s fields)."""
 REFUSAL_NOTE = "the provider refused the request"
@@ -78,6 +81,9 @@ class Recording:
     """The condensations in path order: their summaries answer the summary calls."""
     refused_before: set[int] = field(default_factory=set)
     """Indexes of responses asked after a provider refused the request as too long."""
+    failed_before: dict[int, list[dict[str, str]]] = field(default_factory=dict)
+    """Indexes of responses asked after model calls that failed (``model_error`` facts:
+    ``{error, raw_response}``, in order), each failing again once in the replay."""
     results: dict[str, Result] = field(default_factory=dict)
     """The recorded result of each call, by tool call id (unique on a path: LINK-UNIQUE)."""
     inputs: list[Input] = field(default_factory=list)
@@ -170,17 +176,25 @@ def read_recording(store: EventStore, conversation_id: str, head: str | None) ->
     isolation = facts(store, conversation_id, ISOLATION_KEY)
     if isolation and isinstance(isolation[-1][1].value, dict):
         recording.isolation = dict(isolation[-1][1].value)
-    raises = _budget_raises(store, conversation_id)
-    recording.settings = _budgets_before_raises(settings, raises)
-    _read_path(recording, _renamed_originals(store, conversation_id), raises)
+    raises = _dict_facts(store, conversation_id, BUDGET_KEY)
+    recording.settings = _budgets_before_raises(settings, [event for _seq, event in raises])
+    # Replayed where they were made, in the order they were made.
+    replayed = sorted(raises + _dict_facts(store, conversation_id, MODEL_ERROR_KEY))
+    _read_path(
+        recording,
+        _renamed_originals(store, conversation_id),
+        [event for _seq, event in replayed],
+    )
     return recording
 
 
-def _budget_raises(store: EventStore, conversation_id: str) -> list[StateChangeEvent]:
-    """The ``budget`` facts (the user raised a budget), in the order they were made."""
+def _dict_facts(
+    store: EventStore, conversation_id: str, key: str
+) -> list[tuple[int, StateChangeEvent]]:
+    """The ``key`` facts whose value is an object (one from elsewhere may be anything)."""
     return [
-        event
-        for _seq, event in facts(store, conversation_id, BUDGET_KEY)
+        (seq, event)
+        for seq, event in facts(store, conversation_id, key)
         if isinstance(event.value, dict)
     ]
 
@@ -211,13 +225,15 @@ def _renamed_originals(store: EventStore, conversation_id: str) -> dict[str, str
 
 
 def _read_path(
-    recording: Recording, originals: dict[str, str], raises: Sequence[StateChangeEvent]
+    recording: Recording, originals: dict[str, str], replayed: Sequence[StateChangeEvent]
 ) -> None:
+    """Read ``recording.path`` into its inputs, responses and results; the ``replayed``
+    facts (budget raises, model errors) where the head was when they were made."""
     path = recording.path
-    raised_after: dict[str, list[StateChangeEvent]] = {}
-    for fact in raises:  # a raise made on another branch is not on this path: not replayed
+    facts_after: dict[str, list[StateChangeEvent]] = {}
+    for fact in replayed:  # one made on another branch is not on this path: not replayed
         if fact.parent_id is not None:
-            raised_after.setdefault(fact.parent_id, []).append(fact)
+            facts_after.setdefault(fact.parent_id, []).append(fact)
     index = 0
     while index < len(path):
         event = path[index]
@@ -226,7 +242,7 @@ def _read_path(
             recording.inputs.append(Input("step"))
             recording.responses.append(_response_of(batch, originals))
             index += len(batch)
-            _raise_after(recording, batch, raised_after)
+            _facts_after(recording, batch, facts_after)
             continue
         if isinstance(event, MessageEvent):
             if event.source == "agent":
@@ -252,18 +268,27 @@ def _read_path(
             recording.summaries.append(event)
         elif isinstance(event, ObservationEvent | AgentErrorEvent | UserRejectionEvent):
             recording.results.setdefault(event.tool_call_id, event)
-        _raise_after(recording, [event], raised_after)
+        _facts_after(recording, [event], facts_after)
         index += 1
 
 
-def _raise_after(
+def _facts_after(
     recording: Recording,
     events: Sequence[Event],
-    raised_after: dict[str, list[StateChangeEvent]],
+    facts_after: dict[str, list[StateChangeEvent]],
 ) -> None:
-    """The budget raises the user made when the head was one of ``events``, as inputs."""
+    """The facts made when the head was one of ``events``, as inputs: a budget raised, a
+    model call that failed (a run of its own, its call failing again)."""
     for event in events:
-        for fact in raised_after.get(event.id, ()):
+        for fact in facts_after.get(event.id, ()):
+            if fact.key == MODEL_ERROR_KEY:
+                failure = {
+                    "error": str(fact.value.get("error", "")),
+                    "raw_response": str(fact.value.get("raw_response", "")),
+                }
+                recording.failed_before.setdefault(len(recording.responses), []).append(failure)
+                recording.inputs.append(Input("step"))
+                continue
             budgets = {
                 name: change["to"]
                 for name, change in fact.value.items()
