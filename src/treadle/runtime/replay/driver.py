@@ -1,5 +1,5 @@
 """Drives a replayed conversation through the recorded inputs: user messages sent, pauses
-made, one model step per recorded response, and each call that waits for confirmation
+made, budgets raised, the recorded steps run, and each call that waits for confirmation
 confirmed or rejected as the recorded user did. The run loop is the runtime's own.
 """
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from treadle.events.model import ActionEvent, UserRejectionEvent
+from treadle.events.model import ActionEvent, PauseEvent, UserRejectionEvent
 from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.replay.recorded_model import RecordedModel, replay_condenser
@@ -25,22 +25,57 @@ def prepare(conversation: Conversation, recording: Recording, model: RecordedMod
     conversation.condenser = condenser
 
 
-def drive(conversation: Conversation, recording: Recording) -> None:
-    """Feed ``recording``'s inputs to ``conversation`` in order (each step is one model call:
-    ``run(max_steps=1)``, so a user message lands exactly where it was recorded)."""
-    for item in recording.inputs:
+def drive(conversation: Conversation, recording: Recording, model: RecordedModel) -> None:
+    """Feed ``recording``'s inputs to ``conversation`` in order: a user message lands exactly
+    where it was recorded, and the steps between two inputs run as the runtime runs them (one
+    run, again after each stop of its own: a confirmation, a crash)."""
+    inputs = recording.inputs
+    index = 0
+    while index < len(inputs):
+        item = inputs[index]
+        if item.kind == "step":
+            steps = next(
+                (n for n, later in enumerate(inputs[index:]) if later.kind != "step"),
+                len(inputs) - index,
+            )
+            run_steps(conversation, recording, model, steps)
+            index += steps
+            continue
         if item.kind == "send":
             conversation.send_message(item.text)
         elif item.kind == "pause":
             conversation.pause()
         elif item.kind == "raise_budget":
             conversation.raise_budget(Budget(**item.budgets))
-        else:
-            try:
-                conversation.run(max_steps=1)
-            except ReplayedCrash:  # the recorded run died here: the next run closes its call
-                continue
+        index += 1
+
+
+def run_steps(
+    conversation: Conversation, recording: Recording, model: RecordedModel, steps: int
+) -> None:
+    """Run ``steps`` recorded steps: ``run(max_steps=steps left)`` until they are made. A
+    run ends early where the runtime stops (a confirmation asked, an error, a pause, an
+    interrupt, a crash replayed): the recorded decisions are given, and a new run goes on.
+    ``model`` counts the steps that asked it; a step that paused on the budget asks nothing."""
+    left = steps
+    while left > 0:
+        asked, head = model.steps_asked, conversation.head
+        try:
+            conversation.run(max_steps=left)
+            crashed = False
+        except ReplayedCrash:  # the recorded run died here: the next run closes its call
+            crashed = True
+        made = model.steps_asked - asked + _paused_on_budget(conversation, head)
+        left -= max(1, made)  # at least one: a replay that goes wrong still ends
+        if not crashed:
             answer_confirmations(conversation, recording)
+
+
+def _paused_on_budget(conversation: Conversation, head_before: str | None) -> int:
+    """1 when the run just ended with a pause on its budget (a step of its own), else 0."""
+    last = conversation.active_path(limit=1)
+    paused = bool(last) and isinstance(last[0], PauseEvent) and last[0].source == "environment"
+    return int(paused and last[0].id != head_before)
 
 
 def answer_confirmations(conversation: Conversation, recording: Recording) -> None:

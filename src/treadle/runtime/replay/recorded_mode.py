@@ -71,7 +71,7 @@ def _replayed_path(
         conversation.skills = RecordedSkills(recording)  # the workspace here is empty
         prepare(conversation, recording, model)
         try:
-            drive(conversation, recording)
+            drive(conversation, recording, model)
         except TreadleError as error:
             stopped = Divergence(
                 contract=RECORDED,

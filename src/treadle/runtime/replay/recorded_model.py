@@ -34,6 +34,9 @@ class RecordedModel:
         self._name = name
         self._refused: set[int] = set()
         self._failed: dict[int, int] = {}
+        self.steps_asked = 0
+        """Model calls of a step made so far (a refusal replayed is not one: the step asks
+        again once condensed)."""
         self._lock = threading.Lock()
 
     @property
@@ -59,6 +62,7 @@ class RecordedModel:
                     "the recorded provider refused this request as longer than its context "
                     "window (replayed)"
                 )
+            self.steps_asked += 1
             failures = self._recording.failed_before.get(number, [])
             failed = self._failed.get(number, 0)
             if failed < len(failures):

@@ -82,7 +82,7 @@ def rerun(
         # The model gets the skills the recording got, whatever the starting files hold now.
         conversation.skills = RecordedSkills(recording)
         prepare(conversation, recording, model)
-        drive(conversation, recording)
+        drive(conversation, recording, model)
         replayed = conversation.active_path()
     report = ReplayReport("rerun", conversation_id, recording.head)
     report.new_conversation = log.id
