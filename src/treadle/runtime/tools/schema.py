@@ -3,17 +3,34 @@ and a one-line summary of the parameters for error messages."""
 
 from __future__ import annotations
 
+import copy
+import threading
+import weakref
 from typing import Any
 
 from pydantic import BaseModel
 
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Each arguments model's cleaned schema, made once: pydantic builds it anew on each call
+(milliseconds), and every model call sends every tool's. Weak: a model made at run time (a
+tool added later) goes with its class."""
+_SCHEMAS_LOCK = threading.Lock()
+
 
 def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON Schema with ``$defs`` inlined (several providers reject ``$ref``) and
-    pydantic's generated titles removed (noise in the prompt)."""
-    schema = model.model_json_schema()
-    definitions = schema.pop("$defs", {})
-    return _clean(schema, definitions, ())
+    pydantic's generated titles removed (noise in the prompt); a copy of its own."""
+    with _SCHEMAS_LOCK:
+        cached = _SCHEMAS.get(model)
+    if cached is None:
+        schema = model.model_json_schema()
+        definitions = schema.pop("$defs", {})
+        cached = _clean(schema, definitions, ())
+        with _SCHEMAS_LOCK:
+            _SCHEMAS[model] = cached
+    return copy.deepcopy(cached)  # the caller may change its copy
 
 
 def _clean(node: Any, definitions: dict[str, Any], seen: tuple[str, ...]) -> Any:
