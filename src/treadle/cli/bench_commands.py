@@ -1,5 +1,5 @@
-"""``treadle bench core|store|runtime|server|snapshots|canvas|eval``: benchmarks printed as a
-table, or one JSON object with --json."""
+"""``treadle bench core|store|runtime|mcp|replay|server|snapshots|canvas|eval``: benchmarks
+printed as a table, or one JSON object with --json."""
 
 from __future__ import annotations
 
@@ -81,6 +81,17 @@ def bench_mcp(
     from treadle.bench.mcp import run_mcp_bench
 
     print_figures("treadle bench mcp", run_mcp_bench(starts=starts, calls=calls), as_json)
+
+
+@bench_app.command("replay")
+def bench_replay(
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Recorded think calls")] = 60,
+    as_json: JsonOption = False,
+) -> None:
+    """A recorded replay (--mode recorded) per event, against the run that recorded it."""
+    from treadle.bench.replay import run_replay_bench
+
+    print_figures("treadle bench replay", run_replay_bench(steps), as_json)
 
 
 @bench_app.command("server")

@@ -50,9 +50,7 @@ def test_a_call_the_user_interrupted_replays_the_same(store, workspace):
     with Conversation.create(store, settings) as conversation:
         conversation.send_message("go")
         outcome: list[Status] = []
-        runner = threading.Thread(
-            target=lambda: outcome.append(conversation.run()), daemon=True
-        )
+        runner = threading.Thread(target=lambda: outcome.append(conversation.run()), daemon=True)
         runner.start()
         try:
             wait_until(lambda: (workspace / "started").exists())

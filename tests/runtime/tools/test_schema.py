@@ -15,7 +15,8 @@ from treadle.runtime.tools.schema import parameters_schema
 
 def test_the_schema_is_made_once_and_each_caller_changes_only_its_copy(monkeypatch):
     first = parameters_schema(FileEditorArguments)
-    assert "$defs" not in first and "title" not in first
+    assert "$defs" not in first
+    assert "title" not in first
 
     def not_again(*_args, **_kwargs):
         raise AssertionError("the schema was built again")

@@ -38,9 +38,7 @@ class RecordedTools(ToolSet):
     returns the call's recorded result. ``interrupt``: the conversation's own (the user's
     interrupt, made again where the recording has one)."""
 
-    def __init__(
-        self, tools: ToolSet, recording: Recording, interrupt: Callable[[], None]
-    ) -> None:
+    def __init__(self, tools: ToolSet, recording: Recording, interrupt: Callable[[], None]) -> None:
         super().__init__(tools.values())
         self._recording = recording
         self._interrupt = interrupt

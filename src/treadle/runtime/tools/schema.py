@@ -10,9 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = (
-    weakref.WeakKeyDictionary()
-)
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
 """Each arguments model's cleaned schema, made once: pydantic builds it anew on each call
 (milliseconds), and every model call sends every tool's. Weak: a model made at run time (a
 tool added later) goes with its class."""
