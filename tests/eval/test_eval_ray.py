@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import pytest
 from support.cli import run_treadle
 from support.eval_tasks import EXPECTED, SLOW_TASK, files_after_patch, write_eval
 from support.postgres import backends, fresh_schema_url
-from support.processes import host_pids_with
+from support.processes import host_pids_in_environment
 from support.waiting import wait_until
 from treadle.eval.driver import EVAL_ATTEMPT_KEY
 from treadle.events.audit import audit_events
@@ -29,28 +30,41 @@ from treadle.events.model import StateChangeEvent
 from treadle.store.leases import open_leases
 from treadle.store.urls import open_store
 
-RAY_PROCESSES = ("raylet", "gcs_server")
+RUN_MARKER = "TREADLE_TEST_EVAL_RUN"
+"""Set in each eval child's environment: Ray's processes inherit it, so a test counts only the
+processes its own run started (another eval on this machine has other ones)."""
 
 
-def ray_pids() -> set[int]:
-    return {pid for name in RAY_PROCESSES for pid in host_pids_with(name)}
+def eval_environment(temp_dir: Path) -> dict[str, str]:
+    """The child's environment: the store from its command line, a marker of its own, and a
+    private temporary folder, where its local Ray keeps its session folder."""
+    environment = {name: value for name, value in os.environ.items() if name != "TREADLE_STORE"}
+    environment.update({RUN_MARKER: temp_dir.name, "TMPDIR": str(temp_dir)})
+    return environment
 
 
-def ray_folders() -> set[Path]:
-    """The session folders of the local Rays evals start (logs, sockets)."""
-    return set(Path(tempfile.gettempdir()).glob("treadle-ray-*"))
+def private_temp_dir() -> Path:
+    # Short on purpose: Ray's socket paths live below it and AF_UNIX paths stop at 107 bytes.
+    return Path(tempfile.mkdtemp(prefix="trt-", dir="/tmp"))
+
+
+def left_behind(temp_dir: Path) -> tuple[list[int], list[Path]]:
+    """What the run with this private folder left: live processes, Ray session folders."""
+    return host_pids_in_environment(RUN_MARKER, temp_dir.name), list(temp_dir.glob("treadle-ray-*"))
 
 
 def run_eval(tasks: Path, store_url: str, report: Path, *extra: str) -> dict[str, Any]:
-    before, folders = ray_pids(), ray_folders()
-    done = run_treadle(
-        "eval", "run", str(tasks), "--store", store_url, "--workers", "2", "-o", str(report),
-        *extra,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr + done.stdout
-    # Every process of the Ray this run started is gone with it, and its session folder.
-    assert ray_pids() <= before
-    assert ray_folders() <= folders
+    temp_dir = private_temp_dir()
+    try:
+        done = run_treadle(
+            "eval", "run", str(tasks), "--store", store_url, "--workers", "2", "-o", str(report),
+            *extra, env=eval_environment(temp_dir),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr + done.stdout
+        # Every process of the Ray this run started is gone with it, and its session folder.
+        assert left_behind(temp_dir) == ([], [])
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
     return json.loads(report.read_text())
 
 
@@ -178,7 +192,7 @@ def test_a_worker_killed_mid_task_is_retried_and_counted_once(tmp_path):
     tasks = write_eval(tmp_path)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     report_path = tmp_path / "report.json"
-    before = ray_pids()
+    temp_dir = private_temp_dir()
     child = subprocess.Popen(
         [sys.executable, "-m", "treadle", "eval", "run", str(tasks), "--store", url,
          "--workers", "2", "-o", str(report_path), "--work-dir", str(tmp_path / "work")],
@@ -186,7 +200,7 @@ def test_a_worker_killed_mid_task_is_retried_and_counted_once(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={name: value for name, value in os.environ.items() if name != "TREADLE_STORE"},
+        env=eval_environment(temp_dir),
     )  # fmt: skip
     try:
         found: list[dict[str, Any]] = []
@@ -209,7 +223,8 @@ def test_a_worker_killed_mid_task_is_retried_and_counted_once(tmp_path):
             child.kill()
             child.wait()
     assert child.returncode == 0, err + out
-    assert ray_pids() <= before
+    assert left_behind(temp_dir) == ([], [])
+    shutil.rmtree(temp_dir)
     # The killed worker never removed its attempt's folder: the eval did.
     assert list((tmp_path / "work").iterdir()) == []
     report = json.loads(report_path.read_text())

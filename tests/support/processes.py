@@ -22,6 +22,24 @@ def host_pids_with(marker: str) -> list[int]:
     return found
 
 
+def host_pids_in_environment(variable: str, value: str) -> list[int]:
+    """Pids of the live processes whose environment holds ``variable=value``: every process a
+    test's child started (Ray's raylet and workers too), and no other test's."""
+    wanted = f"{variable}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if wanted in environment and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def alive(pid: int) -> bool:
     """The process is running (a zombie, killed and not yet reaped, counts as gone)."""
     try:
