@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 import jsonschema
 import mcp_types
+from jsonschema.protocols import Validator
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -264,7 +265,7 @@ class MCPTool(Tool[MCPArguments]):
         # Only a tool the server declares read-only is assumed safe to run beside others.
         self.parallel_safe = self._read_only
         self._schema = _object_schema(remote.input_schema)
-        self._validator = jsonschema.validators.validator_for(self._schema)(self._schema)
+        self._validator = schema_validator(self._schema)
 
     def risky(self, arguments: MCPArguments) -> bool:
         return not self._read_only
@@ -273,14 +274,7 @@ class MCPTool(Tool[MCPArguments]):
         return self._schema
 
     def parse_arguments(self, arguments: dict[str, Any]) -> MCPArguments:
-        problems = [
-            f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: "
-            + _shorten(error.message)
-            for error in self._validator.iter_errors(arguments)
-        ]
-        if problems:
-            raise ValueError("; ".join(problems))
-        return MCPArguments.model_validate(arguments)
+        return checked_arguments(self._validator, arguments)
 
     def run(self, arguments: MCPArguments, context: ToolContext) -> ToolResult:
         try:
@@ -325,6 +319,24 @@ class MCPTool(Tool[MCPArguments]):
 
     def close(self) -> None:
         self.connection.close()
+
+
+def schema_validator(schema: Mapping[str, Any]) -> Validator:
+    """The validator of a tool's input schema (the draft it names, else the latest)."""
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def checked_arguments(validator: Validator, arguments: dict[str, Any]) -> MCPArguments:
+    """``arguments`` checked against an MCP tool's schema: ``ValueError`` listing each problem
+    (the model can fix them), as the tool set words a refused call."""
+    problems = [
+        f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: "
+        + _shorten(error.message)
+        for error in validator.iter_errors(arguments)
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return MCPArguments.model_validate(arguments)
 
 
 def connect_mcp_tools(
