@@ -78,6 +78,7 @@ def connect_mcp_servers(
         secrets=secrets,
         workspace=workspace,
         mounts_ro=sandbox.mounts_ro if sandboxed else (),
+        limits=sandbox.limits,
     )
 
 

@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 import jsonschema
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treadle.errors import TreadleError
 from treadle.runtime.tools.base import Tool, ToolArguments, ToolCallError, ToolContext, ToolResult
+from treadle.runtime.workspace.shell import PidsCgroup
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,11 @@ class MCPServerSpec(BaseModel):
         default=None, description="How messages show the target (default: command or URL)."
     )
     connect_timeout: float = Field(default=30.0, gt=0)
+    pids_cgroup: str | None = Field(
+        default=None,
+        description="stdio: the pids cgroup the server's processes join (a sandboxed server's "
+        "process limit); emptied and removed when the connection closes.",
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerSpec:
@@ -204,6 +211,7 @@ class MCPConnection:
     def close(self) -> None:
         """End the session (stops a stdio server process) and the loop thread. Idempotent."""
         if self._loop.is_closed():
+            self._free_cgroup()
             return
         if self._client is None:
             self._session.cancel()  # still connecting (a timeout): stop trying
@@ -223,6 +231,12 @@ class MCPConnection:
         self._thread.join(timeout=_CLOSE_TIMEOUT)
         if not self._thread.is_alive():
             self._loop.close()
+        self._free_cgroup()
+
+    def _free_cgroup(self) -> None:
+        """Kill whatever of the server is left in its cgroup and remove it (safe twice)."""
+        if self.spec.pids_cgroup is not None:
+            PidsCgroup(Path(self.spec.pids_cgroup)).kill()
 
 
 async def _list_all_tools(client: Client) -> list[mcp_types.Tool]:
