@@ -128,6 +128,8 @@ class MCPTools:
 
     tools: list[MCPTool]
     unavailable: dict[str, str]
+    servers: list[dict[str, Any]] = field(default_factory=list)
+    """Each server as the ``mcp_servers`` fact records it (``server_fact``), in launch order."""
 
 
 def connect_servers(
@@ -154,6 +156,7 @@ def connect_servers(
             prepared.append((launch, spec))
     tools: list[MCPTool] = []
     unavailable: dict[str, str] = {}
+    servers: list[dict[str, Any]] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(prepared))) as pool:
         futures = {
             launch.name: pool.submit(_connect, launch.name, spec, errlog)
@@ -163,14 +166,41 @@ def connect_servers(
         for launch, prepared_spec in prepared:
             if isinstance(prepared_spec, str):
                 unavailable[launch.name] = prepared_spec
+                servers.append(server_fact(launch, [], prepared_spec))
                 continue
             try:
-                tools.extend(futures[launch.name].result())
+                connected = futures[launch.name].result()
             except Exception as error:
                 unavailable[launch.name] = secrets.mask(str(error))
+                servers.append(server_fact(launch, [], unavailable[launch.name]))
+            else:
+                tools.extend(connected)
+                servers.append(server_fact(launch, [tool.name for tool in connected], None))
     for name, reason in unavailable.items():
         logger.warning("MCP server %r is unavailable: %s", name, reason)
-    return MCPTools(tools, unavailable)
+    return MCPTools(tools, unavailable, servers)
+
+
+def server_fact(launch: MCPLaunch, tools: list[str], error: str | None) -> dict[str, Any]:
+    """One entry of the ``mcp_servers`` fact: how the server was reached and under what, and
+    whether it connected (``error``: the masked reason it did not). Nothing of its command,
+    arguments, environment, headers or URL, which may hold secrets."""
+    http = launch.config.url is not None
+    if http:
+        sandbox, network = None, None
+    elif launch.sandboxed:
+        sandbox, network = "bubblewrap", "on" if launch.config.network else "off"
+    else:
+        sandbox, network = "none", "on"
+    return {
+        "name": launch.name,
+        "transport": "http" if http else "stdio",
+        "sandbox": sandbox,
+        "network": network,
+        "status": "failed" if error is not None else "connected",
+        "error": error,
+        "tools": tools,
+    }
 
 
 def _connect(name: str, spec: MCPServerSpec, errlog: TextIO | None) -> list[MCPTool]:
