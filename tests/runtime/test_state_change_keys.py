@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from treadle.api.mcp import MCP_SERVERS_KEY
 from treadle.events.model import events_json_schema
 from treadle.runtime.conversation import CALL_IDS_KEY, ISOLATION_KEY, MODEL_ERROR_KEY
 from treadle.runtime.hooks import HOOK_KEY
@@ -31,6 +32,7 @@ def test_the_schema_describes_every_state_change_key_the_runtime_writes():
         REPLAY_KEY,
         HOOK_KEY,
         SKILLS_KEY,
+        MCP_SERVERS_KEY,
     ]:
         assert f"`{key}`" in described, key
     assert json.dumps(schema)  # still plain JSON

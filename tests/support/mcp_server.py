@@ -2,8 +2,10 @@
 through ``treadle run --mcp-config`` and the agent server: run as ``python mcp_server.py``."""
 
 import os
+import resource
 import signal
 import socket
+import time
 
 from mcp.server.mcpserver import MCPServer
 
@@ -30,6 +32,29 @@ def reach(host: str, port: int) -> str:
     except OSError as error:
         return f"unreachable: {error}"
     return "reached"
+
+
+@server.tool()
+def fork_many(count: int) -> str:
+    """Start ``count`` sleeping child processes: how many started, and the first refusal."""
+    started = 0
+    for _ in range(count):
+        try:
+            pid = os.fork()
+        except OSError as error:
+            return f"started {started}; refused: {error.strerror}"
+        if pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        started += 1
+    return f"started {started}"
+
+
+@server.tool()
+def rlimit(name: str) -> str:
+    """This process's soft limit ``name`` (e.g. RLIMIT_AS), or "unlimited"."""
+    soft, _hard = resource.getrlimit(getattr(resource, name))
+    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
 
 
 @server.tool()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,6 +24,33 @@ TOOL_NAME_MAX = 64
 VARIABLE_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 """``${VAR}``: replaced by the variable's value in the environment of the process that runs
 the conversation (the same syntax Claude Code and Cursor read)."""
+
+MCP_SERVERS_KEY = "mcp_servers"
+"""State-change key of the fact saying which MCP servers a run's conversation connected:
+``{servers: [{name, transport: stdio|http, sandbox: bubblewrap|none|null, network: on|off|null,
+status: connected|failed, error, tools: [names]}]}`` (null sandbox and network for a server
+reached by URL: it runs elsewhere).
+Never a command, argument, variable, header or URL: nothing that may hold a secret."""
+
+
+def mcp_servers_text(value: Any) -> str | None:
+    """The ``mcp_servers`` fact in one line, e.g. ``MCP servers: files (stdio, bubblewrap,
+    network off): connected, 3 tools; web (http): failed: ...``; None for another shape."""
+    try:
+        parts = []
+        for server in value["servers"]:
+            how = [str(server["transport"])]
+            if server.get("sandbox") is not None:
+                how.append(f"{server['sandbox']}, network {server['network']}")
+            if server["status"] == "connected":
+                said = f"connected, {len(server['tools'])} tool(s)"
+            else:
+                said = f"failed: {server['error']}"
+            parts.append(f"{server['name']} ({', '.join(how)}): {said}")
+    except (KeyError, TypeError):
+        return None
+    return "MCP servers: " + ("; ".join(parts) or "none")
+
 
 _FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NOT_NAME_CHARACTER = re.compile(r"[^A-Za-z0-9_-]")

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from treadle.api.mcp import MCP_SERVERS_KEY, mcp_servers_text
 from treadle.events.model import Event
 from treadle.store.base import StoredEvent
 
@@ -56,6 +57,10 @@ def describe(event: Event) -> str:
     if event.kind == "state_change":
         if event.key == "skills":
             told = _skills_line(event.value)
+            if told is not None:
+                return told
+        if event.key == MCP_SERVERS_KEY:
+            told = mcp_servers_text(event.value)
             if told is not None:
                 return told
         return f"{event.key} = {_one_line(str(event.value), 80)}"

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from treadle.api.mcp import mcp_servers_text
 from treadle.cli.app import app
 from treadle.cli.bench_commands import JsonOption, bench_app, print_figures
 from treadle.cli.openhands_commands import export_app
@@ -25,6 +26,7 @@ from treadle.cli.store_options import StoreOption
 from treadle.events.audit import audit_events
 from treadle.events.model import CondensationEvent, Event, event_to_dict, event_to_json
 from treadle.runtime.isolation import read_isolation
+from treadle.runtime.mcp_servers import read_mcp_servers
 from treadle.store.base import (
     ConversationInfo,
     ConversationNotFound,
@@ -315,13 +317,18 @@ def _totals_lines(event_store: EventStore, conversation: str) -> list[str]:
         ran = isolation.text
         if isolation.unsandboxed_runs and isolation.sandbox != "none":
             ran += f"; {isolation.unsandboxed_runs} earlier run(s) had no sandbox"
-    return [
+    lines = [
         f"status: {status_text(item)}",
         f"whole log: {info.event_count} event(s); tokens {item.prompt_tokens} in / "
         f"{item.completion_tokens} out; cost ${item.cost_usd:.4f}",
         f"settings: {shown}",
         f"isolation (last run): {ran}",
     ]
+    servers = read_mcp_servers(event_store, conversation)
+    told = None if servers is None else mcp_servers_text(servers)
+    if told is not None:
+        lines.append(f"{told} (last run)")
+    return lines
 
 
 def condensation_line(event: CondensationEvent) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from treadle.api.isolation import ISOLATION_KEY
+from treadle.api.mcp import MCP_SERVERS_KEY
 from treadle.errors import TreadleError
 from treadle.events.links import pending_actions
 from treadle.events.model import (
@@ -989,10 +990,14 @@ class Conversation:
         self._close_open_calls("crash")
 
     def _record_isolation(self) -> None:
-        """ISOLATION: what this run's tools run under, recorded before any of them runs."""
+        """ISOLATION: what this run's tools run under, recorded before any of them runs, with
+        the MCP servers this object connected or failed to (none: no fact)."""
         fact = dict(self.workspace.isolation)
         fact["override"] = self._isolation_override
         self._log.record_fact(ISOLATION_KEY, fact)
+        if self.agent.tools.mcp_servers:
+            servers = list(self.agent.tools.mcp_servers)
+            self._log.record_fact(MCP_SERVERS_KEY, {"servers": servers})
 
     def _record_pause(self) -> ConversationStatus:
         reason = self._pause_requested.clear()

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from treadle.api.mcp import mcp_tool_prefix
+from treadle.api.mcp import MCP_SERVERS_KEY, mcp_tool_prefix
 from treadle.api.settings import ConversationSettings, SandboxSettings
+from treadle.events.frozen_json import thaw
+from treadle.events.model import StateChangeEvent
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.tools.mcp_config import MCPLaunch, MCPTools, connect_servers
+from treadle.store.base import EventQuery, EventStore
 
 if TYPE_CHECKING:
     from treadle.runtime.settings import SettingsPolicy
@@ -78,7 +81,19 @@ def connect_mcp_servers(
         secrets=secrets,
         workspace=workspace,
         mounts_ro=sandbox.mounts_ro if sandboxed else (),
+        limits=sandbox.limits,
     )
+
+
+def read_mcp_servers(store: EventStore, conversation_id: str) -> Any:
+    """The newest run's ``mcp_servers`` fact (None: no run recorded one)."""
+    query = EventQuery(
+        kinds=["state_change"], text=f'"key":"{MCP_SERVERS_KEY}"', order="desc", limit=1
+    )
+    for stored in store.search(conversation_id, query).items:
+        if isinstance(stored.event, StateChangeEvent) and stored.event.key == MCP_SERVERS_KEY:
+            return thaw(stored.event.value)
+    return None
 
 
 def unavailable_prefixes(connected: MCPTools) -> dict[str, str]:

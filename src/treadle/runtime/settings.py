@@ -195,7 +195,11 @@ def build_agent(
             secrets if secrets is not None else Secrets(),
         )
         try:
-            tools = ToolSet([*tools.values(), *connected.tools], unavailable_prefixes(connected))
+            tools = ToolSet(
+                [*tools.values(), *connected.tools],
+                unavailable_prefixes(connected),
+                connected.servers,
+            )
         except BaseException:
             ToolSet(connected.tools).close()  # their processes have no other owner
             raise

@@ -59,6 +59,8 @@ def _replayed_path(
             # No hook runs either: their recorded decisions are given again (RecordedHooks).
             "hooks": None,
             "trust_workspace_hooks": False,
+            # Nor any MCP server: its tools are stand-ins made from the recorded schemas.
+            "mcp_servers": {},
         }
     )
     model = RecordedModel(recording, recorded_model_name(recording))

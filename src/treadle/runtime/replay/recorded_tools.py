@@ -15,6 +15,7 @@ from collections.abc import Callable
 from treadle.events.frozen_json import thaw
 from treadle.events.model import AgentErrorEvent, ObservationEvent, UserRejectionEvent
 from treadle.runtime.agent import STOPPED_OUTPUT, Agent
+from treadle.runtime.replay.recorded_mcp import recorded_tool_set
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
 from treadle.runtime.tools.base import ToolArguments, ToolResult
@@ -39,7 +40,7 @@ class RecordedTools(ToolSet):
     interrupt, made again where the recording has one)."""
 
     def __init__(self, tools: ToolSet, recording: Recording, interrupt: Callable[[], None]) -> None:
-        super().__init__(tools.values())
+        super().__init__(tools.values(), tools.unavailable)
         self._recording = recording
         self._interrupt = interrupt
 
@@ -93,10 +94,11 @@ def _recorded_error(tool_name: str, recorded: AgentErrorEvent) -> Exception:
 def recorded_results_agent(
     agent: Agent, recording: Recording, interrupt: Callable[[], None]
 ) -> Agent:
-    """``agent`` (model, system prompt) with its tools answering from ``recording``;
-    ``interrupt`` interrupts the replayed run (``Conversation.interrupt``)."""
+    """``agent`` (model, system prompt) with its tools answering from ``recording``; its MCP
+    tools are stand-ins made from the recorded schemas (no server started). ``interrupt``
+    interrupts the replayed run (``Conversation.interrupt``)."""
     return Agent(
         model=agent.model,
-        tools=RecordedTools(agent.tools, recording, interrupt),
+        tools=RecordedTools(recorded_tool_set(agent.tools, recording), recording, interrupt),
         system_prompt=agent.system_prompt,
     )

@@ -12,10 +12,12 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 import jsonschema
 import mcp_types
+from jsonschema.protocols import Validator
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -23,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treadle.errors import TreadleError
 from treadle.runtime.tools.base import Tool, ToolArguments, ToolCallError, ToolContext, ToolResult
+from treadle.runtime.workspace.shell import PidsCgroup
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,11 @@ class MCPServerSpec(BaseModel):
         default=None, description="How messages show the target (default: command or URL)."
     )
     connect_timeout: float = Field(default=30.0, gt=0)
+    pids_cgroup: str | None = Field(
+        default=None,
+        description="stdio: the pids cgroup the server's processes join (a sandboxed server's "
+        "process limit); emptied and removed when the connection closes.",
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerSpec:
@@ -203,6 +211,7 @@ class MCPConnection:
     def close(self) -> None:
         """End the session (stops a stdio server process) and the loop thread. Idempotent."""
         if self._loop.is_closed():
+            self._free_cgroup()
             return
         if self._client is None:
             self._session.cancel()  # still connecting (a timeout): stop trying
@@ -222,6 +231,12 @@ class MCPConnection:
         self._thread.join(timeout=_CLOSE_TIMEOUT)
         if not self._thread.is_alive():
             self._loop.close()
+        self._free_cgroup()
+
+    def _free_cgroup(self) -> None:
+        """Kill whatever of the server is left in its cgroup and remove it (safe twice)."""
+        if self.spec.pids_cgroup is not None:
+            PidsCgroup(Path(self.spec.pids_cgroup)).kill()
 
 
 async def _list_all_tools(client: Client) -> list[mcp_types.Tool]:
@@ -264,7 +279,7 @@ class MCPTool(Tool[MCPArguments]):
         # Only a tool the server declares read-only is assumed safe to run beside others.
         self.parallel_safe = self._read_only
         self._schema = _object_schema(remote.input_schema)
-        self._validator = jsonschema.validators.validator_for(self._schema)(self._schema)
+        self._validator = schema_validator(self._schema)
 
     def risky(self, arguments: MCPArguments) -> bool:
         return not self._read_only
@@ -273,14 +288,7 @@ class MCPTool(Tool[MCPArguments]):
         return self._schema
 
     def parse_arguments(self, arguments: dict[str, Any]) -> MCPArguments:
-        problems = [
-            f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: "
-            + _shorten(error.message)
-            for error in self._validator.iter_errors(arguments)
-        ]
-        if problems:
-            raise ValueError("; ".join(problems))
-        return MCPArguments.model_validate(arguments)
+        return checked_arguments(self._validator, arguments)
 
     def run(self, arguments: MCPArguments, context: ToolContext) -> ToolResult:
         try:
@@ -325,6 +333,24 @@ class MCPTool(Tool[MCPArguments]):
 
     def close(self) -> None:
         self.connection.close()
+
+
+def schema_validator(schema: Mapping[str, Any]) -> Validator:
+    """The validator of a tool's input schema (the draft it names, else the latest)."""
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def checked_arguments(validator: Validator, arguments: dict[str, Any]) -> MCPArguments:
+    """``arguments`` checked against an MCP tool's schema: ``ValueError`` listing each problem
+    (the model can fix them), as the tool set words a refused call."""
+    problems = [
+        f"{'.'.join(str(part) for part in error.absolute_path) or 'arguments'}: "
+        + _shorten(error.message)
+        for error in validator.iter_errors(arguments)
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return MCPArguments.model_validate(arguments)
 
 
 def connect_mcp_tools(

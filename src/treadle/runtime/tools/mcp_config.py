@@ -25,6 +25,7 @@ from treadle.api.mcp import (
     check_server_names,
     mcp_tool_name,
 )
+from treadle.api.settings import SandboxLimits
 from treadle.errors import TreadleError
 from treadle.files import read_regular_file
 from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
@@ -34,9 +35,11 @@ from treadle.runtime.workspace.sandbox import (
     SANDBOX_HOME,
     SYSTEM_DIRS,
     check_bubblewrap,
+    processes_limit,
+    sandbox_rlimits,
     system_mounts,
 )
-from treadle.runtime.workspace.shell import DEFAULT_PATH
+from treadle.runtime.workspace.shell import DEFAULT_PATH, PidsCgroup, ShellCommand, launch_argv
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +128,8 @@ class MCPTools:
 
     tools: list[MCPTool]
     unavailable: dict[str, str]
+    servers: list[dict[str, Any]] = field(default_factory=list)
+    """Each server as the ``mcp_servers`` fact records it (``server_fact``), in launch order."""
 
 
 def connect_servers(
@@ -133,21 +138,25 @@ def connect_servers(
     secrets: Secrets,
     workspace: Path,
     mounts_ro: Sequence[str] = (),
+    limits: SandboxLimits | None = None,
     errlog: TextIO | None = None,
 ) -> MCPTools:
     """Connect every server at once (each in its own thread: a slow one does not delay the
     others). Resolved secret values are registered with ``secrets`` (masked, not exported)
-    before any server starts; a failure is kept as a masked reason, never raised."""
+    before any server starts; a failure is kept as a masked reason, never raised.
+    ``limits``: a sandboxed server's resource limits (the sandboxed terminal's; None: the
+    defaults)."""
     prepared: list[tuple[MCPLaunch, MCPServerSpec | str]] = []
     for launch in launches:
         try:
-            spec = server_spec(launch, secrets, workspace, mounts_ro)
+            spec = server_spec(launch, secrets, workspace, mounts_ro, limits)
         except MCPConfigError as error:
             prepared.append((launch, secrets.mask(str(error))))
         else:
             prepared.append((launch, spec))
     tools: list[MCPTool] = []
     unavailable: dict[str, str] = {}
+    servers: list[dict[str, Any]] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(prepared))) as pool:
         futures = {
             launch.name: pool.submit(_connect, launch.name, spec, errlog)
@@ -157,14 +166,41 @@ def connect_servers(
         for launch, prepared_spec in prepared:
             if isinstance(prepared_spec, str):
                 unavailable[launch.name] = prepared_spec
+                servers.append(server_fact(launch, [], prepared_spec))
                 continue
             try:
-                tools.extend(futures[launch.name].result())
+                connected = futures[launch.name].result()
             except Exception as error:
                 unavailable[launch.name] = secrets.mask(str(error))
+                servers.append(server_fact(launch, [], unavailable[launch.name]))
+            else:
+                tools.extend(connected)
+                servers.append(server_fact(launch, [tool.name for tool in connected], None))
     for name, reason in unavailable.items():
         logger.warning("MCP server %r is unavailable: %s", name, reason)
-    return MCPTools(tools, unavailable)
+    return MCPTools(tools, unavailable, servers)
+
+
+def server_fact(launch: MCPLaunch, tools: list[str], error: str | None) -> dict[str, Any]:
+    """One entry of the ``mcp_servers`` fact: how the server was reached and under what, and
+    whether it connected (``error``: the masked reason it did not). Nothing of its command,
+    arguments, environment, headers or URL, which may hold secrets."""
+    http = launch.config.url is not None
+    if http:
+        sandbox, network = None, None
+    elif launch.sandboxed:
+        sandbox, network = "bubblewrap", "on" if launch.config.network else "off"
+    else:
+        sandbox, network = "none", "on"
+    return {
+        "name": launch.name,
+        "transport": "http" if http else "stdio",
+        "sandbox": sandbox,
+        "network": network,
+        "status": "failed" if error is not None else "connected",
+        "error": error,
+        "tools": tools,
+    }
 
 
 def _connect(name: str, spec: MCPServerSpec, errlog: TextIO | None) -> list[MCPTool]:
@@ -172,10 +208,17 @@ def _connect(name: str, spec: MCPServerSpec, errlog: TextIO | None) -> list[MCPT
 
 
 def server_spec(
-    launch: MCPLaunch, secrets: Secrets, workspace: Path, mounts_ro: Sequence[str] = ()
+    launch: MCPLaunch,
+    secrets: Secrets,
+    workspace: Path,
+    mounts_ro: Sequence[str] = (),
+    limits: SandboxLimits | None = None,
 ) -> MCPServerSpec:
     """The connection spec of a launch: references resolved (their values registered with
-    ``secrets``), a sandboxed stdio command wrapped in bubblewrap."""
+    ``secrets``), a sandboxed stdio command wrapped in bubblewrap under the sandbox's
+    resource limits (``limits``, default the sandbox's defaults): memory, file size and CPU
+    time per process, and the number of processes in a pids cgroup of its own when this
+    process may make one (as for the sandboxed terminal)."""
     config = resolve(launch.name, launch.config, launch.environ, secrets)
     timeout = config.timeout or DEFAULT_CALL_TIMEOUT_S
     if config.url is not None:
@@ -214,14 +257,44 @@ def server_spec(
     env = {"PATH": f"{executable.parent}:{DEFAULT_PATH}", "HOME": SANDBOX_HOME, "TERM": "dumb"}
     env["LANG"] = launch.environ.get("LANG") or "C.UTF-8"
     env.update(config.env)
+    # Last: the cgroup is this spec's to free (its connection removes it when it closes).
+    limited = _limited(launch.name, argv, limits or SandboxLimits())
     return MCPServerSpec(
         name=launch.name,
-        command=argv[0],
-        args=tuple(argv[1:]),
+        command=limited.argv[0],
+        args=tuple(limited.argv[1:]),
         env=env,
         call_timeout=timeout,
         label=f"sandboxed: {' '.join([str(executable), *config.args])}",
+        pids_cgroup=None if limited.cgroup is None else str(limited.cgroup.path),
     )
+
+
+@dataclass(frozen=True)
+class _Limited:
+    argv: list[str]
+    cgroup: PidsCgroup | None
+
+
+def _limited(name: str, argv: Sequence[str], limits: SandboxLimits) -> _Limited:
+    """``argv`` (bubblewrap's) started under ``limits``, as the sandboxed terminal's shell:
+    resource limits set and the cgroup joined by exec, so every process of it inherits them."""
+    wanted = processes_limit(limits.processes)
+    cgroup = PidsCgroup.create(wanted) if wanted is not None else None
+    if wanted is not None and cgroup is None:
+        raise MCPConfigError(
+            f"MCP server {name!r} cannot start: the pids cgroup that caps it at {wanted} "
+            "processes could not be made now; free cgroups or set limits.processes null"
+        )
+    command = ShellCommand(
+        argv=tuple(argv),
+        env={},
+        private_dir_inside=Path(SANDBOX_HOME),
+        rlimits=sandbox_rlimits(limits),
+        cgroup=cgroup,
+        sandboxed=True,
+    )
+    return _Limited(launch_argv(command, controlling_terminal=False), cgroup)
 
 
 def resolve(

@@ -4,7 +4,7 @@ model, execution, ValueError -> ``ToolCallError``, and secrets masked before the
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -36,8 +36,13 @@ class ToolSet(Mapping[str, Tool[Any]]):
     """
 
     def __init__(
-        self, tools: Iterable[Tool[Any]] = (), unavailable: Mapping[str, str] | None = None
+        self,
+        tools: Iterable[Tool[Any]] = (),
+        unavailable: Mapping[str, str] | None = None,
+        mcp_servers: Sequence[Mapping[str, Any]] = (),
     ) -> None:
+        self.mcp_servers = tuple(dict(server) for server in mcp_servers)
+        """What connecting the MCP servers gave (``mcp_servers`` fact entries, no secret)."""
         self._unavailable = dict(unavailable or {})
         """Name prefix -> why the tools whose names start with it are missing (an MCP server
         that did not start): a call to one is answered with that, not "unknown tool"."""

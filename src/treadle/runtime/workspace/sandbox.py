@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import SandboxSettings
+from treadle.api.settings import SandboxLimits, SandboxSettings
 from treadle.runtime.workspace.base import SandboxUnavailable, WorkspaceError
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.runtime.workspace.shell import DEFAULT_PATH, PidsCgroup, ShellCommand
@@ -121,11 +121,7 @@ class SandboxedWorkspace(LocalWorkspace):
                 f"the pids cgroup that caps the sandbox at {self._processes} processes could "
                 "not be made now; free cgroups or run with limits.processes null"
             )
-        rlimits = {
-            RLIMITS[name][0]: value * RLIMITS[name][1]
-            for name, value in self._sandbox.limits.model_dump().items()
-            if name in RLIMITS and value is not None
-        }
+        rlimits = sandbox_rlimits(self._sandbox.limits)
         env = {"PATH": DEFAULT_PATH, "HOME": SANDBOX_HOME, "LANG": self._lang, "TERM": "dumb"}
         return ShellCommand(
             argv=(*self._bwrap_argv(private_dir), *shell_argv),
@@ -154,6 +150,15 @@ class SandboxedWorkspace(LocalWorkspace):
 
     def __repr__(self) -> str:
         return f"SandboxedWorkspace({str(self.root)!r}, network={self._sandbox.network})"
+
+
+def sandbox_rlimits(limits: SandboxLimits) -> dict[str, int]:
+    """The per-process resource limits of a sandbox (``RLIMITS``), by resource name."""
+    return {
+        RLIMITS[name][0]: value * RLIMITS[name][1]
+        for name, value in limits.model_dump().items()
+        if name in RLIMITS and value is not None
+    }
 
 
 @functools.cache
