@@ -71,6 +71,31 @@ def test_faults_name_their_line(text, line, says):
     assert str(raised.value).startswith(f"line {line}: ")
 
 
+def _alias_bomb(levels: int) -> str:
+    """YAML whose aliases nest ``levels`` deep, ten each: 10**(levels+1) elements when walked,
+    a few hundred bytes as text (the "billion laughs")."""
+    lines = ["l0: &l0 [" + ", ".join(["lol"] * 10) + "]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("field", "says"),
+    [
+        ("triggers: {bomb: *l8}", "'triggers' should be a list of words, got a dict"),
+        ("triggers: [*l8]", "trigger a list is not a word"),
+        ("name: *l8", "'name' should be text"),
+        ("description: *l8", "'description' should be text"),
+    ],
+)
+def test_an_alias_bomb_is_refused_without_being_walked(field, says):
+    # Its repr (once in the error message) would have 10**9 elements: it never ended.
+    with pytest.raises(FrontMatterError) as raised:
+        split_front_matter(f"---\n{_alias_bomb(9)}\n{field}\n---\nbody")
+    assert says in str(raised.value)
+    assert len(str(raised.value)) < 200
+
+
 @given(st.text(alphabet=st.sampled_from("-:\n[]{}'\"&*!|>#%@` \tabc\x00\u202e"), max_size=80))
 def test_any_text_parses_or_fails_with_a_front_matter_error(text):
     line = None

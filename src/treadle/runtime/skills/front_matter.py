@@ -102,6 +102,17 @@ def _optional_text(data: dict[str, Any], key: str, line: int) -> str | None:
     return value.strip()
 
 
+def _shown(value: Any) -> str:
+    """``value`` for an error message: text cut short, anything else by its type only. Never
+    its repr: YAML aliases can nest a few lines into a billion-element structure (shared, so
+    cheap to hold) whose repr would never end."""
+    if isinstance(value, str):
+        return repr(value[:60] + ("..." if len(value) > 60 else ""))
+    if isinstance(value, int | float | bool) or value is None:
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
 def checked_name(name: str, line: int) -> str:
     """A skill name: 1 to MAX_NAME_CHARS printable characters (it is recorded and shown)."""
     name = name.strip()
@@ -120,13 +131,13 @@ def _triggers(value: Any, line: int) -> tuple[str, ...]:
         return ()
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list):
-        raise FrontMatterError(line, f"'triggers' should be a list of words, got {value!r:.60}")
+        raise FrontMatterError(line, f"'triggers' should be a list of words, got {_shown(value)}")
     if len(items) > MAX_TRIGGERS:
         raise FrontMatterError(line, f"'triggers' has over {MAX_TRIGGERS} items")
     triggers: list[str] = []
     for item in items:
         if not isinstance(item, str | int | float) or isinstance(item, bool):
-            raise FrontMatterError(line, f"trigger {item!r:.60} is not a word")
+            raise FrontMatterError(line, f"trigger {_shown(item)} is not a word")
         word = str(item).strip()
         if not word:
             raise FrontMatterError(line, "a trigger is empty")
