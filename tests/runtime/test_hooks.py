@@ -581,3 +581,19 @@ def test_hook_runs_leave_no_descriptor_thread_or_process_behind(workspace):
         assert (done.exit_code, done.stdout) == (0, f'{{"number": {number}}}done\n')
     assert (open_fds(), threading.active_count()) == (fds, threads)
     assert host_pids_with("sleep 323") == []
+
+
+def test_a_backtracking_matcher_runs_out_of_time_and_its_hook_runs():
+    # (a|aa)*[bc] on 60 a's backtracks for ever with `re` (holding the interpreter, so a
+    # client's matcher would stop a whole server); the model chooses the tool name.
+    settings = HookSettings.from_file_data(
+        {
+            "PreToolUse": [
+                {"matcher": "(a|aa)*[bc]", "hooks": [{"command": "slow"}]},
+                {"matcher": "terminal", "hooks": [{"command": "exact"}]},
+            ]
+        }
+    )
+    assert [hook.command for hook in settings.commands("PreToolUse", "a" * 60)] == ["slow"]
+    assert [hook.command for hook in settings.commands("PreToolUse", "terminal")] == ["exact"]
+    assert settings.commands("PreToolUse", "ab") == [HookCommand(command="slow")]

@@ -4,9 +4,9 @@ what a settings file, a client or a stored conversation holds. Run by ``treadle.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 HookEventName = Literal["PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop"]
@@ -20,6 +20,11 @@ DEFAULT_HOOK_TIMEOUT_S = 60.0
 MAX_HOOK_TIMEOUT_S = 3600.0
 
 MAX_MATCHER_LENGTH = 1000
+MATCH_TIMEOUT_S = 0.05
+"""How long one matcher may take on one tool name. A matcher is a client's regular expression
+and a tool name may be the model's: a pattern like ``(a|aa)*b`` backtracks for ages (and would
+hold a server's interpreter while it does). One that runs out of time counts as a match: its
+hook runs (a guard is not skipped by making it slow)."""
 MAX_TOOL_NAME_LENGTH = 64
 """Providers' limit on a tool's name: a longer name a model makes up is matched only by an
 empty or ``*`` matcher."""
@@ -70,8 +75,8 @@ class HookMatcher(BaseModel):
     def _a_regular_expression(cls, matcher: str) -> str:
         if matcher not in ("", "*"):
             try:
-                re.compile(matcher)
-            except re.error as error:
+                regex.compile(matcher)
+            except regex.error as error:
                 raise ValueError(
                     f"matcher {matcher!r} is not a regular expression: {error}"
                 ) from None
@@ -83,7 +88,16 @@ class HookMatcher(BaseModel):
         if len(tool_name) > MAX_TOOL_NAME_LENGTH:
             return False  # no tool has such a name (providers' limit): not worth a regex's time
         names = (tool_name, *TOOL_NAME_ALIASES.get(tool_name, ()))
-        return any(re.fullmatch(self.matcher, name) for name in names)
+        return any(_fullmatch(self.matcher, name) for name in names)
+
+
+def _fullmatch(matcher: str, name: str) -> bool:
+    """Whether ``matcher`` matches the whole of ``name``; True when it runs out of its
+    ``MATCH_TIMEOUT_S`` (``regex``, unlike ``re``, can stop a match that takes too long)."""
+    try:
+        return regex.fullmatch(matcher, name, timeout=MATCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        return True
 
 
 class HookSettings(BaseModel):
