@@ -4,6 +4,7 @@ eval id follows the file's bytes and the model settings."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,32 @@ def test_unreadable_and_binary_files_are_refused(tmp_path):
     binary.write_bytes(b"\xff\xfe{}")
     with pytest.raises(TaskFileError, match="not UTF-8"):
         read_task_file(binary)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('{"id": "t", "instruction": ' + "[" * 100_000 + "]" * 100_000 + "}", "MAX_JSON_DEPTH"),
+        ('{"id": "t", "instruction": "i", "workspace": "s", "verify": NaN}', "NaN"),
+        ('{"id": "t", "instruction": ' + "9" * 5000 + "}", "MAX_INT_DIGITS"),
+    ],
+)
+def test_json_treadle_cannot_take_is_refused_naming_the_line(tmp_path, line, said):
+    # The deep line ended the parser in a RecursionError (a traceback, not exit 2).
+    with pytest.raises(TaskFileError) as refused:
+        read_task_file(write(tmp_path, GOOD, line))
+    assert "tasks.jsonl:2: " in str(refused.value)
+    assert said in str(refused.value)
+
+
+def test_only_a_regular_file_is_read(tmp_path):
+    # /dev/zero (its size reads as 0) was read until memory ran out; a FIFO blocked for ever.
+    with pytest.raises(TaskFileError, match="/dev/zero is not a regular file"):
+        read_task_file(Path("/dev/zero"))
+    fifo = tmp_path / "tasks.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(TaskFileError, match="is not a regular file"):
+        read_task_file(fifo)
 
 
 def test_the_default_eval_id_follows_the_file_and_the_model(tmp_path):

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from treadle.api.settings import ModelChoice
 from treadle.errors import TreadleError
+from treadle.events.json_limits import JsonLimitError, load_json
+from treadle.files import FileRefused, read_regular_file
 
 MAX_TASK_FILE_BYTES = 64 * 1024 * 1024
 """A task file larger than this is refused unread."""
@@ -73,9 +75,10 @@ def read_task_file(path: Path) -> TaskFile:
     """The tasks of ``path``; relative ``workspace``/``repo`` paths are resolved against the
     file's folder. ``TaskFileError`` names the first bad line and what is wrong with it."""
     try:
-        if path.stat().st_size > MAX_TASK_FILE_BYTES:
-            raise TaskFileError(f"{path}: larger than {MAX_TASK_FILE_BYTES} bytes")
-        data = path.read_bytes()
+        # A regular file only: /dev/zero would fill memory, a FIFO block for ever.
+        data = read_regular_file(path, MAX_TASK_FILE_BYTES)
+    except FileRefused as error:
+        raise TaskFileError(f"task file {error}") from None
     except OSError as error:
         raise TaskFileError(f"cannot read task file {path}: {error.strerror or error}") from None
     try:
@@ -101,11 +104,15 @@ def read_task_file(path: Path) -> TaskFile:
 
 def _parse_line(path: Path, number: int, line: str) -> EvalTask:
     try:
-        data: Any = json.loads(line)
+        # Treadle's JSON only: a line nesting 100,000 deep would end the parser in a
+        # RecursionError, and NaN or a 5,000-digit number cannot be stored with the results.
+        data: Any = load_json(line)
     except json.JSONDecodeError as error:
         raise TaskFileError(
             f"{path}:{number}: not JSON ({error.msg} at column {error.colno})"
         ) from None
+    except JsonLimitError as error:
+        raise TaskFileError(f"{path}:{number}: {error}") from None
     if not isinstance(data, dict):
         raise TaskFileError(f"{path}:{number}: a task is a JSON object, not {type(data).__name__}")
     try:
