@@ -42,7 +42,13 @@ class EvalTask(BaseModel):
     repo: str | None = Field(
         default=None, description="A git repository (path or URL) checked out at `commit`"
     )
-    commit: str | None = None
+    commit: str | None = Field(
+        default=None,
+        max_length=256,
+        # A commit id, tag or branch: never an option (git would take "--orphan=x" as one).
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9._/^~@{}+-]*$",
+        description="The commit, tag or branch of `repo` the task starts from",
+    )
     setup: str | None = Field(
         default=None, description="A command run in the workspace before the agent starts"
     )
@@ -59,6 +65,9 @@ class EvalTask(BaseModel):
             raise ValueError("repo needs a commit to check out (frozen tasks start alike)")
         if self.commit is not None and self.repo is None:
             raise ValueError("commit applies to repo only")
+        if self.repo is not None and self.repo.lstrip().startswith("-"):
+            # git clone would read it as an option (--upload-pack=COMMAND runs COMMAND).
+            raise ValueError(f"repo {self.repo[:60]!r} starts with '-': a path or URL, not an option")
         return self
 
 

@@ -111,9 +111,15 @@ def _copy_folder(source: Path, target: Path) -> None:
 
 
 def _check_out(repo: str, commit: str, target: Path) -> None:
-    _git(["clone", "--quiet", "--no-checkout", repo, str(target)], what=f"clone {repo}")
+    # After "--" and "--end-of-options" neither can be taken for an option, whatever the task
+    # file says (it checks too); checkout then gets the commit's hex id only.
+    _git(["clone", "--quiet", "--no-checkout", "--", repo, str(target)], what=f"clone {repo}")
+    resolved = _git(
+        ["-C", str(target), "rev-parse", "--verify", "--end-of-options", f"{commit}^{{commit}}"],
+        what=f"find {commit} in {repo}",
+    )
     _git(
-        ["-C", str(target), "checkout", "--quiet", "--detach", commit],
+        ["-C", str(target), "checkout", "--quiet", "--detach", resolved.decode().strip()],
         what=f"check out {commit} of {repo}",
     )
 

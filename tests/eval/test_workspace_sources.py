@@ -1,0 +1,79 @@
+"""An attempt's starting files from a git repository: checked out at the task's commit (a tag
+or an id), and a repo or commit that looks like an option is never given to git as one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from treadle.eval.tasks import EvalTask, TaskFileError, read_task_file
+from treadle.eval.workspace import WorkspaceSetupError, make_attempt_folder
+
+
+def git(*args: str, cwd: Path) -> str:
+    command = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
+    return subprocess.run(command, cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with two commits: v1 (a.txt "one") and its head (a.txt "two")."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git("init", "-q", cwd=path)
+    (path / "a.txt").write_text("one\n")
+    git("add", "a.txt", cwd=path)
+    git("commit", "-qm", "one", cwd=path)
+    git("tag", "v1", cwd=path)
+    (path / "a.txt").write_text("two\n")
+    git("commit", "-qam", "two", cwd=path)
+    return path
+
+
+def source(repo: str, commit: str) -> EvalTask:
+    return EvalTask(id="t", instruction="go", repo=repo, commit=commit, verify="true")
+
+
+@pytest.mark.parametrize("commit", ["v1", "HEAD~1", "v1^{commit}"])
+def test_the_repository_is_checked_out_at_the_commit(repo, tmp_path, commit):
+    folder = make_attempt_folder(source(str(repo), commit), tmp_path / "work")
+    try:
+        assert (folder.workspace / "a.txt").read_text() == "one\n"
+    finally:
+        folder.remove()
+    by_id = git("rev-parse", "v1", cwd=repo).strip()
+    folder = make_attempt_folder(source(str(repo), by_id), tmp_path / "work")
+    folder.remove()
+    assert not list((tmp_path / "work").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"repo": "--upload-pack=touch /tmp/x;false #://", "commit": "v1"}, "starts with '-'"),
+        ({"repo": "https://x/y.git", "commit": "--orphan=x"}, "commit: String should match"),
+        ({"repo": "https://x/y.git", "commit": "v1 --force"}, "commit: String should match"),
+        ({"repo": "https://x/y.git", "commit": "v1\n"}, "commit: String should match"),
+    ],
+)
+def test_a_repo_or_commit_that_reads_as_an_option_is_refused(tmp_path, fields, said):
+    path = tmp_path / "tasks.jsonl"
+    task = {"id": "t", "instruction": "go", "verify": "true", **fields}
+    path.write_text(json.dumps(task) + "\n")
+    with pytest.raises(TaskFileError, match="tasks.jsonl:1 \\(task 't'\\): ") as refused:
+        read_task_file(path)
+    assert said in str(refused.value)
+
+
+def test_git_never_takes_a_commit_for_an_option(repo, tmp_path):
+    # A task made without the task file's checks: git is told where its options end. Before,
+    # "--orphan=x" reached git checkout as an option ("--detach cannot be used with --orphan").
+    unchecked = EvalTask.model_construct(
+        id="t", instruction="go", repo=str(repo), commit="--orphan=x", verify="true"
+    )
+    with pytest.raises(WorkspaceSetupError, match="cannot find --orphan=x in .*single revision"):
+        make_attempt_folder(unchecked, tmp_path / "work")
+    assert not list((tmp_path / "work").iterdir())
