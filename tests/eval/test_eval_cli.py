@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from support.cli import run_treadle
 from support.eval_tasks import EXPECTED, write_eval
 
@@ -53,6 +55,28 @@ def test_tasks_without_a_model_need_one_given(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2
     assert "task(s) a name no model: give --model NAME" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("eval_id", "said"),
+    [
+        ("..", "eval id '..' (2 characters) is not allowed"),
+        ("a/b", "it holds '/'"),
+        ("<img src=x onerror=alert(1)>", "it holds ' ', '(', ')', '<', '='"),
+        ("e" * 129, "(129 characters) is not allowed"),
+    ],
+)
+def test_an_eval_id_that_is_not_a_url_segment_is_refused_and_nothing_runs(tmp_path, eval_id, said):
+    # Such an id was run and stored: GET /api/evals/a/b never reaches it, and the Canvas's
+    # fetch of /api/evals/.. is /api/ once the browser resolves the dots.
+    tasks = write_eval(tmp_path, EXPECTED[:1])
+    store = tmp_path / "store.db"
+    done = run_treadle(
+        "eval", "run", str(tasks), "--store", f"sqlite:///{store}", "--eval-id", eval_id
+    )
+    assert done.returncode == 2
+    assert said in done.stderr
+    assert not store.exists()
 
 
 def test_the_report_of_an_unknown_eval_is_refused(tmp_path):

@@ -13,17 +13,18 @@ CONVERSATION_ID_RULE = (
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9_:][A-Za-z0-9._:-]*")
 
 
-def conversation_id_problem(conversation_id: object) -> str | None:
-    """What is wrong with ``conversation_id`` under ``CONVERSATION_ID_RULE``, or None."""
+def conversation_id_problem(conversation_id: object, *, kind: str = "conversation") -> str | None:
+    """What is wrong with ``conversation_id`` under ``CONVERSATION_ID_RULE``, or None. An eval's
+    id follows the same rule (``kind="eval"``): it is a URL path segment too."""
     if not isinstance(conversation_id, str):
-        return f"a conversation id must be a string, got {conversation_id!r}"
+        return f"a {kind} id must be a string, got {conversation_id!r}"
     if len(conversation_id) <= CONVERSATION_ID_MAX and _CONVERSATION_ID.fullmatch(conversation_id):
         return None
     shown = conversation_id if len(conversation_id) <= 60 else conversation_id[:60] + "..."
     bad = sorted({ch for ch in conversation_id if not _CONVERSATION_ID.fullmatch("a" + ch)})
     found = f"; it holds {', '.join(_char_name(ch) for ch in bad[:5])}" if bad else ""
     return (
-        f"conversation id {shown!r} ({len(conversation_id)} characters) is not allowed: "
+        f"{kind} id {shown!r} ({len(conversation_id)} characters) is not allowed: "
         f"an id is {CONVERSATION_ID_RULE}{found}"
     )
 

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from treadle.api.ids import conversation_id_problem
 from treadle.api.settings import ModelChoice, SandboxSettings
 from treadle.cli.app import app
 from treadle.cli.output import EXIT_BAD_INPUT, fail, print_json
@@ -125,6 +126,9 @@ def eval_run(
     from treadle.runtime.workspace.sandbox import check_bubblewrap
 
     console = Console(highlight=False)
+    if eval_id is not None and (problem := conversation_id_problem(eval_id, kind="eval")):
+        # An eval id is a URL path segment (GET /api/evals/ID, the Canvas's #/e/ID).
+        fail(problem, EXIT_BAD_INPUT)
     try:
         import_ray()
         task_file = read_task_file(tasks_file)
