@@ -79,6 +79,25 @@ def test_an_eval_id_that_is_not_a_url_segment_is_refused_and_nothing_runs(tmp_pa
     assert not store.exists()
 
 
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [("missing/report.json", "no folder"), (".", "a folder, not a file for the report")],
+)
+def test_a_report_path_that_cannot_be_written_is_refused_before_anything_runs(
+    tmp_path, where, said
+):
+    # It was found out after the whole eval had run: a traceback, and exit 1.
+    tasks = write_eval(tmp_path, EXPECTED[:1])
+    store = tmp_path / "store.db"
+    done = run_treadle(
+        "eval", "run", str(tasks), "--store", f"sqlite:///{store}", "-o", str(tmp_path / where)
+    )
+    assert done.returncode == 2
+    assert f"error: -o {tmp_path / where}" in done.stderr
+    assert said in done.stderr
+    assert not store.exists()
+
+
 def test_the_report_of_an_unknown_eval_is_refused(tmp_path):
     done = run_treadle("eval", "report", "eval-nope", "--store", f"sqlite:///{tmp_path / 's.db'}")
     assert done.returncode == 2
@@ -91,11 +110,18 @@ def test_a_task_without_a_result_after_its_retries_exits_1(tmp_path):
     lines.append({**lines[0], "id": "gone", "workspace": str(tmp_path / "missing")})
     tasks.write_text("".join(json.dumps(line) + "\n" for line in lines))
     report = tmp_path / "report.json"
+    # A link at the report's path is replaced by the report, never written through.
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    report.symlink_to(precious)
     done = run_treadle(
         "eval", "run", str(tasks), "--store", f"sqlite:///{tmp_path / 'store.db'}",
         "--retries", "1", "-o", str(report),
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
+    assert precious.read_text() == "keep me\n"
+    assert not report.is_symlink()
+    assert not list(tmp_path.glob(".report.json.*"))  # no partial file left
     results = {result["task_id"]: result for result in json.loads(report.read_text())["results"]}
     assert results["sed-fix"]["passed"] is True
     assert results["gone"]["status"] == "not_run"

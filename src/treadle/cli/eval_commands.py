@@ -4,7 +4,6 @@ not after its retries, 2 bad input (docs/eval.md)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 from enum import StrEnum
@@ -118,7 +117,7 @@ def eval_run(
     report. Running the same eval again skips the tasks that have a result."""
     from treadle.eval.driver import EvalPlan, model_settings, run_eval, tasks_without_model
     from treadle.eval.ray_engine import EvalEngineUnavailable, RayEngine, import_ray
-    from treadle.eval.report import eval_report, print_report
+    from treadle.eval.report import eval_report, print_report, report_path_problem, write_report
     from treadle.eval.results import EvalMismatch, open_eval_results
     from treadle.eval.tasks import TaskFileError, eval_id_for, read_task_file
     from treadle.eval.workspace import remove_orphans
@@ -128,6 +127,8 @@ def eval_run(
     console = Console(highlight=False)
     if eval_id is not None and (problem := conversation_id_problem(eval_id, kind="eval")):
         # An eval id is a URL path segment (GET /api/evals/ID, the Canvas's #/e/ID).
+        fail(problem, EXIT_BAD_INPUT)
+    if output is not None and (problem := report_path_problem(output)):
         fail(problem, EXIT_BAD_INPUT)
     try:
         import_ray()
@@ -195,7 +196,14 @@ def eval_run(
             remove_orphans(Path(plan.work_dir or tempfile.gettempdir()))
     report = eval_report(run.record, run.tasks, run.skipped)
     if output is not None:
-        output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        try:
+            write_report(output, report)
+        except OSError as error:
+            fail(
+                f"cannot write the report to {output}: {error.strerror or error} (the results "
+                f"are stored: treadle eval report {plan.eval_id} --json)",
+                EXIT_SOME_NOT_RUN,
+            )
     print_report(console, report)
     raise typer.Exit(EXIT_SOME_NOT_RUN if report["summary"]["not_run"] else 0)
 

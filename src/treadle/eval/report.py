@@ -3,6 +3,10 @@ task, in the task file's order) and the table the terminal shows."""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -111,3 +115,29 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
         f"{summary['seconds']:.1f} s of task time; engine {engine.get('name')} "
         f"({engine.get('address')}, {engine.get('workers')} workers)"
     )
+
+
+def report_path_problem(path: Path) -> str | None:
+    """Why the report cannot be written to ``path`` (checked before an eval runs, so that a
+    long eval does not end in a write that fails), or None."""
+    if path.is_dir():
+        return f"-o {path}: a folder, not a file for the report"
+    if not path.parent.is_dir():
+        return f"-o {path}: no folder {path.parent}"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return f"-o {path}: folder {path.parent} is not writable"
+    return None
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    """Write ``report`` as JSON to ``path`` whole or not at all: a new file renamed over the old
+    (a symlink at ``path`` is replaced, never written through)."""
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise

@@ -67,7 +67,9 @@ class EvalTask(BaseModel):
             raise ValueError("commit applies to repo only")
         if self.repo is not None and self.repo.lstrip().startswith("-"):
             # git clone would read it as an option (--upload-pack=COMMAND runs COMMAND).
-            raise ValueError(f"repo {self.repo[:60]!r} starts with '-': a path or URL, not an option")
+            raise ValueError(
+                f"repo {self.repo[:60]!r} starts with '-': a path or URL, not an option"
+            )
         return self
 
 
