@@ -17,7 +17,7 @@ from support.processes import host_pids_with
 from treadle.api.settings import ModelChoice
 from treadle.eval.runner import TaskJob, run_task_attempt
 from treadle.eval.tasks import EvalTask
-from treadle.eval.workspace import WorkspaceSetupError
+from treadle.eval.workspace import MAX_PATCH_BYTES, WorkspaceSetupError, patch_too_large
 from treadle.store.urls import open_store
 
 
@@ -103,6 +103,20 @@ def test_the_patch_is_the_real_diff_and_the_baseline_is_out_of_reach(tmp_path):
     assert (check / 'odd *na"me[1].txt').read_bytes() == b"caf\xe9\n"
     assert "sub/.git" not in result["patch"]
     assert "run.log" not in result["patch"]  # ignored by the workspace's .gitignore
+
+
+def test_a_patch_over_the_bound_is_not_kept_and_never_read_whole(tmp_path):
+    # The agent may write gigabytes (the sandbox's limit is per file, 4 GiB by default): the
+    # patch was read into memory, sent back and stored whole (200 MiB: 270 MB of patch, 620 MB
+    # of memory in the worker). 17 MiB of random bytes make a patch over MAX_PATCH_BYTES.
+    over = MAX_PATCH_BYTES // (1024 * 1024) + 1
+    script = [bash(f"head -c {over}M /dev/urandom > big.bin && printf 'two\\n' >> a.txt"), FINISH]
+    result = run_task_attempt(job(tmp_path, task(tmp_path, script)))
+    assert result["status"] == "finished"
+    assert result["patch"] == patch_too_large()
+    assert len(result["patch"]) < 200
+    assert result["verify"]["exit_code"] == 0
+    assert not list((tmp_path / "work").iterdir())
 
 
 def test_the_task_timeout_stops_the_agent_and_its_commands(tmp_path):

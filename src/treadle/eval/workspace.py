@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from treadle.errors import TreadleError
 from treadle.eval.tasks import EvalTask
@@ -27,6 +28,11 @@ the threshold is not set when diffing."""
 
 GIT_TIMEOUT_S = 600.0
 """A clone of a large repository may take minutes; anything longer is stuck."""
+
+MAX_PATCH_BYTES = 16 * 1024 * 1024
+"""The largest patch an attempt keeps. The agent may write gigabytes (its sandbox's file size
+limit is per file): such a diff is written to a file, never read into memory, and what is kept
+instead says how large it was (``patch_too_large``)."""
 
 
 class WorkspaceSetupError(TreadleError):
@@ -146,7 +152,9 @@ def workspace_patch(folder: AttemptFolder) -> str:
     _baseline_git(folder, [*PACKED, "add", "--all", "."], what="read the workspace's changes")
     # Paths stay quoted as git quotes them (octal escapes): a patch's headers are ASCII.
     diff = ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"]
-    raw = _baseline_git_bytes(folder, diff, what="diff the workspace")
+    raw = _bounded_diff(folder, diff)
+    if raw is None:
+        return patch_too_large()
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -167,9 +175,28 @@ def workspace_patch(folder: AttemptFolder) -> str:
         encoding="utf-8",
         errors="surrogateescape",
     )
-    return _baseline_git_bytes(
-        folder, ["-c", f"core.attributesFile={attributes}", *diff], what="diff the workspace"
-    ).decode("utf-8", "replace")
+    raw = _bounded_diff(folder, ["-c", f"core.attributesFile={attributes}", *diff])
+    return patch_too_large() if raw is None else raw.decode("utf-8", "replace")
+
+
+def patch_too_large() -> str:
+    """What an attempt keeps instead of a patch over ``MAX_PATCH_BYTES`` (``git apply`` refuses
+    it: "No valid patches in input")."""
+    return f"# treadle: the patch is over {MAX_PATCH_BYTES} bytes (MAX_PATCH_BYTES): not kept\n"
+
+
+def _bounded_diff(folder: AttemptFolder, args: list[str]) -> bytes | None:
+    """The output of the baseline's ``git diff ARGS``, or None when it is over
+    ``MAX_PATCH_BYTES`` (git writes to a file beside the workspace: memory holds the bound)."""
+    output = folder.root / "patch.diff"
+    try:
+        with output.open("wb") as file:
+            _baseline_git_bytes(folder, args, what="diff the workspace", stdout=file)
+        if output.stat().st_size > MAX_PATCH_BYTES:
+            return None
+        return output.read_bytes()
+    finally:
+        output.unlink(missing_ok=True)
 
 
 def _is_utf8(folder: AttemptFolder, name: str) -> bool:
@@ -201,16 +228,25 @@ def _baseline_git(folder: AttemptFolder, args: list[str], *, what: str) -> str:
 
 
 def _baseline_git_bytes(
-    folder: AttemptFolder, args: list[str], *, what: str, check: bool = True
+    folder: AttemptFolder,
+    args: list[str],
+    *,
+    what: str,
+    check: bool = True,
+    stdout: IO[bytes] | None = None,
 ) -> bytes:
     return _git(
         [f"--git-dir={folder.baseline}", f"--work-tree={folder.workspace}", *args],
         what=what,
         check=check,
+        stdout=stdout,
     )
 
 
-def _git(args: list[str], *, what: str, check: bool = True) -> bytes:
+def _git(
+    args: list[str], *, what: str, check: bool = True, stdout: IO[bytes] | None = None
+) -> bytes:
+    """git's output (b"" when it failed and ``check`` is off, or when it went to ``stdout``)."""
     # Neither the user's nor the system's git configuration (hooks, filters, signing) applies:
     # the baseline must be the files as they are.
     env = {
@@ -228,7 +264,8 @@ def _git(args: list[str], *, what: str, check: bool = True) -> bytes:
     try:
         done = subprocess.run(
             ["git", "-c", "core.autocrlf=false", "-c", "core.fileMode=true", *args],
-            capture_output=True,
+            stdout=subprocess.PIPE if stdout is None else stdout,
+            stderr=subprocess.PIPE,
             env=env,
             timeout=GIT_TIMEOUT_S,
             check=False,
@@ -238,4 +275,4 @@ def _git(args: list[str], *, what: str, check: bool = True) -> bytes:
     if done.returncode != 0 and check:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise WorkspaceSetupError(f"cannot {what}: {said[-1] if said else done.returncode}")
-    return done.stdout if done.returncode == 0 else b""
+    return done.stdout if done.returncode == 0 and done.stdout is not None else b""
