@@ -50,3 +50,15 @@ def test_an_eval_lists_its_tasks_and_opens_their_conversations(
     expect(page.locator(".conversation")).to_have_attribute("data-status", tasks[0].status)
     page.go_back()
     expect(rows).to_have_count(3)  # back on the eval's screen
+
+
+def test_a_malformed_link_opens_the_home_screen(page: Page, web_server: ServerProcess) -> None:
+    # "%" that is not an escape made decodeURIComponent throw in the router: an uncaught
+    # URIError, and the screen never changed.
+    page.goto(f"{web_server.base_url}/#/")
+    expect(page.locator("#welcome")).to_be_visible()
+    for link in ("#/e/%E0%A4%A", "#/c/%"):
+        page.goto(f"{web_server.base_url}/#/e/eval-none")
+        expect(page.locator(".eval-screen .error-text")).to_be_visible()
+        page.evaluate("(hash) => { location.hash = hash; }", link)
+        expect(page.locator("#welcome")).to_be_visible()

@@ -30,13 +30,11 @@ class Canvas {
   }
 
   activeId() {
-    const match = location.hash.match(/^#\/c\/(.+)$/);
-    return match ? decodeURIComponent(match[1]) : null;
+    return hashId(/^#\/c\/(.+)$/);
   }
 
   activeEvalId() {
-    const match = location.hash.match(/^#\/e\/(.+)$/);
-    return match ? decodeURIComponent(match[1]) : null;
+    return hashId(/^#\/e\/(.+)$/);
   }
 
   navigate(id) {
@@ -98,6 +96,18 @@ class Canvas {
     badge.textContent = state;
     badge.className = `connection connection-${state}`;
     badge.title = detail?.reason ? `Live stream: ${detail.reason} (code ${detail.code})` : "Live stream";
+  }
+}
+
+/** The id the hash names under `pattern`, or null: a link whose escapes are malformed ("%")
+ * names nothing (decodeURIComponent would throw, and the router with it). */
+function hashId(pattern) {
+  const match = location.hash.match(pattern);
+  if (!match) return null;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return null;
   }
 }
 
