@@ -99,6 +99,30 @@ def test_only_a_regular_file_is_read(tmp_path):
         read_task_file(fifo)
 
 
+@pytest.mark.parametrize("field", ["workspace", "repo"])
+def test_a_relative_source_that_leads_out_of_the_folder_is_refused(tmp_path, field):
+    # A task folder shipped as a link to / (or ~) was copied whole into the agent's workspace.
+    folder = tmp_path / "evals"
+    folder.mkdir()
+    (folder / "start").symlink_to("/")
+    source = {"workspace": None, "repo": None, "commit": "abc" if field == "repo" else None}
+    for relative in ("start", "../elsewhere", "start/etc"):
+        line = {**GOOD, **source, field: relative}
+        with pytest.raises(TaskFileError) as refused:
+            read_task_file(write(folder, {k: v for k, v in line.items() if v is not None}))
+        said = str(refused.value)
+        assert (
+            f"tasks.jsonl:1 (task 't1'): {relative!r} leads out of the task file's folder" in said
+        )
+        assert "give an absolute path" in said
+    # Said outright, a folder elsewhere is taken; so is a link that stays inside.
+    (folder / "inner").mkdir()
+    (folder / "linked").symlink_to("inner")
+    for given, found in (("/", "/"), ("linked", str(folder / "inner"))):
+        line = {k: v for k, v in {**GOOD, **source, field: given}.items() if v is not None}
+        assert getattr(read_task_file(write(folder, line)).tasks[0], field) == found
+
+
 def test_the_default_eval_id_follows_the_file_and_the_model(tmp_path):
     path = write(tmp_path, GOOD)
     first = read_task_file(path)

@@ -107,7 +107,7 @@ def read_task_file(path: Path) -> TaskFile:
                 f"{path}:{number}: task id {task.id!r} is already used on line {seen[task.id]}"
             )
         seen[task.id] = number
-        tasks.append(_resolved(task, path.parent))
+        tasks.append(_resolved(task, path.parent, f"{path}:{number} (task {task.id!r})"))
     if not tasks:
         raise TaskFileError(f"{path}: no tasks (one JSON object a line)")
     return TaskFile(path.resolve(), tuple(tasks), hashlib.sha256(data).hexdigest())
@@ -137,17 +137,32 @@ def _parse_line(path: Path, number: int, line: str) -> EvalTask:
         ) from None
 
 
-def _resolved(task: EvalTask, base: Path) -> EvalTask:
-    """Local sources and script files as absolute paths (a worker may run elsewhere)."""
+def _resolved(task: EvalTask, base: Path, where: str) -> EvalTask:
+    """Local sources and script files as absolute paths (a worker may run elsewhere). A
+    relative source must stay inside the task file's folder once its links are followed
+    (``where`` names the line when it does not)."""
     if task.model is not None and task.model.script is not None:
         script = str((base / task.model.script).resolve())
         task = task.model_copy(update={"model": task.model.model_copy(update={"script": script})})
     if task.workspace is not None:
-        return task.model_copy(update={"workspace": str((base / task.workspace).resolve())})
+        return task.model_copy(update={"workspace": _local(task.workspace, base, where)})
     assert task.repo is not None
     if "://" not in task.repo and not task.repo.startswith("git@"):
-        return task.model_copy(update={"repo": str((base / task.repo).resolve())})
+        return task.model_copy(update={"repo": _local(task.repo, base, where)})
     return task
+
+
+def _local(source: str, base: Path, where: str) -> str:
+    """``source`` as an absolute path. A relative one that leads out of ``base`` (by ``..``
+    or a symbolic link: a task folder shipped as a link to ``~`` would hand the agent your
+    files unseen) is refused; an absolute path says where it goes and is taken as it is."""
+    resolved = (base / source).resolve()
+    if not Path(source).is_absolute() and not resolved.is_relative_to(base.resolve()):
+        raise TaskFileError(
+            f"{where}: {source!r} leads out of the task file's folder (to {resolved}): "
+            "a relative source stays inside it; give an absolute path for a folder elsewhere"
+        )
+    return str(resolved)
 
 
 def eval_id_for(task_file: TaskFile, model_settings: dict[str, Any]) -> str:
