@@ -13,6 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 from support.canvas import open_conversation, screenshot
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
+from treadle.eval.results import EvalRecord, now_text, open_eval_results
 from treadle.runtime.settings import ConversationSettings
 
 IMG = '<img src=x onerror="window.__pwned=1">'
@@ -102,3 +103,36 @@ def test_the_page_asks_for_the_key_and_keeps_it_for_the_tab(
             assert page.evaluate("localStorage.length") == 0  # never beyond the tab
         finally:
             context.close()
+
+
+def test_injected_html_in_an_evals_results_is_inert(page: Page, web_server: ServerProcess) -> None:
+    # What an eval stores comes from its task file (its path), the engine and the tasks' runs
+    # (a reason quotes what a setup printed or what a model said): all shown as text.
+    results = open_eval_results(web_server.store_url)
+    try:
+        stamp = now_text()
+        record = EvalRecord(
+            "eval-hostile", f"/tasks/{IMG}.jsonl", "0" * 64, {"model": {"kind": IMG}},
+            {"name": SCRIPT, "address": IMG, "workers": FAKE_BUTTON}, ("t1",), stamp, stamp,
+        )  # fmt: skip
+        results.begin_eval(record)
+        results.start_attempt("eval-hostile", "t1", 0, "c-hostile")
+        results.finish(
+            "eval-hostile", "t1",
+            {"task_id": "t1", "status": "setup_failed", "passed": False, "patch": PAYLOAD,
+             "verify": None, "conversation_id": None, "steps": 0, "tokens": 0, "cost_usd": 0.0,
+             "seconds": 0.1, "model_seconds": 0.0, "reason": f"setup exited 1: {PAYLOAD}",
+             "attempts": 1},
+        )  # fmt: skip
+    finally:
+        results.close()
+    page.goto(f"{web_server.base_url}/#/e/eval-hostile")
+    expect(page.locator(".eval-screen .note").first).to_have_text(f"/tasks/{IMG}.jsonl")
+    expect(page.locator(".eval-summary")).to_contain_text(
+        f"{SCRIPT} ({IMG}, {FAKE_BUTTON} workers)"
+    )
+    row = page.locator(".eval-screen tbody tr[data-task-id='t1']")
+    expect(row.locator("td").first).to_have_attribute("title", f"setup exited 1: {PAYLOAD}")
+    expect(page.locator("#eval-list li[data-eval-id='eval-hostile']")).to_be_visible()
+    assert page.locator("img, script:not([src]), iframe, [onclick], [onerror]").count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
