@@ -31,6 +31,7 @@ from treadle.runtime.hooks import (
 )
 from treadle.runtime.hooks import process as hook_process
 from treadle.runtime.hooks.process import run_hook
+from treadle.runtime.hooks.sources import workspace_declares_hooks
 from treadle.runtime.settings import ConversationSettings, SandboxRefused, SettingsPolicy
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.workspace import check_bubblewrap
@@ -597,3 +598,13 @@ def test_a_backtracking_matcher_runs_out_of_time_and_its_hook_runs():
     assert [hook.command for hook in settings.commands("PreToolUse", "a" * 60)] == ["slow"]
     assert [hook.command for hook in settings.commands("PreToolUse", "terminal")] == ["exact"]
     assert settings.commands("PreToolUse", "ab") == [HookCommand(command="slow")]
+
+
+def test_a_settings_file_nesting_too_deep_is_refused_not_a_crash(tmp_path):
+    # The workspace's own file is the agent's or a cloned repository's: 100,000 brackets ended
+    # json.loads in a RecursionError where a HookSettingsError (or "ignored") was due.
+    path = tmp_path / "settings.json"
+    path.write_text('{"hooks": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(HookSettingsError, match="MAX_JSON_DEPTH"):
+        read_hook_file(path)
+    assert workspace_declares_hooks(path)  # unreadable: said as ignored all the same

@@ -4,13 +4,13 @@ own ``.treadle/settings.json``, which the agent can write and so runs only when 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from treadle.api.hooks import HookSettings
 from treadle.errors import TreadleError
+from treadle.events.json_limits import load_json
 from treadle.files import read_regular_file
 from treadle.runtime.workspace.base import Workspace, WorkspacePathError
 
@@ -27,8 +27,10 @@ def read_hook_file(path: str | Path) -> HookSettings:
     """The hooks of the settings file at ``path`` (Claude Code's ``settings.json`` shape, or
     its ``hooks`` object alone)."""
     try:
-        data = json.loads(read_regular_file(path, MAX_SETTINGS_BYTES))
-    except (OSError, ValueError) as error:  # FileRefused, JSON and UTF-8 errors are ValueErrors
+        data = load_json(read_regular_file(path, MAX_SETTINGS_BYTES))
+    # FileRefused, JSON, UTF-8 and JsonLimitError (a file nesting 100,000 deep, which ended
+    # json.loads in a RecursionError) are ValueErrors.
+    except (OSError, ValueError) as error:
         raise HookSettingsError(f"hook settings {path}: {error}") from None
     try:
         return HookSettings.from_file_data(data)
@@ -53,7 +55,7 @@ def workspace_hook_file(workspace: Workspace) -> Path | None:
 def workspace_declares_hooks(path: Path) -> bool:
     """Whether the workspace's settings file names hooks (read only to say they were ignored)."""
     try:
-        data = json.loads(read_regular_file(path, MAX_SETTINGS_BYTES))
+        data = load_json(read_regular_file(path, MAX_SETTINGS_BYTES))
     except (OSError, ValueError):
         return True  # unreadable: said as ignored all the same
     return isinstance(data, dict) and bool(data.get("hooks"))
