@@ -63,7 +63,7 @@ def test_a_repo_or_commit_that_reads_as_an_option_is_refused(tmp_path, fields, s
     path = tmp_path / "tasks.jsonl"
     task = {"id": "t", "instruction": "go", "verify": "true", **fields}
     path.write_text(json.dumps(task) + "\n")
-    with pytest.raises(TaskFileError, match="tasks.jsonl:1 \\(task 't'\\): ") as refused:
+    with pytest.raises(TaskFileError, match=r"tasks.jsonl:1 \(task 't'\): ") as refused:
         read_task_file(path)
     assert said in str(refused.value)
 
@@ -74,6 +74,6 @@ def test_git_never_takes_a_commit_for_an_option(repo, tmp_path):
     unchecked = EvalTask.model_construct(
         id="t", instruction="go", repo=str(repo), commit="--orphan=x", verify="true"
     )
-    with pytest.raises(WorkspaceSetupError, match="cannot find --orphan=x in .*single revision"):
+    with pytest.raises(WorkspaceSetupError, match=r"cannot find --orphan=x in .*single revision"):
         make_attempt_folder(unchecked, tmp_path / "work")
     assert not list((tmp_path / "work").iterdir())
