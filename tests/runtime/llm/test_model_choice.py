@@ -50,11 +50,14 @@ def test_script_files_must_be_regular_and_small(tmp_path: Path) -> None:
     huge = tmp_path / "huge.json"
     with huge.open("wb") as file:
         file.truncate(MAX_SCRIPT_BYTES + 1)  # sparse: no disk used
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"responses": ' + "[" * 100_000 + "]" * 100_000 + "}")
     for path, reason in [
         ("/dev/zero", "not a regular file"),
         (fifo, "not a regular file"),
         (tmp_path, "not a regular file"),
         (huge, f"more than the {MAX_SCRIPT_BYTES} allowed"),
+        (deep, "MAX_JSON_DEPTH"),  # was a RecursionError
     ]:
         with pytest.raises(ModelError, match=reason):
             ScriptedModel.from_file(path)

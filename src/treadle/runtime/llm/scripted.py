@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from treadle.api.settings import ScriptedCall as ScriptedCall  # the script's data
 from treadle.api.settings import ScriptedResponse
+from treadle.events.json_limits import load_json
 from treadle.events.model import TokenUsage
 from treadle.files import read_regular_file
 from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall
@@ -53,7 +54,9 @@ class ScriptedModel:
         """The script in ``path``: a regular file of at most ``MAX_SCRIPT_BYTES``."""
         path = Path(path)
         try:
-            data = json.loads(read_regular_file(path, MAX_SCRIPT_BYTES).decode("utf-8"))
+            # Treadle's JSON (JsonLimitError, a ValueError): a file nesting 100,000 deep ended
+            # json.loads in a RecursionError.
+            data = load_json(read_regular_file(path, MAX_SCRIPT_BYTES).decode("utf-8"))
             return cls(Script.model_validate(data), source=str(path))
         except (OSError, ValueError) as error:  # FileRefused, bad UTF-8, JSON or shape
             raise ModelError(f"cannot read model script {path}: {error}") from None
