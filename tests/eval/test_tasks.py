@@ -56,6 +56,10 @@ def test_tasks_are_read_in_order_with_local_paths_made_absolute(tmp_path):
         ([GOOD, GOOD], "tasks.jsonl:2: task id 't1' is already used on line 1"),
         ([{**GOOD, "model": {"kind": "scripted"}}], "model: Value error, a scripted model"),
         ([""], "no tasks"),
+        ([{**GOOD, "verify": "true\0; rm -rf ~"}], "(task 't1'): verify: Value error, holds a NUL"),
+        ([{**GOOD, "setup": "make\0"}], "(task 't1'): setup: Value error, holds a NUL"),
+        ([{**GOOD, "instruction": "go\0"}], "(task 't1'): instruction: Value error, holds a NUL"),
+        ([{**GOOD, "workspace": "st\0art"}], "(task 't1'): workspace: Value error, holds a NUL"),
     ],
 )
 def test_a_bad_task_file_is_refused_naming_the_line(tmp_path, lines, said):

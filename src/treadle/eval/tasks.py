@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from treadle.api.settings import ModelChoice
 from treadle.errors import TreadleError
@@ -56,6 +63,15 @@ class EvalTask(BaseModel):
     model: ModelChoice | None = Field(
         default=None, description="This task's model instead of the eval's"
     )
+
+    @field_validator("instruction", "workspace", "repo", "setup", "verify")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        # A command line or a path cannot hold one (each attempt failed on it, "embedded
+        # null byte", after a worker had been found for it).
+        if value is not None and "\0" in value:
+            raise ValueError("holds a NUL character")
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> EvalTask:
