@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from treadle.eval.tasks import EvalTask, TaskFileError, read_task_file
-from treadle.eval.workspace import WorkspaceSetupError, make_attempt_folder
+from treadle.eval.workspace import (
+    WorkspaceSetupError,
+    make_attempt_folder,
+    record_baseline,
+    workspace_patch,
+)
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -77,3 +82,24 @@ def test_git_never_takes_a_commit_for_an_option(repo, tmp_path):
     with pytest.raises(WorkspaceSetupError, match=r"cannot find --orphan=x in .*single revision"):
         make_attempt_folder(unchecked, tmp_path / "work")
     assert not list((tmp_path / "work").iterdir())
+
+
+def test_the_patch_never_reads_through_the_agents_links(tmp_path):
+    # With a file that is not UTF-8 changed, each changed path was read to check its text:
+    # a link the agent made to /proc/self/pagemap ended the attempt in an OSError (EINVAL);
+    # one to a large file would have been read whole into memory.
+    start = tmp_path / "start"
+    start.mkdir()
+    (start / "a.txt").write_text("one\n")
+    task = EvalTask(id="t", instruction="go", workspace=str(start), verify="true")
+    folder = make_attempt_folder(task, tmp_path / "work")
+    try:
+        record_baseline(folder)
+        (folder.workspace / "a.txt").write_bytes(b"caf\xe9\n")
+        (folder.workspace / "link").symlink_to("/proc/self/pagemap")
+        patch = workspace_patch(folder)
+    finally:
+        folder.remove()
+    assert "diff --git a/link b/link\nnew file mode 120000" in patch
+    assert "+/proc/self/pagemap" in patch
+    assert "GIT binary patch" in patch  # a.txt, not UTF-8, travels as binary

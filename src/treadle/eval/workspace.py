@@ -205,7 +205,9 @@ def _is_utf8(folder: AttemptFolder, name: str) -> bool:
         _baseline_git_bytes(folder, ["cat-file", "blob", f"HEAD:{name}"], what="read", check=False)
     ]
     path = folder.workspace / name
-    if path.is_file():
+    # Never through a link: the agent's link may lead anywhere on this machine (a 4 GB file,
+    # /proc/self/pagemap, which cannot be read whole); git diffs a link as its target's name.
+    if path.is_file() and not path.is_symlink():
         sides.append(path.read_bytes())
     try:
         for side in sides:
