@@ -1,5 +1,6 @@
 """An attempt's starting files from a git repository: checked out at the task's commit (a tag
-or an id), and a repo or commit that looks like an option is never given to git as one."""
+or an id), and a repo or commit that looks like an option is never given to git as one; the
+patch never reads through a link the agent made."""
 
 from __future__ import annotations
 
