@@ -76,6 +76,14 @@ class PlacedModel(Protocol):
     ) -> ModelResponse: ...
 
 
+def responses_given(messages: Sequence[dict[str, Any]], responses_before: int | None) -> int:
+    """How many responses a placed model already gave: ``responses_before`` when the runtime
+    says (forgotten ones included), else the assistant messages it was sent."""
+    if responses_before is not None:
+        return responses_before
+    return sum(1 for message in messages if message.get("role") == "assistant")
+
+
 class Summarizer(Protocol):
     """A model with its own way to answer a condenser's summary request (the scripted model
     answers from its script's summaries, not its responses); other models get the request

@@ -22,7 +22,7 @@ from treadle.api.settings import ScriptedResponse
 from treadle.events.json_limits import load_json
 from treadle.events.model import TokenUsage
 from treadle.files import read_regular_file
-from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall
+from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall, responses_given
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 """A script file larger than this is refused unread (a path like /dev/zero must not fill memory)."""
@@ -98,11 +98,7 @@ class ScriptedModel:
         *,
         responses_before: int | None = None,
     ) -> ModelResponse:
-        answered = (
-            responses_before
-            if responses_before is not None
-            else sum(1 for message in messages if message.get("role") == "assistant")
-        )
+        answered = responses_given(messages, responses_before)
         if answered >= len(self.script.responses):
             raise ModelError(
                 f"the script has {len(self.script.responses)} responses and response {answered + 1} was asked for"

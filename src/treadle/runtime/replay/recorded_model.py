@@ -15,7 +15,12 @@ from typing import Any
 
 from treadle.api.settings import CondenseMode
 from treadle.runtime.condense.condenser import Condenser
-from treadle.runtime.llm.base import ContextWindowExceeded, ModelError, ModelResponse
+from treadle.runtime.llm.base import (
+    ContextWindowExceeded,
+    ModelError,
+    ModelResponse,
+    responses_given,
+)
 from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelSettings
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.settings import build_condenser
@@ -50,11 +55,7 @@ class RecordedModel:
         *,
         responses_before: int | None = None,
     ) -> ModelResponse:
-        number = (
-            responses_before
-            if responses_before is not None
-            else sum(1 for message in messages if message.get("role") == "assistant")
-        )
+        number = responses_given(messages, responses_before)
         with self._lock:
             if number in self._recording.refused_before and number not in self._refused:
                 self._refused.add(number)
