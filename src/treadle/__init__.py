@@ -22,6 +22,9 @@ _EXPORTS: dict[str, str] = {
     "ModelChoice": "treadle.api.settings",
     "ConfirmationPolicy": "treadle.api.settings",
     "ConversationStatus": "treadle.api.status",
+    "ConversationHandle": "treadle.api.handle",
+    "TranscriptItem": "treadle.api.transcript",
+    "TranscriptPage": "treadle.api.transcript",
     # the events
     "Event": "treadle.events.model",
     "EventTree": "treadle.events.tree",
@@ -45,6 +48,7 @@ __all__ = [
     "Conflict",
     "ContractError",
     "Conversation",
+    "ConversationHandle",
     "ConversationSettings",
     "ConversationStatus",
     "Event",
@@ -56,6 +60,8 @@ __all__ = [
     "RemoteConversation",
     "RemoteError",
     "SettingsPolicy",
+    "TranscriptItem",
+    "TranscriptPage",
     "TreadleClient",
     "TreadleError",
     "Unauthorized",
@@ -69,8 +75,10 @@ __all__ = [
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads them
     from typing import Any
 
+    from treadle.api.handle import ConversationHandle
     from treadle.api.settings import ConfirmationPolicy, ConversationSettings, ModelChoice
     from treadle.api.status import ConversationStatus
+    from treadle.api.transcript import TranscriptItem, TranscriptPage
     from treadle.client.conversation import RemoteConversation, TreadleClient
     from treadle.client.http import (
         Conflict,

@@ -1,6 +1,6 @@
 """``python -m treadle`` runs the command line."""
 
-from treadle.cli import main
+from treadle.entry import main
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.postgres import fresh_schema_url
 from treadle.events.model import (
     ROOT,
@@ -24,7 +24,7 @@ from treadle.store.urls import open_store
 
 
 def treadle(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return run_treadle(*args, stdin=stdin, columns=250)
+    return invoke_treadle(*args, stdin=stdin, columns=250)
 
 
 def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, *fragments: str):
@@ -145,7 +145,8 @@ def test_conversations_lists_status_events_tokens_cost_and_last_activity(url: st
     assert "[bold]a title[/]" in table.stdout  # printed as text, not markup
     assert "770" in table.stdout
     assert "$0.0700" in table.stdout
-    assert "finished (the agent answered)" in table.stdout
+    # The reason goes under the table (long text out of the narrow status column).
+    assert "spent finished: the agent answered" in table.stdout
 
 
 def test_conversations_limit_keeps_the_most_recently_active(url: str) -> None:

@@ -10,21 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import invoke_treadle, run_treadle
+
 SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
 WHO = '"id":"a","timestamp":"2026-01-01T00:00:00+00:00"'
 """The identity every event read needs, for cases about other fields."""
 
 
 def treadle(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the installed CLI in a child process, as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", "treadle", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        check=False,
-        timeout=60,
-    )
+    """The CLI run in this process (these tests are about what it prints, not the process;
+    tests/cli/test_startup.py and the examples script run it as a process)."""
+    return invoke_treadle(*args, stdin=stdin, drop=())
 
 
 def test_example_1_path_follows_the_head_only():
@@ -174,7 +170,8 @@ def test_a_device_or_fifo_is_refused_without_reading_it(tmp_path):
     os.mkfifo(fifo)
     (tmp_path / "zero").symlink_to("/dev/zero")
     for name in ("/dev/zero", str(fifo), str(tmp_path / "zero")):
-        result = treadle("audit", name)  # a hang or an unbounded read fails by timeout
+        # a process: a hang or an unbounded read fails by its timeout
+        result = run_treadle("audit", name, drop=())
         assert result.returncode == 2, (name, result.stderr)
         assert "not a regular file" in result.stderr
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.fake_openai import FakeOpenAIServer
 from support.processes import host_pids_with
 from support.scripts import write_script
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="nee
 
 
 def treadle(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_treadle(
+    return invoke_treadle(
         *args, env=env, columns=200, drop=("TREADLE_STORE", "TREADLE_MODEL", "DEMO_TOKEN")
     )
 
@@ -91,7 +91,7 @@ def test_the_model_calls_an_mcp_tool_and_another_process_reopening_the_conversat
     ]
     with FakeOpenAIServer(replies) as provider:
         first = treadle(
-            "run", "use the echo tool", "--workspace", str(tmp_path / "ws"),
+            "run", "use the echo tool", "--create-workspace", "--workspace", str(tmp_path / "ws"),
             "--model", "openai/test-model", "--base-url", provider.base_url,
             "--mcp-config", str(config), "--store", url, env={"DEMO_TOKEN": TOKEN},
         )  # fmt: skip
@@ -148,7 +148,7 @@ def test_a_server_killed_mid_call_or_that_never_starts_is_an_agent_error_and_the
     )
     url = f"sqlite:///{tmp_path / 'run.db'}"
     done = treadle(
-        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(model),
+        "run", "go", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(model),
         "--mcp-config", str(config), "--store", url,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -190,7 +190,7 @@ def test_a_sandboxed_stdio_server_has_no_network_unless_its_config_says_so(
         )
         url = f"sqlite:///{tmp_path / 'run.db'}"
         done = treadle(
-            "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(model),
+            "run", "go", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(model),
             "--mcp-config", str(config), "--store", url,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -223,7 +223,7 @@ def test_a_bad_config_file_exits_2_naming_the_file_and_the_problem(
     config.write_text(content)
     url = f"sqlite:///{tmp_path / 'run.db'}"
     done = treadle(
-        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(config),
+        "run", "go", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(config),
         "--mcp-config", str(config), "--store", url,
     )  # fmt: skip
     assert done.returncode == 2
@@ -242,7 +242,7 @@ def stored_conversations(url: str) -> int:
 
 def test_a_missing_config_file_is_named(tmp_path: Path) -> None:
     done = treadle(
-        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(tmp_path / "s.json"),
+        "run", "go", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(tmp_path / "s.json"),
         "--mcp-config", str(tmp_path / "nope.json"),
     )  # fmt: skip
     assert done.returncode == 2

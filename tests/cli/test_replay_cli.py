@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.replays import FINISH, bash, call, calls, copy_with, raw_rows, recorded
 from treadle.runtime.workspace import check_bubblewrap
 from treadle.store.urls import open_store
@@ -51,9 +51,10 @@ def run_script(tmp_path: Path, url: str, responses: list[dict]) -> str:
     script = tmp_path / f"script-{len(list(tmp_path.glob('script-*')))}.json"
     script.write_text(json.dumps({"responses": responses}))
     workspace = tmp_path / "workspace"
-    ran = run_treadle(
+    ran = invoke_treadle(
         "run",
         "go",
+        "--create-workspace",
         "--workspace",
         str(workspace),
         "--script",
@@ -64,12 +65,12 @@ def run_script(tmp_path: Path, url: str, responses: list[dict]) -> str:
         "none",
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    listed = run_treadle("conversations", "--json", "--store", url)
+    listed = invoke_treadle("conversations", "--json", "--store", url)
     return json.loads(listed.stdout)[0]["id"]
 
 
 def replay(url: str, *args: str):
-    return run_treadle("replay", *args, "--store", url)
+    return invoke_treadle("replay", *args, "--store", url)
 
 
 PARALLEL = calls(
@@ -143,7 +144,7 @@ def test_a_rerun_names_the_divergent_action_and_leaves_the_original_as_it_was(tm
     assert divergence["action_id"] == report["actions"][1]["action_id"]
     assert report["file_changes"] == [{"status": "M", "path": "now.txt"}]
     assert report["workspace"] == str(into.resolve())
-    listed = json.loads(run_treadle("conversations", "--json", "--store", url).stdout)
+    listed = json.loads(invoke_treadle("conversations", "--json", "--store", url).stdout)
     assert {item["id"] for item in listed} == {conversation, report["new_conversation"]}
     assert raw_rows(database, conversation) == before
     # The text says the same, action by action.
@@ -171,10 +172,10 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path):
     conversation = run_script(tmp_path, url, [FINISH])
     unknown = replay(url, "no-such-conversation", "--mode", "recorded")
     assert unknown.returncode == 2
-    assert "conversation 'no-such-conversation' does not exist" in unknown.stderr
+    assert "no conversation 'no-such-conversation' in store" in unknown.stderr
     bad_head = replay(url, conversation, "--head", "no-such-event", "--mode", "rerun")
     assert bad_head.returncode == 2
-    assert "event 'no-such-event' is not in conversation" in bad_head.stderr
+    assert "no event 'no-such-event' in conversation" in bad_head.stderr
     misplaced = replay(url, conversation, "--mode", "recorded", "--workspace", str(tmp_path))
     assert misplaced.returncode == 2
     assert "apply to --mode rerun only" in misplaced.stderr
@@ -226,18 +227,26 @@ def test_a_run_made_in_the_sandbox_is_rerun_in_the_sandbox(tmp_path):
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"responses": [bash("echo $HOME > home.txt"), FINISH]}))
-    ran = run_treadle(
-        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(script), "--store", url
+    ran = invoke_treadle(
+        "run",
+        "go",
+        "--create-workspace",
+        "--workspace",
+        str(tmp_path / "ws"),
+        "--script",
+        str(script),
+        "--store",
+        url,
     )  # the default: bubblewrap, network off
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    conversation = json.loads(run_treadle("conversations", "--json", "--store", url).stdout)[0][
+    conversation = json.loads(invoke_treadle("conversations", "--json", "--store", url).stdout)[0][
         "id"
     ]
     into = tmp_path / "rerun"
     shown = replay(url, conversation, "--mode", "rerun", "--into", str(into), "--json")
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert (into / "home.txt").read_text() == "/home/sandbox\n"  # the sandbox's private HOME
-    logged = run_treadle(
+    logged = invoke_treadle(
         "log", json.loads(shown.stdout)["new_conversation"], "--store", url, columns=300
     )
     assert "isolation (last run): bubblewrap, network off" in logged.stdout

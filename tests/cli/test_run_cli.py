@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.fake_openai import FakeOpenAIServer
 from support.processes import alive, host_pids_with
 from support.server_process import ServerProcess
@@ -24,14 +24,9 @@ from treadle.store.urls import open_store
 
 
 def treadle(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "treadle", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **(env or {}), "COLUMNS": "200"},
-        stdin=subprocess.DEVNULL,
-    )
+    """In this process (what a run prints and stores); the tests about signals and a killed
+    run start it as a process (``_start_run``)."""
+    return invoke_treadle(*args, env=env, columns=200, drop=())
 
 
 def test_run_with_a_script_shows_events_and_a_summary(tmp_path):
@@ -60,6 +55,7 @@ def test_run_with_a_script_shows_events_and_a_summary(tmp_path):
     result = treadle(
         "run",
         "write out.txt",
+        "--create-workspace",
         "--workspace",
         str(workspace),
         "--script",
@@ -88,6 +84,7 @@ def test_run_without_a_model_is_a_clear_error(tmp_path):
     result = treadle(
         "run",
         "x",
+        "--create-workspace",
         "--workspace",
         str(tmp_path),
         "--store",
@@ -123,6 +120,7 @@ def _start_run(tmp_path, *args: str) -> tuple[subprocess.Popen[str], str]:
             "treadle",
             "run",
             "go",
+            "--create-workspace",
             "--workspace",
             str(tmp_path / "ws"),
             "--store",
@@ -221,9 +219,7 @@ def test_ctrl_c_mid_command_kills_it_and_its_jobs_exits_3_and_the_model_is_told(
     assert "interrupted by the user" in closed.error
 
     info, _events = _stored(store_url)
-    again = run_treadle(
-        "run", "--conversation", info.id, "--store", store_url, env={"COLUMNS": "200"}
-    )
+    again = treadle("run", "--conversation", info.id, "--store", store_url)
     assert again.returncode == 0, again.stdout + again.stderr
     _info, events = _stored(store_url)
     assert audit_events(events).clean
@@ -265,7 +261,8 @@ def test_the_model_deadline_bounds_a_provider_that_never_answers_and_retries_are
         # 8 s: LiteLLM's first call in a fresh process is slow on a loaded machine, and the
         # 429 must be answered and retried within the deadline for the notice to show.
         process, store_url = _start_run(tmp_path, *_litellm(server), "--model-deadline", "8")
-        out, err = process.communicate(timeout=60)
+        # generous: LiteLLM's import alone took 30 s in a loaded CI run (the 8 s are shown)
+        out, err = process.communicate(timeout=240)
     assert process.returncode == 1, out + err
     assert "rate limited" in out
     assert "attempt 2 of 5" in out  # the retry was said on screen

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.scripts import think_steps, write_script
 
 
@@ -16,21 +16,21 @@ def test_a_condensing_run_from_the_command_line(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'cli.db'}"
     script = write_script(tmp_path, think_steps(60))
     workspace = str(tmp_path / "ws")
-    result = run_treadle(
-        "run", "think", "--workspace", workspace, "--script", str(script),
+    result = invoke_treadle(
+        "run", "think", "--create-workspace", "--workspace", workspace, "--script", str(script),
         "--context-tokens", "1800", "--store", store, "--max-steps", "100",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "condensation: forgets" in result.stdout
-    (listed,) = json.loads(run_treadle("conversations", "--json", "--store", store).stdout)
+    (listed,) = json.loads(invoke_treadle("conversations", "--json", "--store", store).stdout)
     conversation = listed["id"]
     # The summary calls' tokens count in the conversation's totals.
     assert listed["prompt_tokens"] > 0
-    shown = run_treadle("log", conversation, "--store", store, columns=400)
+    shown = invoke_treadle("log", conversation, "--store", store, columns=400)
     assert shown.returncode == 0, shown.stderr
     assert "forgets" in shown.stdout
     assert "condense auto at 1800 tokens" in shown.stdout
-    events = json.loads(run_treadle("log", conversation, "--json", "--store", store).stdout)
+    events = json.loads(invoke_treadle("log", conversation, "--json", "--store", store).stdout)
     condensations = [e for e in events if e["kind"] == "condensation"]
     assert condensations
     responses = sum(e["usage"]["prompt_tokens"] for e in events if e["kind"] == "action")
@@ -43,12 +43,12 @@ def test_a_condensing_run_from_the_command_line(tmp_path: Path) -> None:
     assert forgotten - ids <= {f"{c['id']}-summary" for c in condensations}
     assert len([e for e in events if e["kind"] == "action"]) == 61
     exported = tmp_path / "log.jsonl"
-    run_treadle("export", "jsonl", conversation, "--store", store, "-o", str(exported))
-    audit = run_treadle("audit", str(exported), "--json")
+    invoke_treadle("export", "jsonl", conversation, "--store", store, "-o", str(exported))
+    audit = invoke_treadle("audit", str(exported), "--json")
     assert audit.returncode == 0, audit.stdout
     assert json.loads(audit.stdout)["violations"] == []
     # A continued run keeps its stored settings: another budget is refused, naming it.
-    other = run_treadle(
+    other = invoke_treadle(
         "run", "--conversation", conversation, "--context-tokens", "900", "--store", store
     )
     assert other.returncode == 2
@@ -58,14 +58,14 @@ def test_a_condensing_run_from_the_command_line(tmp_path: Path) -> None:
 def test_condense_off_is_stored_and_sends_everything(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'cli.db'}"
     script = write_script(tmp_path, think_steps(30))
-    result = run_treadle(
-        "run", "think", "--workspace", str(tmp_path / "ws"), "--script", str(script),
+    result = invoke_treadle(
+        "run", "think", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(script),
         "--condense", "off", "--context-tokens", "600", "--store", store,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "condensation" not in result.stdout
-    bad = run_treadle(
-        "run", "x", "--workspace", str(tmp_path / "ws"), "--script", str(script),
+    bad = invoke_treadle(
+        "run", "x", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(script),
         "--condense", "sometimes", "--store", store,
     )  # fmt: skip
     assert bad.returncode == 2

@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.scripts import write_script
 from treadle.events.audit import audit_events
 from treadle.runtime.status import read_status
@@ -16,7 +16,7 @@ from treadle.store.urls import open_store
 
 
 def treadle(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_treadle(*args, columns=200, drop=("TREADLE_STORE", "TREADLE_MODEL"))
+    return invoke_treadle(*args, columns=200, drop=("TREADLE_STORE", "TREADLE_MODEL"))
 
 
 def terminal(command: str) -> dict:
@@ -56,7 +56,15 @@ def test_a_stored_conversation_continues_with_its_own_settings(tmp_path: Path) -
     )
     workspace = tmp_path / "ws"
     first = treadle(
-        "run", "first", "--workspace", str(workspace), "--script", str(script), "--store", url
+        "run",
+        "first",
+        "--create-workspace",
+        "--workspace",
+        str(workspace),
+        "--script",
+        str(script),
+        "--store",
+        url,
     )
     assert first.returncode == 0, first.stdout + first.stderr
     conversation_id = only_conversation(url)
@@ -138,7 +146,15 @@ def test_a_conversation_another_process_runs_is_refused_naming_the_holder(tmp_pa
     url = f"sqlite:///{tmp_path / 'run.db'}"
     script = write_script(tmp_path, [{"text": "one"}, {"text": "two"}])
     first = treadle(
-        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(script), "--store", url
+        "run",
+        "go",
+        "--create-workspace",
+        "--workspace",
+        str(tmp_path / "ws"),
+        "--script",
+        str(script),
+        "--store",
+        url,
     )
     assert first.returncode == 0, first.stdout + first.stderr
     conversation_id = only_conversation(url)
@@ -167,6 +183,6 @@ def test_continue_needs_a_known_conversation_and_a_new_run_its_task(tmp_path: Pa
     neither = treadle("run", "--store", url)
     assert neither.returncode == 2
     assert "--conversation ID" in neither.stderr
-    no_workspace = treadle("run", "a task", "--store", url)
+    no_workspace = treadle("run", "a task", "--store", url)  # in the current folder
     assert no_workspace.returncode == 2
-    assert "--workspace" in no_workspace.stderr
+    assert "no model given" in no_workspace.stderr

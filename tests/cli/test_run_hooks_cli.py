@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.fake_openai import FakeOpenAIServer
 from support.processes import host_pids_with
 
@@ -53,15 +53,15 @@ def script(tmp_path: Path, responses: list[dict[str, Any]]) -> Path:
 
 
 def stored_events(store: str) -> tuple[str, list[dict[str, Any]]]:
-    (listed,) = json.loads(run_treadle("conversations", "--json", "--store", store).stdout)
-    events = json.loads(run_treadle("log", listed["id"], "--json", "--store", store).stdout)
+    (listed,) = json.loads(invoke_treadle("conversations", "--json", "--store", store).stdout)
+    events = json.loads(invoke_treadle("log", listed["id"], "--json", "--store", store).stdout)
     return listed["id"], events
 
 
 def exported(tmp_path: Path, store: str, conversation: str) -> Path:
     """The whole stored log (state changes included) as a JSON Lines file."""
     path = tmp_path / "exported.jsonl"
-    done = run_treadle("export", "jsonl", conversation, "--store", store, "-o", str(path))
+    done = invoke_treadle("export", "jsonl", conversation, "--store", store, "-o", str(path))
     assert done.returncode == 0, done.stderr
     return path
 
@@ -70,8 +70,8 @@ def test_a_hook_blocks_rm_rf_in_a_real_run_and_the_log_audits_clean(tmp_path):
     workspace = workspace_with_data(tmp_path)
     store = f"sqlite:///{tmp_path / 'run.db'}"
     hooks = hook_file(tmp_path, str(guard(tmp_path)))
-    done = run_treadle(
-        "run", "tidy the workspace", "--workspace", str(workspace),
+    done = invoke_treadle(
+        "run", "tidy the workspace", "--create-workspace", "--workspace", str(workspace),
         "--script", str(script(tmp_path, [DELETE, FINISH])),
         "--hooks", str(hooks), "--store", store,
         env={"COLUMNS": "300"},
@@ -89,9 +89,9 @@ def test_a_hook_blocks_rm_rf_in_a_real_run_and_the_log_audits_clean(tmp_path):
     assert fact["hook"] == "PreToolUse"
     assert (fact["exit_code"], fact["decision"]) == (2, "block")
     assert fact["action_id"] == rejected["action_id"]
-    audit = run_treadle("audit", str(log))
+    audit = invoke_treadle("audit", str(log))
     assert audit.returncode == 0, audit.stdout
-    shown = run_treadle("log", conversation, "--store", store, columns=400)
+    shown = invoke_treadle("log", conversation, "--store", store, columns=400)
     assert "hooks PreToolUse 1" in shown.stdout
 
 
@@ -100,8 +100,8 @@ def test_the_models_next_request_holds_the_hooks_reason(tmp_path):
     store = f"sqlite:///{tmp_path / 'run.db'}"
     hooks = hook_file(tmp_path, str(guard(tmp_path)))
     with FakeOpenAIServer([DELETE, {"text": "understood, nothing deleted"}]) as server:
-        done = run_treadle(
-            "run", "tidy the workspace", "--workspace", str(workspace),
+        done = invoke_treadle(
+            "run", "tidy the workspace", "--create-workspace", "--workspace", str(workspace),
             "--model", "openai/test-model", "--base-url", server.base_url,
             "--hooks", str(hooks), "--store", store,
             env={"TREADLE_API_KEY": "sk-test-hooks-0123456789"},
@@ -121,8 +121,8 @@ def test_a_hook_past_its_timeout_does_not_hang_the_run(tmp_path):
     store = f"sqlite:///{tmp_path / 'run.db'}"
     marker = "treadle-cli-hook-sleeper"
     hooks = hook_file(tmp_path, f"sleep 600 # {marker}", timeout=1)
-    done = run_treadle(
-        "run", "tidy", "--workspace", str(workspace),
+    done = invoke_treadle(
+        "run", "tidy", "--create-workspace", "--workspace", str(workspace),
         "--script", str(script(tmp_path, [DELETE, FINISH])),
         "--hooks", str(hooks), "--store", store, "--sandbox", "none",
     )  # fmt: skip
@@ -140,16 +140,17 @@ def test_workspace_hooks_are_ignored_and_said_so_unless_trusted(tmp_path):
         hook_file(tmp_path, "echo 'workspace says no' >&2; exit 2").read_text()
     )
     store = f"sqlite:///{tmp_path / 'run.db'}"
-    args = ["--workspace", str(workspace), "--store", store, "--sandbox", "none"]
+    args = ["--create-workspace", "--workspace", str(workspace), "--store", store]
+    args += ["--sandbox", "none"]
     responses = [{"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi"}}]}]
-    ignored = run_treadle(
+    ignored = invoke_treadle(
         "run", "go", *args, "--script", str(script(tmp_path, [*responses, FINISH])),
         env={"COLUMNS": "300"},
     )  # fmt: skip
     assert ignored.returncode == 0, ignored.stdout + ignored.stderr
     assert "hooks ignored" in ignored.stdout
     assert "--trust-workspace-hooks" in ignored.stdout
-    trusted = run_treadle(
+    trusted = invoke_treadle(
         "run", "go", *args, "--script", str(script(tmp_path, [*responses, FINISH])),
         "--trust-workspace-hooks", "--store", f"sqlite:///{tmp_path / 'trusted.db'}",
     )  # fmt: skip
@@ -165,20 +166,20 @@ def test_a_bad_hooks_file_and_other_hooks_on_a_stored_conversation_exit_2(tmp_pa
     store = f"sqlite:///{tmp_path / 'run.db'}"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"hooks": {"Notification": []}}))
-    refused = run_treadle(
-        "run", "go", "--workspace", str(workspace), "--script",
+    refused = invoke_treadle(
+        "run", "go", "--create-workspace", "--workspace", str(workspace), "--script",
         str(script(tmp_path, [FINISH])), "--hooks", str(bad), "--store", store,
     )  # fmt: skip
     assert refused.returncode == 2
     assert "--hooks" in refused.stderr
     assert "'Notification' are not run by Treadle" in refused.stderr
-    first = run_treadle(
-        "run", "go", "--workspace", str(workspace), "--sandbox", "none", "--script",
+    first = invoke_treadle(
+        "run", "go", "--create-workspace", "--workspace", str(workspace), "--sandbox", "none", "--script",
         str(script(tmp_path, [FINISH])), "--store", store,
     )  # fmt: skip
     assert first.returncode == 0, first.stderr
     conversation, _events = stored_events(store)
-    other = run_treadle(
+    other = invoke_treadle(
         "run", "more", "--conversation", conversation, "--store", store,
         "--hooks", str(hook_file(tmp_path, "true")),
     )  # fmt: skip
@@ -192,8 +193,8 @@ def test_a_task_a_userpromptsubmit_hook_blocks_exits_2_and_reaches_no_model(tmp_
     entry = {"type": "command", "command": "echo 'no tasks on Sundays' >&2; exit 2"}
     hooks = tmp_path / "prompt.json"
     hooks.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [entry]}]}}))
-    done = run_treadle(
-        "run", "tidy", "--workspace", str(workspace), "--sandbox", "none",
+    done = invoke_treadle(
+        "run", "tidy", "--create-workspace", "--workspace", str(workspace), "--sandbox", "none",
         "--script", str(script(tmp_path, [DELETE, FINISH])), "--hooks", str(hooks),
         "--store", store,
     )  # fmt: skip

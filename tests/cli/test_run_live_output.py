@@ -32,7 +32,8 @@ def test_the_live_view_shows_output_before_the_command_ends(tmp_path: Path):
         ],
     )
     store_url = f"sqlite:///{tmp_path / 'run.db'}"
-    arguments = ["run", "print, wait, print", "--workspace", str(workspace), "--script"]
+    arguments = ["run", "print, wait, print", "--create-workspace", "--workspace", str(workspace)]
+    arguments.append("--script")
     child = subprocess.Popen(
         [sys.executable, "-m", "treadle", *arguments, str(script), "--store", store_url],
         stdout=subprocess.PIPE,
@@ -87,5 +88,5 @@ def test_the_live_view_never_sends_a_commands_control_characters_to_the_terminal
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert "\x1b" not in shown
     assert "\x07" not in shown
-    assert "red \\x1b[31mtext\\x1b]0;title\\x07" in shown
+    assert "red ␛[31mtext␛]0;title␇" in shown
     assert "[... earlier output not shown ...]" in shown  # the gap the offset shows

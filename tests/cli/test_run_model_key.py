@@ -23,7 +23,8 @@ def test_run_masks_the_model_key_of_its_environment(tmp_path):
     )
     store_url = f"sqlite:///{tmp_path / 'run.db'}"
     workspace = str(tmp_path / "ws")
-    arguments = ["run", "show it", "--workspace", workspace, "--script", str(script)]
+    arguments = ["run", "show it", "--create-workspace", "--workspace", workspace]
+    arguments += ["--script", str(script)]
     result = subprocess.run(
         [sys.executable, "-m", "treadle", *arguments, "--store", store_url],
         capture_output=True,

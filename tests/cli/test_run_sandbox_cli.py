@@ -48,7 +48,15 @@ def test_the_default_is_a_sandbox_and_an_unsandboxed_continuation_is_explicit_an
     workspace = str(tmp_path / "ws")
     first = script(tmp_path, "first.json", [READ_HOME, FINISH] * 3)  # three runs
     ran = run_treadle(
-        "run", "go", "--workspace", workspace, "--script", str(first), "--store", store_url
+        "run",
+        "go",
+        "--create-workspace",
+        "--workspace",
+        workspace,
+        "--script",
+        str(first),
+        "--store",
+        store_url,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "/home/sandbox" in ran.stdout  # the private HOME
@@ -93,7 +101,7 @@ def test_sandbox_none_runs_as_the_user(tmp_path):
     store_url = f"sqlite:///{tmp_path / 'run.db'}"
     steps = script(tmp_path, "s.json", [READ_HOME, FINISH])
     ran = run_treadle(
-        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(steps),
+        "run", "go", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(steps),
         "--sandbox", "none", "--store", store_url,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -106,14 +114,14 @@ def test_sandbox_none_runs_as_the_user(tmp_path):
 def test_a_sandbox_that_cannot_start_refuses_the_run_with_exit_2(tmp_path):
     steps = script(tmp_path, "s.json", [FINISH])
     ran = run_treadle(
-        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(steps),
+        "run", "go", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(steps),
         "--mount-ro", str(tmp_path / "missing"), "--store", f"sqlite:///{tmp_path / 'r.db'}",
     )  # fmt: skip
     assert ran.returncode == 2, ran.stdout + ran.stderr
     assert "no such path" in ran.stderr
     assert "Traceback" not in ran.stderr
     mixed = run_treadle(
-        "run", "go", "--workspace", str(tmp_path / "ws"), "--script", str(steps),
+        "run", "go", "--create-workspace", "--workspace", str(tmp_path / "ws"), "--script", str(steps),
         "--sandbox", "none", "--mount-ro", "/opt", "--store", f"sqlite:///{tmp_path / 'r.db'}",
     )  # fmt: skip
     assert mixed.returncode == 2
@@ -127,3 +135,60 @@ def test_a_missing_bubblewrap_says_why_and_how_to_fix_it(tmp_path):
     assert "bubblewrap is not installed" in message
     assert "apt-get install bubblewrap" in message
     assert "--sandbox none" in message
+
+
+def test_run_with_an_allow_list_records_it_and_refuses_a_bad_one(tmp_path):
+    store_url = f"sqlite:///{tmp_path / 'run.db'}"
+    workspace = str(tmp_path / "ws")
+    probe = {
+        "tool_calls": [
+            {"name": "terminal", "arguments": {"command": "curl -sS http://127.0.0.1:9/ ; echo"}}
+        ]
+    }
+    ran = run_treadle(
+        "run",
+        "go",
+        "--create-workspace",
+        "--workspace",
+        workspace,
+        "--script",
+        str(script(tmp_path, "probe.json", [probe, FINISH])),
+        "--network",
+        "allow=PyPI.org,127.0.0.1:8080",
+        "--store",
+        store_url,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "isolation: bubblewrap, network allow=pypi.org,127.0.0.1:8080" in ran.stdout
+    store = open_store(store_url)
+    try:
+        (info,) = store.list_conversations()
+        events = [item.event for item in store.get_range(info.id, 0, 10**6)]
+    finally:
+        store.close()
+    seen = next(e.content for e in events if e.kind == "observation")
+    assert "127.0.0.1:9 is not allowed (network allow=pypi.org,127.0.0.1:8080)" in seen
+    (fact,) = isolation_facts(store_url)
+    assert fact["network"] == "allow=pypi.org,127.0.0.1:8080"
+
+    for bad, said in [
+        ("allow=127.0.0.1", "name the port to allow"),
+        ("sometimes", "give off, on or allow="),
+    ]:
+        refused = run_treadle(
+            "run", "go", "--create-workspace", "--workspace", workspace, "--script", str(tmp_path / "probe.json"),
+            "--network", bad, "--store", store_url,
+        )  # fmt: skip
+        assert refused.returncode == 2
+        assert said in _flat(refused.stdout + refused.stderr)
+    unsandboxed = run_treadle(
+        "run", "go", "--create-workspace", "--workspace", workspace, "--script", str(tmp_path / "probe.json"),
+        "--network", "allow=pypi.org", "--sandbox", "none", "--store", store_url,
+    )  # fmt: skip
+    assert unsandboxed.returncode == 2
+    assert "applies to a sandbox only" in _flat(unsandboxed.stdout + unsandboxed.stderr)
+
+
+def _flat(text: str) -> str:
+    """Rich's error box, its borders and line breaks removed."""
+    return " ".join(text.replace("│", " ").split())

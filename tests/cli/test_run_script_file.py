@@ -15,7 +15,8 @@ def test_a_script_that_is_not_a_regular_file_is_bad_input(tmp_path: Path, kind: 
     script = {"device": Path("/dev/zero"), "fifo": tmp_path / "fifo", "folder": tmp_path}[kind]
     if kind == "fifo":
         os.mkfifo(script)
-    command = ["run", "x", "--workspace", str(tmp_path / "ws"), "--script", str(script)]
+    command = ["run", "x", "--create-workspace", "--workspace", str(tmp_path / "ws")]
+    command += ["--script", str(script)]
     result = subprocess.run(
         [sys.executable, "-m", "treadle", *command, "--store", f"sqlite:///{tmp_path / 'run.db'}"],
         capture_output=True,

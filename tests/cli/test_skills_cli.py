@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.fake_openai import FakeOpenAIServer
 from treadle.store.urls import open_store
 
@@ -24,7 +24,7 @@ def make_workspace(root):
 
 def test_skills_lists_what_would_load_as_json(tmp_path):
     workspace = make_workspace(tmp_path / "ws")
-    result = run_treadle("skills", str(workspace), "--json")
+    result = invoke_treadle("skills", str(workspace), "--json")
     assert result.returncode == 0, result.stderr
     listed = json.loads(result.stdout)
     assert listed["skills"] == [
@@ -52,18 +52,18 @@ def test_skills_lists_what_would_load_as_json(tmp_path):
 
 def test_skills_table_and_warnings(tmp_path):
     workspace = make_workspace(tmp_path / "ws")
-    result = run_treadle("skills", str(workspace), columns=200)
+    result = invoke_treadle("skills", str(workspace), columns=200)
     assert result.returncode == 0, result.stderr
     assert "always (system prompt)" in result.stdout
     assert "deploy, ship" in result.stdout
     assert "warning: skipped .treadle/skills/bad.md: line 3: bad YAML" in result.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert "no skills" in run_treadle("skills", str(empty)).stdout
+    assert "no skills" in invoke_treadle("skills", str(empty)).stdout
 
 
 def test_skills_of_a_missing_folder_is_bad_input(tmp_path):
-    result = run_treadle("skills", str(tmp_path / "absent"))
+    result = invoke_treadle("skills", str(tmp_path / "absent"))
     assert result.returncode == 2
     assert "is not a folder" in result.stderr
 
@@ -72,8 +72,8 @@ def test_run_sends_agents_md_first_and_the_triggered_skill_once(tmp_path):
     workspace = make_workspace(tmp_path / "ws")
     store_url = f"sqlite:///{tmp_path / 'run.db'}"
     with FakeOpenAIServer([{"text": "shipped"}]) as server:
-        result = run_treadle(
-            "run", "please deploy it, deploy now", "--workspace", str(workspace),
+        result = invoke_treadle(
+            "run", "please deploy it, deploy now", "--create-workspace", "--workspace", str(workspace),
             "--model", "openai/test-model", "--base-url", server.base_url, "--store", store_url,
             env={"TREADLE_API_KEY": ""}, columns=200,
         )  # fmt: skip
@@ -97,7 +97,7 @@ def test_run_sends_agents_md_first_and_the_triggered_skill_once(tmp_path):
 
 
 def test_bench_skills_measures_a_real_match():
-    result = run_treadle("bench", "skills", "--skills", "4", "--json")
+    result = invoke_treadle("bench", "skills", "--skills", "4", "--json")
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["skill_files"] == 4

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.waiting import wait_until
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.conversation import Conversation
@@ -40,11 +40,19 @@ FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
 def run_script(tmp_path: Path, url: str, workspace: Path, responses) -> str:
     script = tmp_path / f"script-{len(list(tmp_path.glob('script-*')))}.json"
     script.write_text(json.dumps({"responses": responses}))
-    ran = run_treadle(
-        "run", "go", "--workspace", str(workspace), "--script", str(script), "--store", url
+    ran = invoke_treadle(
+        "run",
+        "go",
+        "--create-workspace",
+        "--workspace",
+        str(workspace),
+        "--script",
+        str(script),
+        "--store",
+        url,
     )
     assert ran.returncode == 0, ran.stderr
-    listed = run_treadle("conversations", "--json", "--store", url)
+    listed = invoke_treadle("conversations", "--json", "--store", url)
     return json.loads(listed.stdout)[0]["id"]
 
 
@@ -80,31 +88,31 @@ def test_switch_diff_restore_fork_and_snapshots(tmp_path):
     )
     created, renamed, _finished = result_ids(url, conversation)
 
-    shown = run_treadle("diff", conversation, created, renamed, "--store", url)
+    shown = invoke_treadle("diff", conversation, created, renamed, "--store", url)
     assert shown.returncode == 0, shown.stderr
     assert "-def foo():\n+def bar():\n" in shown.stdout
-    missing = run_treadle("diff", conversation, created, "nope", "--store", url)
+    missing = invoke_treadle("diff", conversation, created, "nope", "--store", url)
     assert missing.returncode == 2
-    assert "'nope' is not in conversation" in missing.stderr
+    assert f"no event 'nope' in conversation {conversation}" in missing.stderr
 
-    switched = run_treadle("switch", conversation, created, "--restore-files", "--store", url)
+    switched = invoke_treadle("switch", conversation, created, "--restore-files", "--store", url)
     assert switched.returncode == 0, switched.stderr
     assert "1 file(s) changed" in switched.stdout
     assert (workspace / "code.py").read_text() == "def foo():\n"
     previous = restore_facts(url, conversation)[-1]["previous_snapshot"]
 
-    undone = run_treadle("restore", conversation, previous[:10], "--store", url, "--json")
+    undone = invoke_treadle("restore", conversation, previous[:10], "--store", url, "--json")
     assert undone.returncode == 0, undone.stderr
     assert json.loads(undone.stdout)["changed"] == ["code.py"]
     assert (workspace / "code.py").read_text() == "def bar():\n"
-    unknown = run_treadle("restore", conversation, "ffffffff", "--store", url)
+    unknown = invoke_treadle("restore", conversation, "ffffffff", "--store", url)
     assert unknown.returncode == 2
-    assert "is not recorded in it" in unknown.stderr
+    assert "no snapshot 'ffffffff' in conversation" in unknown.stderr
 
-    refused = run_treadle("fork", conversation, created, "--restore-files", "--store", url)
+    refused = invoke_treadle("fork", conversation, created, "--restore-files", "--store", url)
     assert refused.returncode == 2
     assert "--restore-files needs --workspace DIR" in refused.stderr
-    forked = run_treadle(
+    forked = invoke_treadle(
         "fork",
         conversation,
         created,
@@ -120,7 +128,7 @@ def test_switch_diff_restore_fork_and_snapshots(tmp_path):
     assert (tmp_path / "other" / "code.py").read_text() == "def foo():\n"
     assert (workspace / "code.py").read_text() == "def bar():\n"
 
-    listed = run_treadle("snapshots", conversation, "--store", url, "--json")
+    listed = invoke_treadle("snapshots", conversation, "--store", url, "--json")
     snapshots = json.loads(listed.stdout)["snapshots"]
     assert [s["after_event"] for s in snapshots][1:4] == [created, renamed, _finished]
     assert {s["reason"] for s in snapshots} == {None, "before restore"}
@@ -131,7 +139,7 @@ def test_switch_diff_restore_fork_and_snapshots(tmp_path):
     store = open_store(url)
     store.delete_conversation(conversation)
     store.close()
-    collected = run_treadle("snapshots", fork_id, "--gc", "--store", url, "--json")
+    collected = invoke_treadle("snapshots", fork_id, "--gc", "--store", url, "--json")
     assert collected.returncode == 0, collected.stderr
     gc = json.loads(collected.stdout)["gc"]
     assert gc["refs_dropped"] >= 3
@@ -141,7 +149,7 @@ def test_switch_diff_restore_fork_and_snapshots(tmp_path):
     assert not objects.exists(only_deleted)
     assert objects.exists(kept_by_fork)
     # The fork's snapshots survive the collection: it can still restore its own.
-    again = run_treadle("switch", fork_id, created, "--restore-files", "--store", url)
+    again = invoke_treadle("switch", fork_id, created, "--restore-files", "--store", url)
     assert again.returncode == 0, again.stderr
 
 
@@ -157,10 +165,10 @@ def test_no_snapshot_or_a_running_conversation_changes_nothing(tmp_path):
         conv.run()
         first, head = conv.active_path()[0].id, conv.head
     store.close()
-    switched = run_treadle("switch", conv.id, first, "--restore-files", "--store", url)
+    switched = invoke_treadle("switch", conv.id, first, "--restore-files", "--store", url)
     assert switched.returncode == 2
     assert "takes no workspace snapshots" in switched.stderr
-    shown = run_treadle("diff", conv.id, first, head, "--store", url)
+    shown = invoke_treadle("diff", conv.id, first, head, "--store", url)
     assert shown.returncode == 2
     assert "no snapshot covers event" in shown.stderr
     assert (workspace / "a.txt").exists()
@@ -171,7 +179,7 @@ def test_no_snapshot_or_a_running_conversation_changes_nothing(tmp_path):
     leases = open_leases(url)
     try:
         assert leases.acquire(conversation, f"{SERVER}-elsewhere", 30)
-        busy = run_treadle(
+        busy = invoke_treadle(
             "switch",
             conversation,
             result_ids(url, conversation)[0],

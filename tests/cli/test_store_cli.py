@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from treadle.events.model import ROOT, MessageEvent, StateChangeEvent
 from treadle.store.urls import open_store
 
 
 def treadle(*args: str, env_store: str | None = None) -> subprocess.CompletedProcess[str]:
-    return run_treadle(*args, env=None if env_store is None else {"TREADLE_STORE": env_store})
+    return invoke_treadle(*args, env=None if env_store is None else {"TREADLE_STORE": env_store})
 
 
 def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, fragment: str):

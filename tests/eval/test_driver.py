@@ -136,3 +136,31 @@ def test_treadle_schema_describes_the_eval_attempt_fact():
     ]
     described = state_change["properties"]["key"]["description"]
     assert f"`{EVAL_ATTEMPT_KEY}` (`{{eval, task, attempt, outcome}}`" in described
+
+
+def test_a_version_1_store_gains_epochs_and_keeps_its_results(tmp_path):
+    from treadle.eval.results import EVAL_TABLES
+
+    path = tmp_path / "store.db"
+    open_store(f"sqlite:///{path}").close()
+    with sqlite3.connect(path) as conn:
+        for statement in EVAL_TABLES:
+            conn.execute(statement)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('eval_schema_version', '1')")
+        conn.execute(
+            "INSERT INTO eval_runs VALUES ('old', 'f', 'sha', '{}', '{}', '[\"a\"]', 't', 't')"
+        )
+        conn.execute(
+            "INSERT INTO eval_tasks VALUES ('old', 'a', 0, 'done', 1, 'c', 1, "
+            "'{\"passed\": true}', 't')"
+        )
+    conn.close()
+    results = SqliteEvalResults(str(path))
+    try:
+        (row,) = results.tasks("old")
+        assert (row.task_id, row.epoch, row.passed, row.result) == ("a", 1, True, {"passed": True})
+        assert results.get_eval("old").inputs_sha256 == ""
+        results.start_attempt("old", "a", 0, "c2", epoch=2)
+        assert [r.epoch for r in results.tasks("old")] == [1, 2]
+    finally:
+        results.close()

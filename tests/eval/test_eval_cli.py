@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from support.cli import run_treadle
+from support.cli import invoke_treadle
 from support.eval_tasks import EXPECTED, write_eval
 
 
@@ -18,7 +18,9 @@ def test_a_bad_task_line_is_named_and_nothing_runs(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"id": "a", "instruction": "x", "workspace": ".", "verify": "true"}\n{oops\n')
     store = tmp_path / "store.db"
-    done = run_treadle("eval", "run", str(tasks), "--store", f"sqlite:///{store}", "--script", "s")
+    done = invoke_treadle(
+        "eval", "run", str(tasks), "--store", f"sqlite:///{store}", "--script", "s"
+    )
     assert done.returncode == 2
     assert f"error: {tasks}:2: not JSON" in done.stderr
     assert not store.exists()
@@ -27,7 +29,7 @@ def test_a_bad_task_line_is_named_and_nothing_runs(tmp_path):
 def test_a_cluster_needs_a_postgresql_store(tmp_path):
     tasks = write_eval(tmp_path, EXPECTED[:1])
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    done = run_treadle("eval", "run", str(tasks), "--store", url, "--ray-address", "auto")
+    done = invoke_treadle("eval", "run", str(tasks), "--store", url, "--ray-address", "auto")
     assert done.returncode == 2
     assert "cannot write this machine's SQLite file" in done.stderr
     assert "give a PostgreSQL store" in done.stderr
@@ -49,7 +51,7 @@ def test_tasks_without_a_model_need_one_given(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     (tmp_path / "w").mkdir()
     tasks.write_text('{"id": "a", "instruction": "x", "workspace": "w", "verify": "true"}\n')
-    done = run_treadle(
+    done = invoke_treadle(
         "eval", "run", str(tasks), "--store", f"sqlite:///{tmp_path / 'store.db'}",
         drop=("TREADLE_STORE", "TREADLE_MODEL"),
     )  # fmt: skip
@@ -71,7 +73,7 @@ def test_an_eval_id_that_is_not_a_url_segment_is_refused_and_nothing_runs(tmp_pa
     # fetch of /api/evals/.. is /api/ once the browser resolves the dots.
     tasks = write_eval(tmp_path, EXPECTED[:1])
     store = tmp_path / "store.db"
-    done = run_treadle(
+    done = invoke_treadle(
         "eval", "run", str(tasks), "--store", f"sqlite:///{store}", "--eval-id", eval_id
     )
     assert done.returncode == 2
@@ -89,7 +91,7 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_anything_runs(
     # It was found out after the whole eval had run: a traceback, and exit 1.
     tasks = write_eval(tmp_path, EXPECTED[:1])
     store = tmp_path / "store.db"
-    done = run_treadle(
+    done = invoke_treadle(
         "eval", "run", str(tasks), "--store", f"sqlite:///{store}", "-o", str(tmp_path / where)
     )
     assert done.returncode == 2
@@ -99,9 +101,10 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_anything_runs(
 
 
 def test_the_report_of_an_unknown_eval_is_refused(tmp_path):
-    done = run_treadle("eval", "report", "eval-nope", "--store", f"sqlite:///{tmp_path / 's.db'}")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    done = invoke_treadle("eval", "report", "eval-nope", "--store", url)
     assert done.returncode == 2
-    assert "no eval 'eval-nope' in this store" in done.stderr
+    assert f"no eval 'eval-nope' in {url}" in done.stderr  # the error names the store it read
 
 
 def test_a_task_without_a_result_after_its_retries_exits_1(tmp_path):
@@ -114,7 +117,7 @@ def test_a_task_without_a_result_after_its_retries_exits_1(tmp_path):
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me\n")
     report.symlink_to(precious)
-    done = run_treadle(
+    done = invoke_treadle(
         "eval", "run", str(tasks), "--store", f"sqlite:///{tmp_path / 'store.db'}",
         "--retries", "1", "-o", str(report),
     )  # fmt: skip

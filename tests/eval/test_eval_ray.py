@@ -84,12 +84,17 @@ def check_results(report: dict[str, Any], tmp_path: Path) -> None:
         assert applied == task.final_files, (task.id, result["patch"])
     passed = sum(task.passed for task in EXPECTED)
     summary = report["summary"]
+    share = passed / 12
     assert summary == {
         "tasks": 12,
+        "samples": 12,
+        "epochs": 1,
         "passed": passed,
         "failed": 12 - passed,
         "not_run": 0,
-        "pass_rate": round(passed / 12, 4),
+        "pass_rate": round(share, 4),
+        "stderr": round((share * (1 - share) * 12 / 11 / 12) ** 0.5, 4),
+        "pass_at_k": {"1": round(share, 4)},
         "tokens": sum(result["tokens"] for result in results),
         "cost_usd": 0.0,
         "seconds": summary["seconds"],
@@ -183,9 +188,12 @@ def test_the_same_eval_on_postgresql_gives_the_same_results(sqlite_eval, tmp_pat
         } | {"verify": {**result["verify"], "seconds": None}}
 
     assert report["eval_id"] == on_sqlite["eval_id"]
-    assert [comparable(r) for r in report["results"]] == [
-        comparable(r) for r in on_sqlite["results"]
-    ]
+    assert len(report["results"]) == len(on_sqlite["results"])
+    for on_postgres, on_lite in zip(report["results"], on_sqlite["results"], strict=True):
+        mine, theirs = comparable(on_postgres), comparable(on_lite)
+        differ = {key: (mine.get(key), theirs.get(key)) for key in mine.keys() | theirs.keys()}
+        # the keys that differ, each (postgres, sqlite): a failure says what, not "index 5"
+        assert mine == theirs, {k: pair for k, pair in differ.items() if pair[0] != pair[1]}
 
 
 def test_a_worker_killed_mid_task_is_retried_and_counted_once(tmp_path):

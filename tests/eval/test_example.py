@@ -29,4 +29,8 @@ def test_the_example_eval_gives_what_its_readme_says(tmp_path):
         assert results[task]["patch"].startswith("diff --git a/calc.py b/calc.py\n")
         assert results[task]["patch"].count("diff --git") == 1
     assert results["model-gives-up"]["patch"] == ""
-    assert "passed 2/4 (50%)" in done.stdout
+    assert "passed 2/4 (pass@1 50.0% ± 28.9%" in done.stdout
+    # The table names the model and says why each task not passed did not.
+    assert "model per task" in done.stdout
+    assert "wrong-fix (finished): verify exited 1" in done.stdout
+    assert "model-gives-up (error): the conversation ended error" in done.stdout

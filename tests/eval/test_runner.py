@@ -115,7 +115,9 @@ def test_a_patch_over_the_bound_is_not_kept_and_never_read_whole(tmp_path):
     assert result["status"] == "finished"
     assert result["patch"] == patch_too_large()
     assert len(result["patch"]) < 200
-    assert result["verify"]["exit_code"] == 0
+    assert result["verify"] is None  # a patch not kept cannot be scored: a failure
+    assert result["passed"] is False
+    assert "(MAX_PATCH_BYTES): it was not kept" in result["reason"]
     assert not list((tmp_path / "work").iterdir())
 
 
@@ -124,8 +126,9 @@ def test_the_task_timeout_stops_the_agent_and_its_commands(tmp_path):
     slow = task(tmp_path, [bash(marker), FINISH])
     result = run_task_attempt(job(tmp_path, slow, task_timeout_s=1.0))
     assert result["status"] == "timeout"
-    assert result["reason"] == "stopped after --task-timeout 1 s"
+    assert result["status_reason"] == "stopped after --task-timeout 1 s"
     assert result["verify"]["exit_code"] == 0  # verified all the same: the files are what they are
+    assert result["passed"] is False  # but only a finished conversation passes
     assert result["seconds"] < 30
     assert host_pids_with(marker) == []
 

@@ -233,7 +233,9 @@ def treadle_events() -> list:
             foreign, answer, legacy, root]  # fmt: skip
 
 
-@pytest.mark.parametrize("conversation_id", [str(uuid.uuid4()), "not-a-uuid"])
+@pytest.mark.parametrize(
+    "conversation_id", [str(uuid.uuid4()), "not-a-uuid"], ids=["uuid", "not-a-uuid"]
+)
 def test_treadle_events_round_trip_through_a_folder(tmp_path, conversation_id):
     events = treadle_events()
     head = events[-4].id  # a head with later events on its branch and beside it

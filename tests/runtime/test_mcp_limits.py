@@ -10,29 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import host_pids_with
+from support.processes import host_pids_with, record_cgroups
 from support.replays import FINISH, call, calls, recorded
 from treadle.events.model import ObservationEvent
 from treadle.runtime.workspace.sandbox import processes_limit
-from treadle.runtime.workspace.shell import CGROUP_PIDS_ROOT
 
 SERVER = Path(__file__).parents[1] / "support" / "mcp_server.py"
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap")
 
 
-def treadle_cgroups() -> list[Path]:
-    return sorted(CGROUP_PIDS_ROOT.glob("treadle-*")) if CGROUP_PIDS_ROOT.exists() else []
-
-
 @pytest.mark.skipif(processes_limit(16) is None, reason="needs a pids cgroup (root, cgroup v1)")
 def test_a_sandboxed_server_that_forks_many_processes_is_bounded(
-    store, workspace, tmp_path
+    store, workspace, tmp_path, monkeypatch
 ) -> None:
     script = tmp_path / "limited-mcp-server" / "server.py"
     script.parent.mkdir()
     shutil.copy(SERVER, script)
-    cgroups_before = treadle_cgroups()
+    made = record_cgroups(monkeypatch)
     limits = {"processes": 16, "memory_mib": 2048, "file_size_mib": 3, "cpu_seconds": 300}
     responses = [
         calls(call("mcp__demo__fork_many", {"count": 100})),
@@ -60,4 +55,5 @@ def test_a_sandboxed_server_that_forks_many_processes_is_bounded(
     assert cpu == "300"
     # Closed: the server, its children and its cgroup are gone.
     assert host_pids_with(str(script)) == []
-    assert treadle_cgroups() == cgroups_before
+    assert made, "the sandboxed server got no pids cgroup"
+    assert [path for path in made if path.exists()] == []

@@ -20,7 +20,7 @@ from treadle.runtime.settings import ConversationSettings, SettingsPolicy
 
 SERVER = Path(__file__).parents[1] / "support" / "mcp_server.py"
 SECRET = "s3cret-for-mcp-fact-4711"
-TOOLS = ["echo", "env_value", "reach", "fork_many", "rlimit", "crash"]
+TOOLS = ["echo", "env_value", "reach", "fetch", "fork_many", "rlimit", "crash"]
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap")
 
@@ -83,6 +83,6 @@ def test_each_run_records_the_servers_that_connected_or_failed_without_secrets(
     shown = run_treadle("log", conversation.id, "--store", f"sqlite:///{store_file}", columns=400)
     assert shown.returncode == 0, shown.stderr
     assert (
-        "MCP servers: demo (stdio, bubblewrap, network off): connected, 6 tool(s); web (http): "
+        f"MCP servers: demo (stdio, bubblewrap, network off): connected, {len(TOOLS)} tool(s); web (http): "
         "failed: cannot connect to MCP server 'web'" in " ".join(shown.stdout.split())
     )

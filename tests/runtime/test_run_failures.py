@@ -147,10 +147,14 @@ def test_any_exception_in_the_loop_records_error_with_its_cause(tmp_path, worksp
     second = first.model_copy(update={"id": "second", "parent_id": first.id})
     store.append_batch(conv.id, [prompt, user, first, second])
     with conv:
+        # Calls without a result under no "running" status wait for an answer (the state
+        # machine): nothing is asked until someone gives it.
+        assert conv.run() is Status.WAITING_FOR_CONFIRMATION
+        conv.reject(reason="calls of an older runtime")
+        assert conv.pending_actions() == []
         assert conv.run() is Status.ERROR
         assert "PROJECT-DUP-CALL" in (conv.status_reason or "")
         assert conv.stored_status() == (Status.ERROR, conv.status_reason)
-        assert conv.pending_actions() == []  # both calls closed with an agent error
     store.close()
 
 

@@ -335,3 +335,40 @@ def test_the_workspaces_git_folder_is_skipped_unless_the_settings_include_it(
                     in (first["skipped"])
                 )
                 assert git(workspace, "log", "--format=%s").split() == ["two", "one"]
+
+
+@pytest.mark.parametrize("exclude", [None, []])
+def test_caches_are_left_out_of_snapshots_unless_the_settings_say_otherwise(
+    store, workspace, exclude
+):
+    # A workspace without a .gitignore: Python's caches used to show as changes of every call.
+    make = bash(
+        "mkdir -p pkg/__pycache__ .pytest_cache && echo y > pkg/m.py && "
+        "echo x > pkg/__pycache__/m.cpython-311.pyc && echo z > top.pyc && "
+        "echo c > .pytest_cache/v"
+    )
+    fields = {} if exclude is None else {"snapshots": {"exclude": exclude}}
+    with create(store, workspace, [make, FINISH], **fields) as conv:
+        conv.send_message("make files")
+        conv.run()
+        taken = facts(store, conv.id, SNAPSHOT_KEY)[-1]
+    caches = {".pytest_cache/v", "pkg/__pycache__/m.cpython-311.pyc", "top.pyc"}
+    if exclude is None:
+        assert list(taken["changed"]) == ["pkg/m.py"]
+        assert {entry.removesuffix(" (ignored)") for entry in taken["skipped"]} >= {
+            "pkg/__pycache__/",
+            ".pytest_cache/",
+            "top.pyc",
+        }
+    else:
+        assert set(taken["changed"]) == {"pkg/m.py", *caches}
+
+
+def test_a_snapshot_exclude_pattern_must_be_one_line():
+    from pydantic import ValidationError
+
+    from treadle.api.settings import SnapshotSettings
+
+    with pytest.raises(ValidationError, match="one line"):
+        SnapshotSettings(exclude=("ok/", "two\nlines"))
+    assert SnapshotSettings().exclude[0] == "__pycache__/"

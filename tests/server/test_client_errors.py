@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.server_process import ServerProcess, free_port
+from support.server_process import ServerProcess
 from treadle.client import (
     AuthError,
     BadResponse,
@@ -94,8 +94,8 @@ def test_a_refused_key_stops_the_stream_with_4401(keyed_server, settings_for) ->
     assert "API key" in caught.value.reason
 
 
-def test_a_server_that_is_gone_is_retried_a_bounded_number_of_times() -> None:
-    nowhere = HttpApi(f"http://127.0.0.1:{free_port()}")  # nothing listens there
+def test_a_server_that_is_gone_is_retried_a_bounded_number_of_times(nowhere_port: int) -> None:
+    nowhere = HttpApi(f"http://127.0.0.1:{nowhere_port}")  # nothing listens there
     subscription = EventSubscription(nowhere, "c", max_retries=3, max_backoff_s=0.01)
     with pytest.raises(StreamUnavailable) as caught:
         consume(subscription)
@@ -192,8 +192,10 @@ def test_an_answer_over_the_size_limit_is_refused(client, settings_for) -> None:
     assert len(conversation.active_path()) >= 1
 
 
-def test_gets_are_retried_a_bounded_number_of_times_and_other_methods_never() -> None:
-    nowhere = HttpApi(f"http://127.0.0.1:{free_port()}", max_retries=2, max_retry_wait_s=0.01)
+def test_gets_are_retried_a_bounded_number_of_times_and_other_methods_never(
+    nowhere_port: int,
+) -> None:
+    nowhere = HttpApi(f"http://127.0.0.1:{nowhere_port}", max_retries=2, max_retry_wait_s=0.01)
     sent: list[str] = []
     nowhere._client.event_hooks["request"] = [lambda request: sent.append(request.method)]
     with pytest.raises(ConnectionFailed) as caught:

@@ -21,15 +21,21 @@ from treadle.runtime.status import ConversationStatus as Status
 FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
 
 
-def slow_steps(count: int, seconds: float) -> list[dict]:
-    return [
-        {
-            "tool_calls": [
-                {"name": "terminal", "arguments": {"command": f"sleep {seconds}; echo step {i}"}}
-            ]
-        }
-        for i in range(count)
-    ]
+RELEASE = "release"
+"""The file (in the workspace) whose creation lets the first call of ``held_steps`` end."""
+
+
+def held_steps(count: int) -> list[dict]:
+    """``count`` terminal calls; the first runs until the test creates ``RELEASE`` in the
+    workspace, so what the test sends meanwhile meets a call in progress however slowly the
+    machine runs (a ``sleep`` of a fixed length may end first on a loaded one)."""
+    hold = f"until [ -e {RELEASE} ]; do sleep 0.05; done; echo step 0"
+    commands = [hold, *(f"echo step {i}" for i in range(1, count))]
+    return [{"tool_calls": [{"name": "terminal", "arguments": {"command": c}}]} for c in commands]
+
+
+def release(tmp_path: Path) -> None:
+    (tmp_path / "workspace" / RELEASE).touch()  # settings_for's workspace
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -54,24 +60,28 @@ def two_servers(shared_store_url, tmp_path) -> Iterator[tuple[TreadleClient, Tre
     assert_store_audits_clean(shared_store_url)
 
 
-def test_a_pause_sent_to_b_stops_the_run_a_holds(two_servers, settings_for):
+def test_a_pause_sent_to_b_stops_the_run_a_holds(two_servers, settings_for, tmp_path):
     via_a, via_b = two_servers
-    on_a = via_a.create_conversation(settings_for([*slow_steps(10, 0.3), FINISH]), id="shared")
+    on_a = via_a.create_conversation(settings_for([*held_steps(10), FINISH]), id="shared")
     on_a.send_message("work slowly")
     on_a.run(wait=False)
     on_b = via_b.conversation("shared")
     wait_until(lambda: bool(on_b.pending_actions()))
     on_b.pause()  # 202
+    release(tmp_path)
     assert on_a.wait(timeout_s=30) is Status.PAUSED
     path = on_b.active_path()
     assert isinstance(path[-1], PauseEvent)
-    assert sum(1 for event in path if event.kind == "observation") < 10
+    # The pause came during the first call: no second call was made.
+    assert sum(1 for event in path if event.kind == "observation") <= 1
     assert on_b.pending_actions() == []
 
 
-def test_a_reject_sent_to_b_during_a_call_of_a_is_409_and_stores_nothing(two_servers, settings_for):
+def test_a_reject_sent_to_b_during_a_call_of_a_is_409_and_stores_nothing(
+    two_servers, settings_for, tmp_path
+):
     via_a, via_b = two_servers
-    on_a = via_a.create_conversation(settings_for([*slow_steps(2, 1.0), FINISH]), id="shared")
+    on_a = via_a.create_conversation(settings_for([*held_steps(2), FINISH]), id="shared")
     on_a.send_message("work slowly")
     on_a.run(wait=False)
     on_b = via_b.conversation("shared")
@@ -79,14 +89,17 @@ def test_a_reject_sent_to_b_during_a_call_of_a_is_409_and_stores_nothing(two_ser
     with pytest.raises(RemoteError) as caught:
         on_b.reject(reason="no")
     assert caught.value.status == 409
+    release(tmp_path)
     assert on_a.wait(timeout_s=30) is Status.FINISHED
     assert on_b.count(kinds=["user_rejection"]) == 0
     assert on_b.audit().violations == []
 
 
-def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(two_servers, settings_for):
+def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(
+    two_servers, settings_for, tmp_path
+):
     via_a, via_b = two_servers
-    on_a = via_a.create_conversation(settings_for([*slow_steps(3, 0.5), FINISH]), id="shared")
+    on_a = via_a.create_conversation(settings_for([*held_steps(3), FINISH]), id="shared")
     on_a.send_message("work slowly")
     on_a.run(wait=False)
     on_b = via_b.conversation("shared")
@@ -94,8 +107,9 @@ def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(two_server
     answer = httpx.post(
         f"{via_b.api.base_url}/api/conversations/shared/messages", json={"text": "also say hello"}
     )
-    assert answer.status_code == 202, answer.text
+    assert answer.status_code == 202, answer.text  # queued: a call is in progress
     message_id = answer.json()["id"]
+    release(tmp_path)
     assert on_a.wait(timeout_s=30) is Status.FINISHED
     path = on_b.active_path()
     index = next(i for i, event in enumerate(path) if event.id == message_id)
@@ -106,9 +120,9 @@ def test_a_message_sent_to_b_during_a_call_is_stored_after_its_result(two_server
     assert on_b.audit().violations == []
 
 
-def test_delete_and_replace_through_b_while_a_runs_are_409(two_servers, settings_for):
+def test_delete_and_replace_through_b_while_a_runs_are_409(two_servers, settings_for, tmp_path):
     via_a, via_b = two_servers
-    on_a = via_a.create_conversation(settings_for([*slow_steps(3, 0.5), FINISH]), id="shared")
+    on_a = via_a.create_conversation(settings_for([*held_steps(3), FINISH]), id="shared")
     on_a.send_message("work slowly")
     on_a.run(wait=False)
     on_b = via_b.conversation("shared")
@@ -124,6 +138,7 @@ def test_delete_and_replace_through_b_while_a_runs_are_409(two_servers, settings
     with pytest.raises(RemoteError) as caught:
         on_b.delete()
     assert caught.value.status == 409
+    release(tmp_path)
     assert on_a.wait(timeout_s=30) is Status.FINISHED
     assert on_b.audit().violations == []
 

@@ -109,7 +109,7 @@ def test_a_failed_background_run_records_error_with_its_cause(store_url, setting
         # What the API's view and the stream show is this recorded status.
         last = store.search(conversation.id, EventQuery(order="desc", limit=1)).items[0]
         facts = StreamState().advance(last.event)
-        assert facts["status"] == {"status": "error", "reason": reason}
+        assert facts["status"] == {"status": "error", "reason": reason, "controls": ["run"]}
         assert facts["run_finished"]
         # The lease was released: the conversation can run again.
         runs.start(conversation.id, lambda c: c.send_message("again"), "run")

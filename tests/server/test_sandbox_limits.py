@@ -93,3 +93,73 @@ def test_a_server_that_allows_no_sandbox_runs_one_when_asked_for_none(tmp_path: 
     assert isolation.sandbox == "none"
     assert isolation.unsandboxed_runs == 1
     assert_store_audits_clean(store_url)
+
+
+def test_a_servers_allow_list_bounds_its_clients_lists(tmp_path: Path):
+    import http.server
+    import threading
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "17")
+            self.end_headers()
+            self.wfile.write(b"allowed and read\n")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    local = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    served = threading.Thread(target=local.serve_forever, daemon=True)
+    served.start()
+    port = local.server_address[1]
+    limit = f"allow=*.example.com,127.0.0.1:{port}"
+    store_url = f"sqlite:///{tmp_path / 'server.db'}"
+    server = ServerProcess(store_url, log_dir=tmp_path, extra_args=["--network", limit]).start()
+    workspace = tmp_path / "ws"
+    try:
+        with TreadleClient(server.base_url) as client:
+            for wider, named in [
+                (f"allow=127.0.0.1:{port},evil.org", "evil.org"),
+                ("allow=*.com.example.com,example.com", "example.com (not within"),
+                ("on", "network on"),
+            ]:
+                settings = ConversationSettings.scripted_inline(
+                    [FINISH], workspace, sandbox=SandboxSettings(network=wider)
+                )
+                with pytest.raises(RemoteError) as refused:
+                    client.create_conversation(settings)
+                assert (refused.value.status, refused.value.code) == (403, "sandbox_refused")
+                assert named in refused.value.message
+                assert limit in refused.value.message
+            mcp = ConversationSettings.scripted_inline(
+                [FINISH],
+                workspace,
+                sandbox=SandboxSettings(network=f"allow=127.0.0.1:{port}"),
+                mcp_servers={"web": {"command": "/bin/true", "network": "allow=evil.org"}},
+            )
+            with pytest.raises(RemoteError) as refused:
+                client.create_conversation(mcp)
+            assert refused.value.status == 403
+            assert "evil.org" in refused.value.message
+
+            fetch = terminal(f"curl -sS http://127.0.0.1:{port}/")
+            within = ConversationSettings.scripted_inline(
+                [fetch, FINISH],
+                workspace,
+                sandbox=SandboxSettings(network=f"allow=127.0.0.1:{port}"),
+            )
+            conversation = client.create_conversation(within)
+            conversation.send_message("go")
+            assert conversation.run() is Status.FINISHED
+            output = next(e for e in conversation.active_path() if e.kind == "observation").content
+            isolation = conversation.info().isolation
+    finally:
+        server.stop()
+        local.shutdown()
+        local.server_close()
+    assert "allowed and read" in output
+    assert isolation is not None
+    assert isolation.network == f"allow=127.0.0.1:{port}"
+    assert f"network allow=127.0.0.1:{port}" in isolation.text
+    assert_store_audits_clean(store_url)

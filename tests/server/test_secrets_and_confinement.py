@@ -67,8 +67,14 @@ def test_a_stored_script_path_is_not_opened_by_the_server(
         conversation = client.conversation("from-cli")
         with pytest.raises(RemoteError) as caught:
             conversation.run()
+        # Forking it is refused in the user's words: which file, and what would let it be read.
+        with pytest.raises(RemoteError) as forked:
+            conversation.fork()
     assert (caught.value.status, caught.value.code) == (409, "not_runnable")
-    assert "script file is accepted only inside" in caught.value.message
+    for refused in (caught.value, forked.value):
+        assert str(script) in refused.message
+        assert "inside its --workspace-root" in refused.message
+        assert "treadle fork" in refused.message
 
 
 @pytest.fixture

@@ -224,6 +224,7 @@ def test_the_python_client_mirrors_status_and_head_from_the_frames(client, setti
     assert subscription.status == {
         "status": "finished",
         "reason": conversation.info().status_reason,
+        "controls": [],  # what "finished" offers (api.status.CONTROLS): a new message only
     }
     assert subscription.head == conversation.head
     assert [f["type"] for f in frames].count("run_finished") == 1

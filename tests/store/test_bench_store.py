@@ -15,6 +15,7 @@ REQUIRED = {
     "append_durable_per_s",
     "append_fast_per_s",
     "raw_sqlite_durable_per_s",
+    "append_durable_8_writers_per_s",
     "raw_sqlite_fast_per_s",
     "append_growth_ratio",
     "open_and_window_s",

@@ -13,7 +13,9 @@ from collections import Counter
 
 import pytest
 
+from support.postgres import backends
 from support.store_workers import append_until_killed
+from support.waiting import wait_until
 from treadle.events.audit import audit_events
 from treadle.events.tree import EventTree
 from treadle.store.urls import open_store
@@ -40,6 +42,10 @@ def _kill_at_random(url: str, conversation: str, round_number: int, rng: random.
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.join(30)
+    if url.startswith("postgresql"):
+        # The killed child's server backend may still commit what it had been sent; the check
+        # reads the count and the rows apart, so it waits until that backend is gone.
+        wait_until(lambda: backends(url) == 0, 30, "the killed child's connections ended")
     while True:
         try:
             acknowledged.append(receiver.recv())

@@ -90,7 +90,7 @@ def test_a_full_database_is_store_unavailable_and_stores_nothing(tmp_path: Path)
     with SqliteEventStore(tmp_path / "store.db") as store:
         store.create_conversation("c")
         store.append("c", msg("a", ROOT))
-        conn = store._conn()  # SQLite's own limit: the file may not grow by a page
+        conn = store._holder().conn  # SQLite's own limit: the file may not grow by a page
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count = {pages}")
         with pytest.raises(StoreUnavailable, match="disk is full"):

@@ -454,14 +454,13 @@ def test_closing_the_store_ends_a_waiting_subscriber(postgres_url):
     reader = threading.Thread(target=lambda: seen.extend(s.seq for s in stream))
     reader.start()
     store.append("c", msg("a", ROOT))
-    time.sleep(0.3)
-    assert _subscriber_connections(postgres_url) == 1
+    wait_until(lambda: _subscriber_connections(postgres_url) == 1, 30, "the subscriber connected")
     store.close()
     reader.join(timeout=10)
     assert not reader.is_alive()
     assert seen == [0]
     # The server ends a closed connection's backend on its own schedule.
-    wait_until(lambda: _subscriber_connections(postgres_url) == 0, 10, "subscriber gone")
+    wait_until(lambda: _subscriber_connections(postgres_url) == 0, 30, "subscriber gone")
 
 
 def _subscriber_connections(url: str) -> int:
@@ -519,4 +518,4 @@ def test_a_closed_stream_releases_its_connection(postgres_url):
         next(stream)
         assert _subscriber_connections(postgres_url) == 1
         stream.close()
-        wait_until(lambda: _subscriber_connections(postgres_url) == 0, 10, "subscriber gone")
+        wait_until(lambda: _subscriber_connections(postgres_url) == 0, 30, "subscriber gone")

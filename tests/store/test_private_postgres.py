@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +29,24 @@ sys.exit(3)
 """
 
 
+@pytest.fixture
+def own_temp() -> Iterator[Path]:
+    """A temp folder for this test's server alone (others' servers are not counted); outside
+    pytest's own, whose folders the ``postgres`` user that runs initdb may not enter."""
+    folder = Path(tempfile.mkdtemp(prefix="treadle-pgtest-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_private_server_runs_the_command_and_is_removed_after(tmp_path):
+def test_private_server_runs_the_command_and_is_removed_after(own_temp):
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--private", sys.executable, "-c", CHILD],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "TMPDIR": str(own_temp)},  # its folder, apart from other runs' servers
     )
     assert done.returncode == 3, done.stderr  # the command's own exit code
     url, port = done.stdout.split()
@@ -39,10 +54,11 @@ def test_private_server_runs_the_command_and_is_removed_after(tmp_path):
     assert url.endswith("/test")
     folder = Path(done.stderr.strip().rsplit(" in ", 1)[1])
     assert folder.name.startswith("treadle-pg-")
+    assert folder.parent == own_temp
     assert not folder.exists()
     with socket.socket() as probe:  # the server is stopped
         assert probe.connect_ex(("127.0.0.1", int(port))) != 0
-    assert not list(Path("/tmp").glob("treadle-pg-*/data/postmaster.pid"))
+    assert not list(own_temp.glob("treadle-pg-*"))
 
 
 def test_command_runs_as_it_is_when_a_server_is_named(tmp_path, monkeypatch):

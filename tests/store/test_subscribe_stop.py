@@ -61,7 +61,7 @@ def test_stop_ends_a_waiting_subscription_and_frees_its_connection(store: EventS
     # the process holds a lock on the file (POSIX locks are per process); PostgreSQL none (its
     # server ends a closed connection's backend on its own schedule: wait for it).
     bound = before + (0 if store.url.startswith("postgresql") else 1)
-    wait_until(lambda: _subscription_connections(store) <= bound, 10, "connections freed")
+    wait_until(lambda: _subscription_connections(store) <= bound, 30, "connections freed")
     for _ in range(3):  # and nothing more per subscription
         assert _follow_then_stop(store, conversation_id)[0] == [0]
-        wait_until(lambda: _subscription_connections(store) <= bound, 10, "connections freed")
+        wait_until(lambda: _subscription_connections(store) <= bound, 30, "connections freed")

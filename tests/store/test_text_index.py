@@ -21,7 +21,7 @@ from support.waiting import wait_until
 from treadle.events.model import ROOT, ActionEvent, MessageEvent
 from treadle.store import sqlite_schema, sqlite_text
 from treadle.store.base import EventQuery
-from treadle.store.sqlite import SqliteEventStore
+from treadle.store.sqlite import BULK_INDEX_EVENTS, SqliteEventStore
 
 # Characters where a scan and a trigram index could disagree: case, letters whose case folding
 # leaves ASCII (Kelvin sign, dotted I, sharp s), JSON escapes (quote, backslash, newline,
@@ -170,7 +170,7 @@ def test_the_index_answers_indexed_needles(tmp_path: Path) -> None:
         store.create_conversation("c")
         _fill(store, "c", [(True, f"word {i}", None) for i in range(5)])
         store.index_text()
-        conn = store._conn()
+        conn = store._holder().conn
         conditions = " AND instr(lower(payload), ?) > 0"
         plan = [
             row[-1]
@@ -274,7 +274,7 @@ def test_the_index_stays_right_while_another_process_appends(tmp_path: Path) -> 
         everything = EventQuery(text='"source":"user"', limit=2000)
         assert [i.seq for i in store.search("c", everything).items] == list(range(1000))
         assert store.count("c", everything) == 1000
-        conn = store._conn()
+        conn = store._holder().conn
         rows = conn.execute(
             "SELECT count(*) FROM events_text WHERE events_text MATCH '\"sou\"'"
         ).fetchone()[0]
@@ -291,7 +291,7 @@ def test_deleting_a_conversation_deletes_its_index_rows(tmp_path: Path) -> None:
         store.create_conversation("gone")
         _fill(store, "gone", [(True, f"gone needle {i}", None) for i in range(30)])
         store.index_text()
-        conn = store._conn()
+        conn = store._holder().conn
 
         def index_rows() -> int:
             return int(
@@ -361,5 +361,26 @@ def test_filtered_pages_and_counts_of_frequent_needles_equal_the_scan(
         scanned = _answers(store, "c", queries)
         store.index_text()
         assert _answers(store, "c", queries) == scanned
+    finally:
+        store.close()
+
+
+def test_a_bulk_load_is_indexed_when_it_returns_and_a_live_append_is_not(tmp_path: Path) -> None:
+    # An import appends its log as one batch: a search right after it must not scan the log.
+    store = SqliteEventStore(tmp_path / "s.db")
+    try:
+        store.create_conversation("bulk")
+        events, parent = [], ROOT
+        for n in range(BULK_INDEX_EVENTS):
+            events.append(_message(f"b{n}", f"imported line {n}", parent))
+            parent = f"b{n}"
+        store.append_batch("bulk", events)
+        assert store.text_index_lag("bulk") == 0
+        found = store.search("bulk", EventQuery(text="imported line 777"))
+        assert [item.event.id for item in found.items] == ["b777"]
+        # a live append (one event, or a small batch) leaves the index to the indexer
+        store.append("bulk", _message("live", "a live line", parent))
+        store.append_batch("bulk", [_message("small", "a small batch", "live")])
+        assert store.text_index_lag("bulk") == 2
     finally:
         store.close()

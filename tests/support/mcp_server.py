@@ -35,6 +35,21 @@ def reach(host: str, port: int) -> str:
 
 
 @server.tool()
+def fetch(url: str) -> str:
+    """GET a URL with Python's urllib (which honours the proxy variables): body or error."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return answer.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as error:
+        return f"HTTP {error.code}: {error.read().decode('utf-8', 'replace')}"
+    except OSError as error:
+        return f"failed: {error}"
+
+
+@server.tool()
 def fork_many(count: int) -> str:
     """Start ``count`` sleeping child processes: how many started, and the first refusal."""
     started = 0

@@ -47,3 +47,21 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def record_cgroups(monkeypatch) -> list[Path]:
+    """The cgroups this process makes from now on, pids and memory (only its own: tests
+    running beside it make theirs under the same roots)."""
+    from treadle.runtime.workspace import shell
+
+    made: list[Path] = []
+    make = shell._make_cgroup
+
+    def recording(root: Path, name: str, settings):
+        path = make(root, name, settings)
+        if path is not None:
+            made.append(path)
+        return path
+
+    monkeypatch.setattr(shell, "_make_cgroup", recording)
+    return made

@@ -48,6 +48,9 @@ def test_create_send_and_watch_parallel_calls(
     page.wait_for_selector("body[data-interactive='true']")
     expect(page.locator("#conversation-list li.active")).to_contain_text("Parallel calls")
 
+    # Live frames carry their transcript updates: the page fetches the transcript no more.
+    fetched: list[str] = []
+    page.on("request", lambda request: _note_transcript(fetched, request.url))
     page.fill(".composer textarea", "Run three commands")
     page.click("text=Send & run")
     calls = page.locator(".item-response .call")
@@ -64,6 +67,7 @@ def test_create_send_and_watch_parallel_calls(
         expect(call.locator(".result .output")).to_contain_text(word)
     expect(page.locator(".item-message.from-agent")).to_contain_text("All three ran.")
     screenshot(page, "parallel-calls-done")
+    assert fetched == []
 
 
 def test_results_in_any_order_and_a_dropped_stream(
@@ -126,3 +130,8 @@ def result_of(call: ActionEvent, content: str, parent: str) -> ObservationEvent:
 
 def re_class(name: str) -> re.Pattern[str]:
     return re.compile(rf"(^|\s){name}(\s|$)")
+
+
+def _note_transcript(fetched: list[str], url: str) -> None:
+    if "/transcript" in url:
+        fetched.append(url)

@@ -1,6 +1,9 @@
 """The Canvas mirrors the server's views: no JS module it loads batches calls, pairs results
 with calls (by tool_call_id or action_id), resolves the legacy parent rule, or steps one seq back
-to recover status, or adds up usage totals (docs/stream.md)."""
+to recover status, or adds up usage totals (docs/stream.md); nor renames the server's item types,
+decides what a condensation folds, tells a call waiting or running from the status, counts the
+runs without a sandbox, or refetches the transcript for a live frame (the frame says what
+changed)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,25 @@ RULES = {
     "sums model calls' usage": re.compile(
         r"\bUSAGE_KINDS\b|\b(?:prompt_tokens|completion_tokens|cost_usd)\s*=[^;\n]*\+[^;\n]*\busage\."
     ),
+    # The cards are keyed by the server's own item types, and a call is drawn as it comes.
+    "renames the server's item types": re.compile(
+        r"\bCARD_TYPES\b|\b(?:system_prompt|result|state_change|foreign)\s*:\s*[\"'](?:system|orphan|other)[\"']"
+    ),
+    "adds an empty extra to calls": re.compile(r"\bextra\s*:\s*\[\s*\]|\bcall\.extra\b"),
+    # What a condensation folds is each item's ``folded_by`` (the server's).
+    "collapses what a condensation forgot": re.compile(
+        r"forgotten_event_ids[^;\n]*(?:\.add\(|new Set|\.has\()|\bforgotten\.has\(|\bisForgotten\b"
+    ),
+    # A call's waiting or running is its ``state`` (the server decides it from the status).
+    "tells waiting or running from the status": re.compile(
+        r"status\s*[!=]==\s*[\"'](?:waiting_for_confirmation|running)[\"']\s*(?:\)\s*return\b|\?)"
+    ),
+    # The runs without a sandbox are counted by the server (the view, an isolation frame).
+    "counts runs without a sandbox": re.compile(
+        r"unsandboxed_runs\s*\?\?\s*0|sandbox\s*===\s*[\"']none[\"']\s*\?[^;\n]*\+\s*1"
+    ),
+    # Each event frame carries its transcript updates: nothing is fetched again for one.
+    "refetches the transcript for a live frame": re.compile(r"\brefreshTail\b|\bTAIL_AGAIN\b"),
 }
 
 
@@ -70,6 +92,17 @@ def test_the_rules_would_be_found(tmp_path):
         "this.connect(Math.max(-1, this.lastSeq - 1));",
         'const USAGE_KINDS = new Set(["action", "message", "condensation"]);',
         "this.view.cost_usd = (this.view.cost_usd ?? 0) + (event.usage.cost_usd ?? 0);",
+        'const CARD_TYPES = { system_prompt: "system", result: "orphan", state_change: "other" };',
+        "item.calls = raw.calls.map((call) => ({ ...call, extra: [] }));",
+        "for (const extra of call.extra) box.append(renderResult(extra, ctx));",
+        'if (event.kind === "condensation") for (const id of event.forgotten_event_ids ?? []) ids.add(id);',
+        "return forgotten.has(item.entry.event.id);",
+        'if (ctx.status === "waiting_for_confirmation") return "waiting";',
+        'return ctx.status === "running" ? "running" : "pending";',
+        'if (this.screen.status !== "waiting_for_confirmation") return [];',
+        "const earlier = this.view?.isolation?.unsandboxed_runs ?? 0;",
+        'this.showIsolation(event.value, event.value.sandbox === "none" ? earlier + 1 : earlier);',
+        "await timeline.refreshTail(wanted);",
     ]
     for line in old:
         assert any(pattern.search(line) for pattern in RULES.values()), line

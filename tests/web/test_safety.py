@@ -132,7 +132,9 @@ def test_injected_html_in_an_evals_results_is_inert(page: Page, web_server: Serv
         f"{SCRIPT} ({IMG}, {FAKE_BUTTON} workers)"
     )
     row = page.locator(".eval-screen tbody tr[data-task-id='t1']")
-    expect(row.locator("td").first).to_have_attribute("title", f"setup exited 1: {PAYLOAD}")
+    reason = row.locator("td.eval-reason")
+    expect(reason).to_have_attribute("title", f"setup exited 1: {PAYLOAD}")
+    expect(reason).to_have_text(f"setup exited 1: {PAYLOAD}")  # shown as text, not markup
     expect(page.locator("#eval-list li[data-eval-id='eval-hostile']")).to_be_visible()
     assert page.locator("img, script:not([src]), iframe, [onclick], [onerror]").count() == 0
     assert page.evaluate("typeof window.__pwned") == "undefined"

@@ -1,67 +1,73 @@
 """``treadle.api``: the wire models the agent server and the typed client share (settings data,
 statuses, request and response bodies, the error body). Pydantic and the event model only: it
-imports nothing of the runtime, the store or the server, so a client loads none of them."""
+imports nothing of the runtime, the store or the server, so a client loads none of them.
 
-from treadle.api.errors import ErrorBody, ErrorDetail
-from treadle.api.ids import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, conversation_id_problem
-from treadle.api.mcp import MCPServerConfig, mcp_tool_name
-from treadle.api.requests import (
-    SEQ_MAX,
-    SEQ_MIN,
-    TITLE_MAX,
-    ActionChoice,
-    ConversationId,
-    CreateConversation,
-    ForkRequest,
-    MoveHead,
-    RaiseBudget,
-    RejectRequest,
-    RestoreRequest,
-    RunRequest,
-    SendMessage,
-    surrogate_in,
-)
-from treadle.api.settings import (
-    BUILTIN_TOOL_NAMES,
-    DEFAULT_SYSTEM_PROMPT,
-    SETTINGS_KEY,
-    ConfirmationPolicy,
-    ConversationSettings,
-    ModelChoice,
-    SandboxLimits,
-    SandboxSettings,
-    ScriptedCall,
-    ScriptedResponse,
-    SnapshotSettings,
-)
-from treadle.api.status import ConversationStatus
-from treadle.api.stream import (
-    EventFrame,
-    OutputFrame,
-    RunFinishedFrame,
-    StatusView,
-    StreamFrame,
-    TransientFrame,
-    typed_frame,
-)
-from treadle.api.transcript import TranscriptPage
-from treadle.api.views import (
-    Accepted,
-    AuditView,
-    ConversationList,
-    ConversationView,
-    CountView,
-    DiffView,
-    EventItem,
-    EventPage,
-    EventPageView,
-    RestoreView,
-    SnapshotList,
-    SnapshotView,
-    StoredEventView,
-    TreeView,
-    ViolationView,
-)
+Names load on first use (module ``__getattr__``), as in :mod:`treadle`: importing one
+submodule (``treadle.api.ids``, ``treadle.api.choices``) does not load every wire model, so a
+command-line start stays cheap."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+
+_EXPORTS: dict[str, str] = {
+    "ErrorBody": "treadle.api.errors",
+    "ErrorDetail": "treadle.api.errors",
+    "CONVERSATION_ID_MAX": "treadle.api.ids",
+    "CONVERSATION_ID_RULE": "treadle.api.ids",
+    "conversation_id_problem": "treadle.api.ids",
+    "MCPServerConfig": "treadle.api.mcp",
+    "mcp_tool_name": "treadle.api.mcp",
+    "SEQ_MAX": "treadle.api.requests",
+    "SEQ_MIN": "treadle.api.requests",
+    "TITLE_MAX": "treadle.api.requests",
+    "ActionChoice": "treadle.api.requests",
+    "ConversationId": "treadle.api.requests",
+    "CreateConversation": "treadle.api.requests",
+    "ForkRequest": "treadle.api.requests",
+    "MoveHead": "treadle.api.requests",
+    "RaiseBudget": "treadle.api.requests",
+    "RejectRequest": "treadle.api.requests",
+    "RestoreRequest": "treadle.api.requests",
+    "RunRequest": "treadle.api.requests",
+    "SendMessage": "treadle.api.requests",
+    "surrogate_in": "treadle.api.requests",
+    "BUILTIN_TOOL_NAMES": "treadle.api.settings",
+    "DEFAULT_SYSTEM_PROMPT": "treadle.api.settings",
+    "SETTINGS_KEY": "treadle.api.settings",
+    "ConfirmationPolicy": "treadle.api.settings",
+    "ConversationSettings": "treadle.api.settings",
+    "ModelChoice": "treadle.api.settings",
+    "SandboxLimits": "treadle.api.settings",
+    "SandboxSettings": "treadle.api.settings",
+    "ScriptedCall": "treadle.api.settings",
+    "ScriptedResponse": "treadle.api.settings",
+    "SnapshotSettings": "treadle.api.settings",
+    "ConversationStatus": "treadle.api.status",
+    "EventFrame": "treadle.api.stream",
+    "OutputFrame": "treadle.api.stream",
+    "RunFinishedFrame": "treadle.api.stream",
+    "StatusView": "treadle.api.stream",
+    "StreamFrame": "treadle.api.stream",
+    "TransientFrame": "treadle.api.stream",
+    "typed_frame": "treadle.api.stream",
+    "TranscriptPage": "treadle.api.transcript",
+    "Accepted": "treadle.api.views",
+    "AuditView": "treadle.api.views",
+    "ConversationList": "treadle.api.views",
+    "ConversationView": "treadle.api.views",
+    "CountView": "treadle.api.views",
+    "DiffView": "treadle.api.views",
+    "EventItem": "treadle.api.views",
+    "EventPage": "treadle.api.views",
+    "EventPageView": "treadle.api.views",
+    "RestoreView": "treadle.api.views",
+    "SnapshotList": "treadle.api.views",
+    "SnapshotView": "treadle.api.views",
+    "StoredEventView": "treadle.api.views",
+    "TreeView": "treadle.api.views",
+    "ViolationView": "treadle.api.views",
+}
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
@@ -121,3 +127,81 @@ __all__ = [
     "surrogate_in",
     "typed_frame",
 ]
+"""The same names as ``_EXPORTS`` (a test checks), spelled out for linters."""
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
+    from typing import Any
+
+    from treadle.api.errors import ErrorBody, ErrorDetail
+    from treadle.api.ids import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, conversation_id_problem
+    from treadle.api.mcp import MCPServerConfig, mcp_tool_name
+    from treadle.api.requests import (
+        SEQ_MAX,
+        SEQ_MIN,
+        TITLE_MAX,
+        ActionChoice,
+        ConversationId,
+        CreateConversation,
+        ForkRequest,
+        MoveHead,
+        RaiseBudget,
+        RejectRequest,
+        RestoreRequest,
+        RunRequest,
+        SendMessage,
+        surrogate_in,
+    )
+    from treadle.api.settings import (
+        BUILTIN_TOOL_NAMES,
+        DEFAULT_SYSTEM_PROMPT,
+        SETTINGS_KEY,
+        ConfirmationPolicy,
+        ConversationSettings,
+        ModelChoice,
+        SandboxLimits,
+        SandboxSettings,
+        ScriptedCall,
+        ScriptedResponse,
+        SnapshotSettings,
+    )
+    from treadle.api.status import ConversationStatus
+    from treadle.api.stream import (
+        EventFrame,
+        OutputFrame,
+        RunFinishedFrame,
+        StatusView,
+        StreamFrame,
+        TransientFrame,
+        typed_frame,
+    )
+    from treadle.api.transcript import TranscriptPage
+    from treadle.api.views import (
+        Accepted,
+        AuditView,
+        ConversationList,
+        ConversationView,
+        CountView,
+        DiffView,
+        EventItem,
+        EventPage,
+        EventPageView,
+        RestoreView,
+        SnapshotList,
+        SnapshotView,
+        StoredEventView,
+        TreeView,
+        ViolationView,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'treadle.api' has no attribute {name!r}")
+    value = getattr(__import__(module, fromlist=[name]), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

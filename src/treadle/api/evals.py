@@ -1,5 +1,6 @@
-"""Wire models of the server's eval routes (``GET /api/evals``, ``GET /api/evals/{id}``):
-the evals a store holds, each with its summary, and one eval's tasks with their results."""
+"""Wire models of the server's eval routes (``GET /api/evals``, ``GET /api/evals/{id}``,
+``GET /api/evals/compare``): the evals a store holds, each with its summary, one eval's tasks
+with their results, and two evals compared."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ class EvalSummaryView(BaseModel):
     tokens: int
     cost_usd: float
     seconds: float
+    samples: int = 0
+    epochs: int = 1
+    stderr: float = 0.0
+    pass_at_k: dict[str, float] = Field(default_factory=dict)
 
 
 class EvalTaskView(BaseModel):
@@ -34,10 +39,18 @@ class EvalTaskView(BaseModel):
     verify_exit_code: int | None
     reason: str | None = None
     patch: str = ""
+    epoch: int = 1
+    status_reason: str | None = None
+    model_seconds: float = 0.0
+    verify_output: str | None = None
+    patch_left_out: list[str] = Field(default_factory=list)
+    tests: dict[str, dict[str, str]] | None = None
+    environment: dict[str, Any] | None = None
 
 
 class EvalView(BaseModel):
     id: str
+    model: str = "?"
     tasks_file: str
     engine: dict[str, Any]
     settings: dict[str, Any]
@@ -52,3 +65,15 @@ class EvalView(BaseModel):
 class EvalList(BaseModel):
     items: list[EvalView]
     next_offset: int | None = None
+
+
+class EvalComparison(BaseModel):
+    """Two evals compared (docs/eval.md, ``treadle eval compare``)."""
+
+    a: dict[str, Any]
+    b: dict[str, Any]
+    common_tasks: int
+    only_in_a: list[str]
+    only_in_b: list[str]
+    paired_difference: dict[str, float]
+    differences: list[dict[str, Any]]

@@ -19,6 +19,8 @@ _LIMIT_WORDS = (
     ("cpu_seconds", "CPU {} s"),
 )
 
+_SCOPE_WORDS = {"sandbox": "in all", "process": "per process"}
+
 
 class IsolationView(BaseModel):
     """The last run's isolation, and how many runs of the conversation ran without a sandbox."""
@@ -30,6 +32,17 @@ class IsolationView(BaseModel):
     mounts_ro: tuple[str, ...] = ()
     limits: dict[str, int | None] = Field(default_factory=dict)
     override: str | None = None
+    memory_scope: str | None = Field(
+        default=None,
+        description="sandbox: the memory limit is one total for all the sandbox's processes "
+        "(a memory cgroup), tmpfs included; process: each process's address space only",
+    )
+    layers: tuple[str, ...] = Field(
+        default=(), description="The kernel-side defences the sandbox had (docs/sandbox.md)"
+    )
+    user: dict[str, Any] | None = Field(
+        default=None, description="The host user the sandbox ran as: {uid, gid, capabilities}"
+    )
     unsandboxed_runs: int = Field(
         default=0, description="Runs of this conversation recorded with sandbox none"
     )
@@ -50,7 +63,13 @@ def isolation_text(value: Mapping[str, Any]) -> str:
             word.format(limits[name]) if limits.get(name) is not None else f"{name} unlimited"
             for name, word in _LIMIT_WORDS
         ]
+        scope = _SCOPE_WORDS.get(str(value.get("memory_scope")))
+        if scope and limits.get("memory_mib") is not None:
+            words[0] += f" {scope}"
         text += f"; limits: {', '.join(words)}"
+        user = value.get("user")
+        if isinstance(user, dict) and user.get("uid") is not None:
+            text += f"; as uid {user['uid']}, no capabilities"
     if value.get("override"):
         text += f" ({value['override']})"
     return text
@@ -63,6 +82,9 @@ def isolation_view(value: Mapping[str, Any], unsandboxed_runs: int = 0) -> Isola
         mounts_ro=tuple(value.get("mounts_ro") or ()),
         limits=dict(value.get("limits") or {}),
         override=value.get("override"),
+        memory_scope=value["memory_scope"] if isinstance(value.get("memory_scope"), str) else None,
+        layers=tuple(str(layer) for layer in value.get("layers") or () if isinstance(layer, str)),
+        user=value.get("user") if isinstance(value.get("user"), dict) else None,
         unsandboxed_runs=unsandboxed_runs,
         text=isolation_text(value),
     )

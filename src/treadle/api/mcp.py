@@ -14,6 +14,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from treadle.api.network import normalize_network
+
 MCPToolNaming = Literal["mcp__server__tool"]
 MCP_TOOL_NAMING: Final[MCPToolNaming] = "mcp__server__tool"
 """The one rule naming MCP tools, stored with a conversation's settings when it is created."""
@@ -27,8 +29,8 @@ the conversation (the same syntax Claude Code and Cursor read)."""
 
 MCP_SERVERS_KEY = "mcp_servers"
 """State-change key of the fact saying which MCP servers a run's conversation connected:
-``{servers: [{name, transport: stdio|http, sandbox: bubblewrap|none|null, network: on|off|null,
-status: connected|failed, error, tools: [names]}]}`` (null sandbox and network for a server
+``{servers: [{name, transport: stdio|http, sandbox: bubblewrap|none|null,
+network: on|off|allow=...|null, status: connected|failed, error, tools: [names]}]}`` (null sandbox and network for a server
 reached by URL: it runs elsewhere).
 Never a command, argument, variable, header or URL: nothing that may hold a secret."""
 
@@ -96,13 +98,29 @@ class MCPServerConfig(BaseModel):
     headers: dict[str, str] = Field(
         default_factory=dict, description="HTTP: headers sent with every request"
     )
-    network: bool = Field(
+    network: bool | str = Field(
         default=False,
-        description="stdio, sandboxed: the server gets the host's network (default: none)",
+        description="stdio, sandboxed: true gives the server the host's network; "
+        '"allow=HOST[:PORT],..." only those hosts, through a proxy (default: none)',
     )
     timeout: float | None = Field(
         default=None, gt=0, le=86_400, description="Seconds one tool call may take (default 120)"
     )
+
+    @field_validator("network")
+    @classmethod
+    def _network_choice(cls, network: bool | str) -> bool | str:
+        if isinstance(network, bool):
+            return network
+        normalized = normalize_network(network)  # "on"/"off" mean true/false
+        return {"on": True, "off": False}.get(normalized, normalized)
+
+    @property
+    def network_choice(self) -> str:
+        """The network as a sandbox's settings name it: ``off``, ``on`` or ``allow=…``."""
+        if isinstance(self.network, str):
+            return self.network
+        return "on" if self.network else "off"
 
     @field_validator("env")
     @classmethod

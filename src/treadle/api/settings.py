@@ -5,14 +5,16 @@ system prompt, condensation, budgets): what a client sends and a store keeps. Va
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from treadle.api.choices import CondenseMode as CondenseMode
+from treadle.api.choices import ConfirmationPolicy as ConfirmationPolicy
 from treadle.api.hooks import HookSettings
 from treadle.api.mcp import MCP_TOOL_NAMING, MCPServerConfig, MCPToolNaming, check_server_names
+from treadle.api.network import network_looser, normalize_network
 
 SETTINGS_KEY = "settings"
 """Where the settings live in a conversation's metadata."""
@@ -26,14 +28,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "and change files and to run commands; check your work before you finish. When the task is "
     "done, call `finish` with a short summary. Ask the user when you need a decision."
 )
-
-
-class ConfirmationPolicy(StrEnum):
-    """Which proposed calls wait for the user: none, all, or those a risk analyzer flags."""
-
-    NEVER = "never"
-    ALWAYS = "always"
-    RISKY = "risky"
 
 
 class ScriptedCall(BaseModel):
@@ -91,11 +85,16 @@ class ModelChoice(BaseModel):
         return self
 
 
-class CondenseMode(StrEnum):
-    """Whether the runtime condenses the model's context (``auto``) or never does (``off``)."""
-
-    AUTO = "auto"
-    OFF = "off"
+DEFAULT_SNAPSHOT_EXCLUDES: tuple[str, ...] = (
+    "__pycache__/",
+    "*.py[cod]",
+    ".pytest_cache/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+)
+"""Caches a workspace rebuilds by itself: snapshots and per-call diffs leave them out even in a
+workspace without a ``.gitignore`` (every ``.pyc`` of a test run showed as a change)."""
+MAX_SNAPSHOT_EXCLUDES = 100
 
 
 class SnapshotSettings(BaseModel):
@@ -113,15 +112,36 @@ class SnapshotSettings(BaseModel):
         ge=0,
         description="Files larger than this are skipped (the snapshot lists them)",
     )
+    exclude: tuple[str, ...] = Field(
+        default=DEFAULT_SNAPSHOT_EXCLUDES,
+        max_length=MAX_SNAPSHOT_EXCLUDES,
+        description="Patterns (.gitignore syntax) never snapshotted, besides the workspace's "
+        "own ignore files: by default caches that are rebuilt anyway; [] snapshots them too",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _from_bool(cls, value: Any) -> Any:
         return {"enabled": value} if isinstance(value, bool) else value
 
+    @field_validator("exclude")
+    @classmethod
+    def _one_line_patterns(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            if not pattern.strip() or len(pattern) > 200:
+                raise ValueError(
+                    f"snapshot exclude pattern {pattern[:40]!r}: give 1-200 characters"
+                )
+            if any(char in pattern for char in "\n\r\0"):
+                raise ValueError(
+                    f"snapshot exclude pattern {pattern[:40]!r}: one line, no line break or NUL"
+                )
+        return patterns
+
 
 SandboxKind = Literal["bubblewrap", "none"]
-NetworkChoice = Literal["off", "on"]
+NetworkChoice = str
+"""``off``, ``on`` or ``allow=HOST[:PORT],…`` (``treadle.api.network``), kept normalized."""
 
 
 class SandboxLimits(BaseModel):
@@ -148,19 +168,28 @@ class SandboxLimits(BaseModel):
 class SandboxSettings(BaseModel):
     """Where the tools' processes run: ``bubblewrap`` (a sandbox: read-only system, the
     workspace writable, private HOME and /tmp, own process namespace, no network unless
-    ``network`` is on) or ``none`` (as this process's user, on the whole machine)."""
+    ``network`` is on or an allow list) or ``none`` (as this process's user, on the whole
+    machine)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: SandboxKind = "bubblewrap"
     network: NetworkChoice = Field(
         default="off",
-        description="on: the host's network, host services on 127.0.0.1 included",
+        description="off: none; on: the host's network, host services on 127.0.0.1 included; "
+        "allow=HOST[:PORT],...: only those hosts, through a proxy (a name, *.name or an IP; "
+        "the port defaults to 443 and 80; loopback only when named with a port)",
+        examples=["off", "on", "allow=pypi.org,*.pythonhosted.org,127.0.0.1:8080"],
     )
     mounts_ro: tuple[str, ...] = Field(
         default=(), description="Absolute host paths shown read-only inside the sandbox"
     )
     limits: SandboxLimits = SandboxLimits()
+
+    @field_validator("network")
+    @classmethod
+    def _network_choice(cls, network: str) -> str:
+        return normalize_network(network)
 
     @field_validator("mounts_ro")
     @classmethod
@@ -174,6 +203,10 @@ class SandboxSettings(BaseModel):
     def _none_has_no_sandbox_options(self) -> SandboxSettings:
         if self.kind == "none" and self.mounts_ro:
             raise ValueError("mounts_ro applies to a sandbox only (kind none sees every path)")
+        if self.kind == "none" and self.network not in ("off", "on"):
+            raise ValueError(
+                "network allow=... applies to a sandbox only (kind none reaches every host)"
+            )
         return self
 
     def looser_than(self, limit: SandboxSettings) -> list[str]:
@@ -183,8 +216,9 @@ class SandboxSettings(BaseModel):
             return problems  # a limit of no sandbox allows anything
         if self.kind == "none":
             return ["sandbox none (the limit is bubblewrap)"]
-        if limit.network == "off" and self.network == "on":
-            problems.append("network on (the limit is off)")
+        network = network_looser(self.network, limit.network)
+        if network is not None:
+            problems.append(network)
         extra = [mount for mount in self.mounts_ro if mount not in limit.mounts_ro]
         if extra:
             allowed = ", ".join(limit.mounts_ro) or "none"

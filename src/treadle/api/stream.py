@@ -6,7 +6,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from treadle.api.isolation import IsolationView
+from treadle.api.transcript import TranscriptUpdate
 
 
 class StatusView(BaseModel):
@@ -16,6 +19,10 @@ class StatusView(BaseModel):
 
     status: str
     reason: str | None = None
+    controls: list[str] = Field(
+        default_factory=list,
+        description="what the status offers: run, pause, interrupt, confirm (api.status.CONTROLS)",
+    )
 
 
 class UsageView(BaseModel):
@@ -32,7 +39,7 @@ class UsageView(BaseModel):
 class EventFrame(BaseModel):
     """One stored event with what it means, as it stands after it: its resolved parent (None:
     a root), the action it answers (results only), the conversation's status, head and usage
-    totals."""
+    totals, what it changes in the transcript, and (an isolation fact) the isolation view."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -44,6 +51,13 @@ class EventFrame(BaseModel):
     status: StatusView
     head: str | None
     usage: UsageView
+    transcript: list[TranscriptUpdate] = Field(
+        default_factory=list,
+        description="what the event changes in the transcript (events.view.TranscriptFollower)",
+    )
+    isolation: IsolationView | None = Field(
+        default=None, description="an isolation fact's view, with the runs without a sandbox"
+    )
 
 
 class RunFinishedFrame(BaseModel):

@@ -64,6 +64,10 @@ class ConversationView(BaseModel):
     created_at: datetime
     updated_at: datetime
     running_here: bool = False
+    controls: list[str] = Field(
+        default_factory=list,
+        description="what its status offers: run, pause, interrupt, confirm (api.status.CONTROLS)",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
     restore: RestoreView | None = None
     """Set by a head move or a fork that restored the workspace's files."""

@@ -253,12 +253,12 @@ def count_requests(browser: Any, url: str) -> dict[str, Any]:
         page.goto(url)
         page.wait_for_selector("body[data-interactive='true']", timeout=120_000)
         page.get_by_role("button", name="Branches", exact=True).click()
-        page.wait_for_selector("#panel-body .branch-tree .head", timeout=120_000)
+        page.wait_for_selector("#panel-body svg .tree-head", timeout=120_000)
         settle(page)
         page.wait_for_selector("#conversation-list li", timeout=120_000)
         # Counted now: the list's timed refresh (every 5 s) is not part of showing the page.
         shown = list(urls)
-        heads = page.locator("#panel-body .head").count()
+        heads = page.locator("#panel-body svg .tree-head").count()
     finally:
         context.close()
     conversation_id = unquote(urlsplit(url).fragment.removeprefix("/c/"))

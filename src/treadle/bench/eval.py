@@ -2,9 +2,10 @@
 Treadle's own overhead per task (a task's wall time minus its model's time).
 
 Each task is a 5-step scripted conversation (file edits, sandboxed commands, finish) on a
-small workspace, its model stub answering in 200 ms; setup, baseline, patch and verify run
-as in any eval. The floors of issue 16: overhead <= 1 s per task, and N = 4 at least 3x the
-tasks per minute of N = 1 (model-bound work scales past the cores).
+small workspace, its model stub answering in 200 ms; setup, baseline, snapshots, patch, the
+clean checkout with the task's hidden files, and verify there run as in any eval. The floors
+of issue 16: overhead <= 1 s per task, and N = 4 at least 3x the tasks per minute of N = 1
+(model-bound work scales past the cores).
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def _write_tasks(folder: Path, tasks: int, steps: int) -> Path:
     (start / "src").mkdir()
     for number in range(20):
         (start / "src" / f"module{number}.py").write_text(f"VALUE = {number}\n" * 20)
+    # Hidden files laid over the clean checkout before verify, as a scored task has them.
+    hidden = folder / "hidden"
+    hidden.mkdir()
+    (hidden / "check_notes.sh").write_text("test -s log.txt && grep -q 'step 0' log.txt\n")
     model = {"kind": "scripted", "responses": _script(steps)}
     path = folder / "tasks.jsonl"
     with path.open("w") as file:
@@ -62,7 +67,8 @@ def _write_tasks(folder: Path, tasks: int, steps: int) -> Path:
                 "id": f"task-{number:04d}",
                 "instruction": "Take notes.",
                 "workspace": "start",
-                "verify": "test -s log.txt",
+                "verify": "sh check_notes.sh",
+                "hidden_files": "hidden",
                 "model": model,
             }
             file.write(json.dumps(task) + "\n")

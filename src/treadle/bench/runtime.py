@@ -3,7 +3,9 @@ short and long histories; the model answers instantly and the tool (think) does 
 condensation on (a small budget, so that the measured steps condense several times), the same
 at 100 and at 10,000 events, and the condenser's own decision (no summary call) at 10,000
 events under a 100,000-token budget; what the sandbox costs the terminal: per command, and
-to start a conversation's shell; and what one hook run costs a call (``bench/hooks.py``)."""
+to start a conversation's shell; what one hook run costs a call (``bench/hooks.py``); and a
+confined file editor call against the same file work by path (``bench/file_editor.py``); and
+the server's time per live update of the Canvas at 15,000 events (``bench/live_view.py``)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from treadle.bench.file_editor import run_file_editor_bench
 from treadle.bench.hooks import run_hook_bench
 from treadle.bench.live_output import run_live_output_bench
+from treadle.bench.live_view import run_live_view_bench
 from treadle.bench.workload import realistic_events
 from treadle.events.model import CondensationEvent, Event, TokenUsage
 from treadle.runtime.condense.condenser import Condenser
@@ -219,4 +223,6 @@ def run_runtime_bench(
         **run_sandbox_bench(),
         **run_live_output_bench(),
         **run_hook_bench(),
+        **run_file_editor_bench(),
+        **run_live_view_bench(),
     }

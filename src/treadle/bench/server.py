@@ -3,8 +3,9 @@
 A real ``treadle serve`` child process on 127.0.0.1: search pages of 100 (p50/p99), live
 fan-out of 1,000 events to 50 WebSocket subscribers (delivery latency), a reconnect after
 10,000 missed events (it must catch up without re-reading older events), the server's threads,
-fds and RSS before and after 200 streams opened and closed, and the time of 50 conversations
-run at once against one run alone (``concurrent_50_vs_1``).
+fds and RSS before and after 200 streams opened and closed, the time of 50 conversations
+run at once against one run alone (``concurrent_50_vs_1``), and the OpenHands routes beside
+Treadle's own (``openhands_*_vs_treadle``, bench/openhands.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 from websockets.sync.client import connect
 
+from treadle.bench.openhands import openhands_figures
 from treadle.bench.store import build_conversation, catch_up_text_index
 from treadle.bench.workload import realistic_events
 from treadle.client import RemoteError, TreadleClient
@@ -356,6 +358,8 @@ def run_server_bench(
             figures.update(_reconnect_catch_up(server.base_url, store_url, conversation_id, missed))
             figures.update(_stream_churn(server, store_url, streams))
             figures.update(_concurrency(server, workspace))
+            # The OpenHands SDK's routes beside Treadle's own (bench/openhands.py).
+            figures.update(openhands_figures(server.base_url, store_url, workspace))
             figures["search_page_p99_ms"] = round(figures["search_page_p99_s"] * 1000, 2)
             figures["fanout_latency_p99_ms"] = round(figures["fanout_latency_p99_s"] * 1000, 2)
         finally:

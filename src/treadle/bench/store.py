@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -210,6 +211,75 @@ def measure_appends(place: Place, durability: str, count: int, *, seed: int) -> 
     return run
 
 
+WRITERS = 8
+
+
+def measure_concurrent_appends(
+    place: Place, count: int, *, writers: int = WRITERS, rounds: int = 3
+) -> dict[str, Any]:
+    """Durable appends from ``writers`` threads at once, each to its own conversation (a
+    server running that many conversations), in aggregate per second; alternated round by
+    round with raw sqlite3's single-writer durable commits, each figure a median of
+    ``rounds``. Also the appends per commit the store's group commit achieved."""
+    per_writer = max(1, count // writers)
+    aggregate: list[float] = []
+    raw_rates: list[float] = []
+    units_per_commit: list[float] = []
+    for round_ in range(rounds):
+        if place.backend == "sqlite":
+            raw = RawSqlite(place.raw_path(f"writers-{round_}"), "durable")
+            try:
+                events = next(event_chunks(per_writer, seed=10 + round_))
+                raw_rates.append(len(events) / raw.append(RawSqlite.rows(events)))
+            finally:
+                raw.close()
+        store = open_store(place.store_url(f"writers-{round_}", "durable"))
+        try:
+            ids = [store.create_conversation(f"writer-{n}").id for n in range(writers)]
+            chunks = [
+                [event for chunk in event_chunks(per_writer, seed=100 + n) for event in chunk]
+                for n in range(writers)
+            ]
+            commits = getattr(store, "_commits", None)
+            groups_before = commits.groups if commits is not None else 0
+            start = threading.Barrier(writers + 1)
+            threads = [
+                threading.Thread(target=_write_all, args=(store, cid, events, start))
+                for cid, events in zip(ids, chunks, strict=True)
+            ]
+            for thread in threads:
+                thread.start()
+            start.wait()
+            began = time.perf_counter()
+            for thread in threads:
+                thread.join()
+            aggregate.append(writers * per_writer / (time.perf_counter() - began))
+            if commits is not None:
+                units_per_commit.append(
+                    writers * per_writer / max(1, commits.groups - groups_before)
+                )
+        finally:
+            store.close()
+    figures: dict[str, Any] = {
+        f"append_durable_{writers}_writers_per_s": statistics.median(aggregate),
+        f"appends_per_commit_{writers}_writers": (
+            statistics.median(units_per_commit) if units_per_commit else None
+        ),
+    }
+    if raw_rates:
+        raw_rate = statistics.median(raw_rates)
+        figures[f"append_durable_{writers}_writers_over_raw_sqlite"] = (
+            figures[f"append_durable_{writers}_writers_per_s"] / raw_rate
+        )
+    return figures
+
+
+def _write_all(store: EventStore, conversation: str, events: list[Event], start: Any) -> None:
+    start.wait()
+    for event in events:
+        store.append(conversation, event)
+
+
 def growth_ratio(chunks: list[float]) -> tuple[float, float]:
     """(last chunk / first chunk, median of the last tenth / median of the first tenth)."""
     tenth = max(1, len(chunks) // 10)
@@ -388,6 +458,9 @@ def run_store_bench(url: str | None = None, *, events: int = 100_000, progress: 
             append_growth_ratio_smoothed=smoothed,
             raw_sqlite_growth_ratio_smoothed=growth_ratio(fast.raw)[1] if fast.raw else None,
         )
+
+        _say(progress, f"{WRITERS} writers appending durably at once ...")
+        figures.update(measure_concurrent_appends(place, min(4_000, max(800, events // 25))))
 
         _say(progress, f"a {window_size}-event conversation: window and full path ...")
         window_url = place.store_url("window", "fast")

@@ -2,6 +2,8 @@
 
 from treadle.cli import (  # noqa: F401  (importing registers their commands)
     bench_commands,
+    chat_commands,
+    confirm_commands,
     conversations_commands,
     core_commands,
     eval_commands,
@@ -10,6 +12,7 @@ from treadle.cli import (  # noqa: F401  (importing registers their commands)
     replay_commands,
     run_commands,
     serve_commands,
+    show_commands,
     skills_commands,
     snapshot_commands,
     store_commands,

@@ -1,8 +1,18 @@
-"""The root typer app; each layer's commands register themselves from their own module."""
+"""The root typer app; each layer's commands register themselves from their own module.
+
+Start-up is part of the interface: ``treadle --help``, ``--version`` and every command's help
+load typer and the command modules only. A command module imports at its top what its option
+types need (typer, the standard library, plain enums) and the rest inside the command that
+uses it; tests/cli/test_startup.py keeps LiteLLM, mcp, FastAPI, uvicorn and Ray out.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+import treadle
 
 app = typer.Typer(
     name="treadle",
@@ -10,7 +20,29 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every sub-command inherits it
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"treadle {treadle.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:
+    """Treadle: a durable, branchable, auditable event stream for AI agents."""
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""``treadle bench core|store|runtime|mcp|replay|server|snapshots|canvas|eval``: benchmarks
+"""``treadle bench cli|core|store|runtime|mcp|replay|server|snapshots|canvas|eval``: benchmarks
 printed as a table, or one JSON object with --json."""
 
 from __future__ import annotations
@@ -29,6 +29,18 @@ def print_figures(title: str, figures: dict[str, Any], as_json: bool) -> None:
         shown = "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
         table.add_row(name, shown)
     Console().print(table)
+
+
+@bench_app.command("cli")
+def bench_cli(
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Runs of each command")] = 5,
+    as_json: JsonOption = False,
+) -> None:
+    """Start-up of --help, --version, run --help, log and conversations (a small store), each
+    a new process, beside python -c 'import typer, rich.console, pydantic' (medians)."""
+    from treadle.bench.cli import run_cli_bench
+
+    print_figures("treadle bench cli", run_cli_bench(repeats), as_json)
 
 
 @bench_app.command("core")

@@ -6,8 +6,7 @@ Exit codes (README, "The command line"): 0 ok, 1 a conversation row that cannot 
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,14 +15,11 @@ from rich.table import Table
 
 from treadle.cli.app import app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
-from treadle.cli.overview import LeaseLook, Overview, overview, status_text
-from treadle.cli.store_commands import conversations_or_damage, open_existing_store
-from treadle.cli.store_options import StoreOption
-from treadle.store.base import ConversationInfo, StoreError
+from treadle.cli.store_commands import conversations_or_damage
+from treadle.cli.store_options import StoreOption, open_existing_store
 
-
-def when(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+    from treadle.cli.overview import Overview
 
 
 @app.command("conversations")
@@ -39,6 +35,9 @@ def conversations(
 ) -> None:
     """List the stored conversations, most recently active first: id, title, status, events,
     tokens, cost and last activity."""
+    from treadle.cli.overview import LeaseLook, overview
+    from treadle.store.base import ConversationInfo, StoreError
+
     event_store = open_existing_store(store)
     leases = LeaseLook(event_store.url)
     try:
@@ -56,7 +55,7 @@ def conversations(
     if as_json:
         print_json([item.to_json_dict() for item in items])
     else:
-        _print_table(items, len(infos))
+        _print_table(items, len(infos), [info.id for info in infos])
     if len(shown) < len(infos):
         typer.echo(f"{len(shown)} of {len(infos)} shown: --limit 0 lists all", err=True)
     for message in damaged:
@@ -65,28 +64,39 @@ def conversations(
         raise typer.Exit(EXIT_VIOLATIONS)
 
 
-def _print_table(items: list[Overview], total: int) -> None:
+def _print_table(items: list[Overview], total: int, universe: list[str]) -> None:
+    """The table fits 80 columns: ids as their short unique prefixes, whole; a status's reason
+    (long text) goes under the table instead of into the narrow status column."""
+    from treadle.cli.ids import short_ids
+    from treadle.cli.terminal_text import visible
+
+    ids = short_ids((item.info.id for item in items), universe)
     table = Table(title=f"{total} conversation(s)")
-    for column in ("id", "title", "status", "events", "tokens", "cost", "last activity"):
-        right = column in ("events", "tokens", "cost")
-        table.add_column(
-            column,
-            justify="right" if right else "left",
-            no_wrap=column == "id",  # an id is copied whole into the next command
-            overflow="fold" if column == "status" else "ellipsis",
-        )
+    table.add_column("id", no_wrap=True)  # whole: it is copied into the next command
+    table.add_column("title", ratio=1, overflow="fold")
+    table.add_column("status", no_wrap=True)
+    for column in ("events", "tokens", "cost"):
+        table.add_column(column, justify="right")
+    table.add_column("last active", no_wrap=True)
+    reasons: list[str] = []
     for item in items:
+        short = ids[item.info.id]
+        if item.status_reason:
+            reasons.append(f"{short} {item.status}: {item.status_reason}")
         table.add_row(  # ids, titles and reasons are anyone's text: never read as markup
-            escape(item.info.id),
-            escape(item.info.title or ""),
-            escape(status_text(item)),
+            escape(short),
+            escape(visible(item.info.title or "")),
+            escape(item.status),
             str(item.info.event_count),
             f"{item.prompt_tokens + item.completion_tokens:,}"
             + _of_budget(item, "max_total_tokens", "{:,}"),
             f"${item.cost_usd:.4f}" + _of_budget(item, "max_cost_usd", "${:.4f}"),
-            when(item.info.updated_at),
+            item.info.updated_at.strftime("%m-%d %H:%M"),
         )
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for line in reasons:
+        console.print(escape(visible(line)))
 
 
 def _of_budget(item: Overview, name: str, shape: str) -> str:

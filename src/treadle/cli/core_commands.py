@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,19 +21,21 @@ from rich.table import Table
 
 from treadle.cli.app import app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import ContractError, EventDecodeError
-from treadle.events.audit import AuditReport, audit_events
-from treadle.events.decode import decode_events
-from treadle.events.model import Event, event_to_dict, events_json_schema
-from treadle.events.projection import project_messages
-from treadle.events.tree import EventTree
-from treadle.store.openhands import FolderProblem, is_conversation_folder, read_conversation_folder
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+    from treadle.events.audit import AuditReport
+    from treadle.events.model import Event
+    from treadle.events.tree import EventTree
+    from treadle.store.openhands import FolderProblem
 
 FileArg = Annotated[
     Path,
     typer.Argument(
-        help="Log file: JSON Lines (one event per line) or a JSON array; '-' for stdin; or an "
-        "OpenHands SDK conversation folder (base_state.json + events/)"
+        help="Log file: JSON Lines (one event per line) or a JSON array; '-' for stdin; an "
+        "OpenHands SDK conversation folder (base_state.json + events/); or, when no such file "
+        "exists, a stored conversation's id or unique prefix (see --store)"
     ),
 ]
 HeadOption = Annotated[
@@ -63,9 +65,44 @@ class Log:
         return [name for event_id in event_ids for name in files.get(event_id, ())]
 
 
-def load_log(file: Path) -> Log:
-    """The log at ``file`` (a file, '-', or an OpenHands conversation folder); exits 2 on an
-    unreadable file. A folder's notices go to stderr; its problems are in ``problems``."""
+def names_a_stored_conversation(file: Path) -> bool:
+    """Whether the argument is taken as a stored conversation: no file of that name exists
+    and it does not look like a path (a missing ``logs/x.jsonl`` is a missing file)."""
+    text = str(file)
+    return (
+        text != "-"
+        and not file.exists()
+        and "/" not in text
+        and not text.endswith((".json", ".jsonl"))
+    )
+
+
+def load_stored(text: str, store: str | None) -> Log:
+    """Every event of the stored conversation ``text`` names, with its saved head."""
+    from treadle.cli.ids import resolve_conversation
+    from treadle.cli.store_commands import all_events
+    from treadle.store.base import StoreError
+
+    opened = open_existing_store(store)
+    try:
+        found = resolve_conversation(opened, text)
+        info = opened.get_conversation(found)
+        events = list(all_events(opened, found, info.event_count))
+        return Log(events, True, info.head_id)
+    except StoreError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    finally:
+        opened.close()
+
+
+def load_log(file: Path, store: str | None = None) -> Log:
+    """The log at ``file`` (a file, '-', an OpenHands conversation folder, or a stored
+    conversation when no file has that name); exits 2 on an unreadable file. A folder's
+    notices go to stderr; its problems are in ``problems``."""
+    if names_a_stored_conversation(file):
+        return load_stored(str(file), store)
+    from treadle.store.openhands import is_conversation_folder, read_conversation_folder
+
     if file.is_dir():
         if not is_conversation_folder(file):
             fail(
@@ -85,6 +122,8 @@ def load_log(file: Path) -> Log:
 
 def read_log(file: Path) -> list[Event]:
     """The events of ``file``; exits 2 with the line and field on bad input."""
+    from treadle.events.decode import decode_events
+
     if file.is_dir():
         return load_log(file).events
     try:
@@ -123,8 +162,12 @@ def _resolve_head(tree: EventTree, head: str | None, log: Log) -> str | None:
     return head
 
 
-def _active_path(file: Path, head: str | None, limit: int | None = None) -> list[Event]:
-    log = load_log(file)
+def _active_path(
+    file: Path, head: str | None, limit: int | None = None, store: str | None = None
+) -> list[Event]:
+    from treadle.events.tree import EventTree
+
+    log = load_log(file, store)
     if log.problems:
         fail(f"{file}: " + "; ".join(str(problem) for problem in log.problems), EXIT_BAD_INPUT)
     tree = EventTree(log.events)
@@ -150,12 +193,15 @@ def audit(
     file: FileArg,
     head: HeadOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    store: StoreOption = None,
 ) -> None:
     """Check a log against the contracts (docs/contracts.md) on every branch; exit 1 on violations.
 
     A conversation folder whose files cannot all be read as events exits 2, files named.
     """
-    log = load_log(file)
+    from treadle.events.audit import audit_events
+
+    log = load_log(file, store)
     report = audit_events(log.events, head=head if head is not None else log.saved_head)
     if as_json:
         output = report.to_json_dict()
@@ -179,9 +225,12 @@ def path(
     limit: Annotated[
         int | None, typer.Option("--limit", min=0, help="Only the last K events of the path")
     ] = None,
+    store: StoreOption = None,
 ) -> None:
     """Print the active path root..head as a JSON array of events (TREE-PATH)."""
-    print_json([event_to_dict(event) for event in _active_path(file, head, limit)])
+    from treadle.events.model import event_to_dict
+
+    print_json([event_to_dict(event) for event in _active_path(file, head, limit, store)])
 
 
 @app.command()
@@ -192,9 +241,12 @@ def project(
         bool,
         typer.Option("--raw", help="Plain batching of the path, unanswered calls included"),
     ] = False,
+    store: StoreOption = None,
 ) -> None:
     """Print the messages the model would get for the active path (OpenAI chat format)."""
-    path_events = _active_path(file, head)
+    from treadle.events.projection import project_messages
+
+    path_events = _active_path(file, head, store=store)
     try:
         messages = project_messages(path_events, raw=raw)
     except ContractError as error:
@@ -205,6 +257,8 @@ def project(
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of every event kind (the file format's reference)."""
+    from treadle.events.model import events_json_schema
+
     print_json(events_json_schema())
 
 

@@ -8,7 +8,7 @@ stored), 2 bad input or usage (unreadable file, bad id, a conversation with that
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,19 +17,20 @@ from treadle.cli.openhands_commands import import_app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
 from treadle.cli.store_options import StoreOption, open_store_or_exit
 from treadle.errors import TreadleError
-from treadle.events.audit import audit_events
-from treadle.events.model import Event, StateChangeEvent
-from treadle.events.tree import EventTree
-from treadle.runtime.status import HEAD_KEY
-from treadle.store.base import ConversationExists, EventStore, StoreError, StoreUnavailable
-from treadle.store.common import check_conversation_id
-from treadle.store.openhands.transfer import ORIGIN_KEY, STORE_REFUSES
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+    from treadle.events.model import Event
+    from treadle.store.base import EventStore
 
 
 def imported_head(events: list[Event]) -> str | None:
     """The head a log file implies (it does not store one): the last recorded branch switch
     when nothing but state changes came after it, else the last appended event that is not a
     state change (TREE-HEAD's default, what a run leaves)."""
+    from treadle.events.model import StateChangeEvent
+    from treadle.events.tree import EventTree
+    from treadle.runtime.status import HEAD_KEY
+
     tree = EventTree(events)
     last_move: str | None = None
     for event in reversed(events):
@@ -61,6 +62,10 @@ def import_jsonl(
 ) -> None:
     """Store a log file as a new conversation and print its id. A log the store cannot hold
     (duplicate ids, missing parents, a cycle, a parent after its child) is refused whole."""
+    from treadle.events.audit import audit_events
+    from treadle.store.common import check_conversation_id
+    from treadle.store.openhands.transfer import STORE_REFUSES
+
     if file.is_dir():
         fail(
             f"{file} is a folder: `treadle import jsonl` reads a log file "
@@ -119,6 +124,9 @@ def _store_log(
 ) -> str:
     """The id of a new conversation holding ``events``; exits 2, with nothing stored, when
     the store refuses any of it."""
+    from treadle.store.base import ConversationExists, StoreError, StoreUnavailable
+    from treadle.store.openhands.transfer import ORIGIN_KEY
+
     origin = {ORIGIN_KEY: {"format": "jsonl"}}
     try:
         info = store.create_conversation(conversation_id, title=title[:200], metadata=origin)

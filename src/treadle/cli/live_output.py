@@ -3,15 +3,16 @@ indented under the call's line (the stored observation's line follows when it en
 
 from __future__ import annotations
 
-import re
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
-from treadle.runtime.live_output import OutputChunk
+from treadle.cli.terminal_text import visible
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""What a terminal would act on (escape sequences, bells, carriage returns): shown, not sent."""
+if TYPE_CHECKING:
+    from treadle.runtime.live_output import OutputChunk
+
 GUTTER = "      │ "
 """Under the seq column of the event lines, so output so far never looks like an event."""
 
@@ -42,5 +43,5 @@ class LiveOutputView:
         if text:
             lines += text.removesuffix("\n").split("\n")
         for line in lines:
-            shown = _CONTROL.sub(lambda c: f"\\x{ord(c.group()):02x}", line.rstrip("\r"))
+            shown = visible(line.rstrip("\r"))  # escape sequences shown, never sent
             self.console.print(Text(GUTTER, style="dim") + Text(shown, style="dim"))

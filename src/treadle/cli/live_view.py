@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
-from treadle.api.mcp import MCP_SERVERS_KEY, mcp_servers_text
-from treadle.events.model import Event
-from treadle.store.base import StoredEvent
+from treadle.cli.terminal_text import visible
+
+if TYPE_CHECKING:
+    from treadle.events.model import Event
+    from treadle.store.base import StoredEvent
 
 _STYLES = {
     "system_prompt": "dim",
@@ -31,7 +33,15 @@ def _one_line(text: str, width: int = 100) -> str:
 
 
 def describe(event: Event) -> str:
-    """A short human summary of ``event``."""
+    """A short human summary of ``event``, safe on a terminal (its control characters, a
+    tool's escape sequences among them, made visible)."""
+    return visible(_describe(event))
+
+
+def _describe(event: Event) -> str:
+    from treadle.api.mcp import MCP_SERVERS_KEY, mcp_servers_text
+    from treadle.api.model_change import MODEL_KEY, model_change_text
+
     if event.kind == "message":
         skills = (
             f"  [skills: {', '.join(event.activated_skills)}]" if event.activated_skills else ""
@@ -57,6 +67,10 @@ def describe(event: Event) -> str:
     if event.kind == "state_change":
         if event.key == "skills":
             told = _skills_line(event.value)
+            if told is not None:
+                return told
+        if event.key == MODEL_KEY:
+            told = model_change_text(event.value)
             if told is not None:
                 return told
         if event.key == MCP_SERVERS_KEY:

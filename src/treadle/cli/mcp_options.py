@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from treadle.api.mcp import MCPServerConfig
 from treadle.cli.output import EXIT_BAD_INPUT, fail
-from treadle.runtime.tools.mcp_config import MCPConfigError, load_mcp_config, missing_variables
+
+if TYPE_CHECKING:
+    from treadle.api.mcp import MCPServerConfig
 
 
 def mcp_servers_option(path: Path | None) -> dict[str, MCPServerConfig]:
@@ -16,6 +18,9 @@ def mcp_servers_option(path: Path | None) -> dict[str, MCPServerConfig]:
     here: this process resolves them when it starts the servers."""
     if path is None:
         return {}
+    # Here, not at the top: it loads the MCP client, which only a run with servers needs.
+    from treadle.runtime.tools.mcp_config import MCPConfigError, load_mcp_config, missing_variables
+
     try:
         servers = load_mcp_config(path)
     except MCPConfigError as error:

@@ -7,21 +7,16 @@ Exit codes (README.md, the command line): 0 all done, 1 some conversation not im
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from treadle.cli.app import app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
 from treadle.cli.store_options import StoreOption, open_store_or_exit
-from treadle.store.base import ConversationNotFound, StoreError
-from treadle.store.openhands import (
-    ExportError,
-    ImportResult,
-    export_conversation,
-    find_conversation_folders,
-    import_conversation,
-)
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+    from treadle.store.openhands import ImportResult
 
 import_app = typer.Typer(
     name="import", help="Import conversations made elsewhere into a store.", no_args_is_help=True
@@ -53,6 +48,9 @@ def import_openhands(
     A folder with unreadable files, or a log the store cannot hold (duplicate ids, missing
     parents, a cycle), is not imported at all: its files are named, the next one is tried.
     """
+    from treadle.store.base import StoreError
+    from treadle.store.openhands import find_conversation_folders, import_conversation
+
     if not directory.is_dir():
         fail(f"{directory} is not a folder", EXIT_BAD_INPUT)
     folders = find_conversation_folders(directory)
@@ -80,7 +78,9 @@ def import_openhands(
 
 @export_app.command("openhands")
 def export_openhands(
-    conversation: Annotated[str, typer.Argument(help="Id of the stored conversation")],
+    conversation: Annotated[
+        str, typer.Argument(help="The stored conversation: its id or a unique prefix")
+    ],
     directory: Annotated[
         Path, typer.Argument(help="Folder to write (new or empty): the conversation folder")
     ],
@@ -89,8 +89,13 @@ def export_openhands(
     """Write a stored conversation as an OpenHands SDK conversation folder the SDK can load
     (e.g. ``LocalConversation(..., file_store=LocalFileStore(DIR))``, or as
     ``persistence_dir/<id hex>``)."""
+    from treadle.cli.ids import resolve_conversation
+    from treadle.store.base import ConversationNotFound, StoreError
+    from treadle.store.openhands import ExportError, export_conversation
+
     event_store = open_store_or_exit(store)
     try:
+        conversation = resolve_conversation(event_store, conversation)
         written = export_conversation(event_store, conversation, directory)
     except ConversationNotFound:
         fail(f"no conversation {conversation!r} in store {event_store.url}", EXIT_BAD_INPUT)

@@ -12,20 +12,19 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from treadle.cli.app import app
+from treadle.cli.ids import resolve_conversation, resolve_event
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATIONS, fail, print_json
-from treadle.cli.store_commands import open_existing_store
-from treadle.cli.store_options import StoreOption
-from treadle.environment import shell_environment
+from treadle.cli.run_commands import SandboxKind, network_option
+from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import TreadleError
-from treadle.runtime.replay import Divergence, ReplayReport, replay_recorded
-from treadle.runtime.replay.rerun_mode import rerun
-from treadle.runtime.settings import SettingsPolicy
-from treadle.store.urls import default_store_dir
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+    from treadle.runtime.replay import Divergence, ReplayReport
 
 SHOWN_CHARS = 300
 """An expected or actual value is cut to this many characters in the text output."""
@@ -38,7 +37,9 @@ class ReplayMode(StrEnum):
 
 @app.command("replay")
 def replay(
-    conversation: Annotated[str, typer.Argument(help="The conversation's id")],
+    conversation: Annotated[
+        str, typer.Argument(help="The conversation: its id or a unique prefix")
+    ],
     mode: Annotated[
         ReplayMode,
         typer.Option(
@@ -67,22 +68,54 @@ def replay(
             "folder in the temp folder, kept)",
         ),
     ] = None,
+    sandbox: Annotated[
+        SandboxKind,
+        typer.Option(
+            "--sandbox",
+            help="rerun: the least isolation allowed; a recording that ran with less (an "
+            "imported log saying none) reruns under this",
+        ),
+    ] = SandboxKind.bubblewrap,
+    network: Annotated[
+        str,
+        typer.Option(
+            "--network",
+            help="rerun: the most network allowed (off, on, allow=HOST[:PORT],...)",
+            callback=network_option,
+        ),
+    ] = "off",
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """Replay CONVERSATION: exit 0 when the replay is the same, 1 when it diverges."""
+    from treadle.environment import shell_environment
+    from treadle.runtime.replay import replay_recorded
+    from treadle.runtime.replay.rerun_mode import rerun
+    from treadle.runtime.settings import SandboxSettings, SettingsPolicy
+    from treadle.store.urls import default_store_dir
+
     if mode is ReplayMode.recorded and (workspace is not None or into is not None):
         fail("--workspace and --into apply to --mode rerun only", EXIT_BAD_INPUT)
     opened = open_existing_store(store)
     try:
+        conversation = resolve_conversation(opened, conversation)
+        if head is not None:
+            head = resolve_event(opened, conversation, head)
         if mode is ReplayMode.recorded:
             report = replay_recorded(opened, conversation, head)
         else:
             policy = SettingsPolicy(
                 snapshot_data_dir=default_store_dir(), shell_environment=shell_environment()
             )
+            allowed = SandboxSettings(kind=sandbox.value, network=network)
             report = rerun(
-                opened, conversation, head, workspace=workspace, into=into, policy=policy
+                opened,
+                conversation,
+                head,
+                workspace=workspace,
+                into=into,
+                policy=policy,
+                allowed=allowed,
             )
     except TreadleError as error:  # unknown conversation or event, no starting files, ...
         fail(str(error), EXIT_BAD_INPUT)

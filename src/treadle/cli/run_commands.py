@@ -22,46 +22,37 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.panel import Panel
 
-from treadle.api.hooks import HookSettings
-from treadle.api.isolation import isolation_text
-from treadle.api.mcp import MCPServerConfig
-from treadle.api.settings import CondenseMode
+from treadle.api.choices import CondenseMode, ConfirmationPolicy
+from treadle.api.network import NetworkChoiceError, normalize_network
+from treadle.api.status import ConversationStatus
 from treadle.cli.app import app
+from treadle.cli.ids import resolve_conversation
+from treadle.cli.last_conversation import last_conversation_id
 from treadle.cli.live_output import LiveOutputView
 from treadle.cli.live_view import LiveView, describe
 from treadle.cli.mcp_options import mcp_servers_option
+from treadle.cli.model_checks import check_model, key_from_file
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
-from treadle.cli.store_commands import open_existing_store
-from treadle.cli.store_options import StoreOption, open_store_or_exit
-from treadle.environment import model_environment, shell_environment
+from treadle.cli.store_options import StoreOption, open_existing_store, open_store_or_exit
 from treadle.errors import TreadleError
-from treadle.events.audit import audit_events
-from treadle.events.model import ActionEvent, MessageEvent
-from treadle.events.projection import count_tool_calls
-from treadle.runtime.budget import Budget, BudgetLowered, raised
-from treadle.runtime.confirmation import ConfirmationPolicy
-from treadle.runtime.continuing import store_missing_settings
-from treadle.runtime.conversation import Conversation
-from treadle.runtime.hooks import WORKSPACE_SETTINGS, PromptBlocked, read_hook_file
-from treadle.runtime.llm import ModelError
-from treadle.runtime.llm.base import LanguageModel
-from treadle.runtime.settings import (
-    ConversationSettings,
-    SandboxSettings,
-    SettingsPolicy,
-)
-from treadle.runtime.status import ConversationStatus
-from treadle.store.base import ConversationNotFound, EventStore, StoreError
-from treadle.store.lease_holder import HeldLease, LeaseTaken
-from treadle.store.leases import CLI, new_owner, open_leases
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/app.py)
+    from treadle.api.hooks import HookSettings
+    from treadle.api.mcp import MCPServerConfig
+    from treadle.api.settings import ModelChoice
+    from treadle.runtime.budget import Budget
+    from treadle.runtime.conversation import Conversation
     from treadle.runtime.llm import LiteLLMModel
+    from treadle.runtime.llm.base import LanguageModel
+    from treadle.runtime.settings import ConversationSettings, SandboxSettings, SettingsPolicy
+    from treadle.store.base import EventStore
+
+WORKSPACE_SETTINGS_SHOWN = ".treadle/settings.json"
+"""``treadle.runtime.hooks.WORKSPACE_SETTINGS`` as --help names it, without loading the hooks
+(tests/cli/test_startup.py checks they are the same)."""
 
 
 class SandboxKind(StrEnum):
@@ -69,24 +60,36 @@ class SandboxKind(StrEnum):
     none = "none"
 
 
-class Network(StrEnum):
-    off = "off"
-    on = "on"
+def network_option(value: str | None) -> str | None:
+    """``--network off|on|allow=HOST[:PORT],…``, normalized; a usage error naming the problem."""
+    if value is None:
+        return None
+    try:
+        return normalize_network(value)
+    except NetworkChoiceError as error:
+        raise typer.BadParameter(str(error)) from None
 
 
 def cli_policy() -> SettingsPolicy:
     """The CLI runs the user's own settings (trusted); an unsandboxed shell gets the PATH,
     HOME and locale of the user's environment, read here at the edge."""
+    from treadle.environment import shell_environment
+    from treadle.runtime.settings import SettingsPolicy
+
     return SettingsPolicy(shell_environment=shell_environment(), mcp_environment=dict(os.environ))
 
 
 EXIT_STOPPED = 3
 """Exit 3: stopped before the end (interrupted, paused, max steps, a confirmation nobody gave)."""
+STOPPED_REASONS = ("stopped after", "every call answered")
+"""How an idle status's reason starts when the run stopped short of the agent's answer."""
 
 
 def model_key_from_env() -> str | None:
     """This process's model key (``TREADLE_API_KEY``), read here at the edge: the runtime
     masks what it is given and never reads the environment itself."""
+    from treadle.environment import model_environment
+
     return model_environment().api_key
 
 
@@ -111,6 +114,12 @@ def _signals_stop_the_run() -> Iterator[None]:
 
 
 def _summary(console: Console, conversation: Conversation) -> None:
+    from rich.panel import Panel
+
+    from treadle.cli.terminal_text import visible
+    from treadle.cli.transcript import answer_renderable, final_answer
+    from treadle.events.model import ActionEvent, MessageEvent
+
     path = conversation.active_path()
     steps = sum(1 for e in path if e.kind == "action" and e.usage is not None) + sum(
         1 for e in path if e.kind == "message" and e.source == "agent"
@@ -121,7 +130,8 @@ def _summary(console: Console, conversation: Conversation) -> None:
     tokens_in = sum(u.prompt_tokens for u in usages)
     tokens_out = sum(u.completion_tokens for u in usages)
     cost = sum(u.cost_usd for u in usages)
-    reason = f" ({conversation.status_reason})" if conversation.status_reason else ""
+    said = conversation.status_reason
+    reason = f" ({escape(visible(said))})" if said else ""  # anyone's text: never markup
     console.print(
         Panel.fit(
             f"status: [bold]{conversation.status.value}[/]{reason}\n"
@@ -132,29 +142,39 @@ def _summary(console: Console, conversation: Conversation) -> None:
             title="summary",
         )
     )
+    answer = final_answer(path)
+    if answer is not None:  # whole, as Markdown: the one thing the user ran it for
+        console.rule("final answer", align="left")
+        console.print(answer_renderable(answer))
 
 
 def _isolation_line(conversation: Conversation) -> str:
+    from treadle.api.isolation import isolation_text
+
     fact = dict(conversation.workspace.isolation)
     fact["override"] = conversation.isolation_override
     return isolation_text(fact)
 
 
-def _ask_user(console: Console, conversation: Conversation) -> bool:
-    """Confirm or reject each pending call at the terminal; False when nobody can answer."""
+def _ask_user(console: Console, conversation: Conversation) -> ConversationStatus | None:
+    """Confirm or reject each pending call at the terminal; the status the answers left
+    (None: no terminal, nobody can answer here)."""
     if not sys.stdin.isatty():
         console.print(
-            "[yellow]waiting for confirmation[/]; no terminal to ask: continue with a client "
-            "or the server (treadle serve)"
+            "[yellow]waiting for confirmation[/]; no terminal to ask: answer with "
+            f"treadle confirm {conversation.id} (or treadle reject), a client or the server"
         )
-        return False
+        return None
+    status = conversation.status
     for action in conversation.pending_actions():
         answer = typer.prompt(f"run {describe(action)}? [y/n]", default="y")
         if answer.strip().lower().startswith("y"):
-            conversation.confirm([action.id])
+            status = conversation.confirm([action.id])
         else:
-            conversation.reject([action.id], reason="rejected at the terminal")
-    return True
+            status = conversation.reject([action.id], reason="rejected at the terminal")
+        if status is not ConversationStatus.WAITING_FOR_CONFIRMATION:
+            break  # the calls ended the turn (finish), failed, or were paused
+    return status
 
 
 @app.command()
@@ -170,8 +190,9 @@ def run(
         Path | None,
         typer.Option(
             "--workspace",
-            help="Folder the tools act in (the only one a sandboxed command can change); with "
-            "--conversation only when it has no stored settings",
+            help="Folder the tools act in (the only one a sandboxed command can change) "
+            "[default: the current folder]; with --conversation only when it has no stored "
+            "settings",
         ),
     ] = None,
     model: Annotated[
@@ -239,10 +260,20 @@ def run(
         str | None,
         typer.Option(
             "--conversation",
-            help="Continue this stored conversation (its stored settings; --workspace and "
-            "--model/--script only for one without, e.g. imported: then stored with it)",
+            help="Continue this stored conversation with its stored settings (--workspace "
+            "only for one without, e.g. imported: then stored with it); --model, --base-url "
+            "or --script switch it to that model from now on, recorded in its log",
         ),
     ] = None,
+    continue_last: Annotated[
+        bool,
+        typer.Option(
+            "-c",
+            "--continue",
+            help="Continue the last conversation of the workspace (the most recently updated "
+            "one whose workspace is --workspace, default the current folder), as --conversation",
+        ),
+    ] = False,
     sandbox: Annotated[
         SandboxKind | None,
         typer.Option(
@@ -253,11 +284,15 @@ def run(
         ),
     ] = None,
     network: Annotated[
-        Network | None,
+        str | None,
         typer.Option(
             "--network",
-            help="Network inside the sandbox [default: off]; on shares the host's network, "
-            "services on 127.0.0.1 included",
+            help="Network inside the sandbox [default: off]: off, on (the host's network, "
+            "services on 127.0.0.1 included) or allow=HOST[:PORT],... (only those hosts, "
+            "through a proxy; HOST a name, *.name or IP; port 443 and 80 by default; "
+            "loopback only with a port)",
+            metavar="off|on|allow=HOST[:PORT],...",
+            callback=network_option,
         ),
     ] = None,
     mount_ro: Annotated[
@@ -279,7 +314,7 @@ def run(
         bool,
         typer.Option(
             "--trust-workspace-hooks",
-            help=f"Also run the hooks of the workspace's {WORKSPACE_SETTINGS}, which the agent "
+            help=f"Also run the hooks of the workspace's {WORKSPACE_SETTINGS_SHOWN}, which the agent "
             "itself can write (ignored without this)",
         ),
     ] = False,
@@ -292,14 +327,37 @@ def run(
         ),
     ] = None,
     store: StoreOption = None,
+    create_workspace: Annotated[
+        bool,
+        typer.Option(
+            "--create-workspace", help="Create the --workspace folder when it does not exist"
+        ),
+    ] = False,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--api-key-file",
+            help="File holding the model's API key (else TREADLE_API_KEY); kept out of argv",
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "-q", "--quiet", help="Leave the state changes (status, facts) out of the live view"
+        ),
+    ] = False,
 ) -> None:
     """Run an agent on TASK in a workspace, or continue a stored conversation, showing every
     event as it is stored. The tools run in a bubblewrap sandbox unless --sandbox none.
 
     Ctrl-C or SIGTERM stops the run cleanly: open calls are closed, the stop is recorded and
     the summary printed (exit 3)."""
+    from treadle.runtime.budget import Budget
+    from treadle.runtime.conversation import Conversation
+
     console = Console(highlight=False)
     _quiet_logs()
+    key_from_file(api_key_file)
     choice = _ModelOptions(
         model,
         base_url,
@@ -314,13 +372,16 @@ def run(
         mcp_servers_option(mcp_config),
     )
     sandbox_choice = _SandboxOptions(sandbox, network, tuple(mount_ro or ()))
-    if conversation_id is None:
-        if task is None or workspace is None:
+    if continue_last and conversation_id is not None:
+        fail("give -c/--continue or --conversation ID, not both", EXIT_BAD_INPUT)
+    if conversation_id is None and not continue_last:
+        if task is None:
             fail(
-                "give a TASK and --workspace DIR for a new run, or --conversation ID to "
-                "continue a stored one",
+                "give a TASK for a new run (in --workspace DIR, default the current folder), "
+                "or --conversation ID to continue a stored one",
                 EXIT_BAD_INPUT,
             )
+        workspace = _workspace_folder(workspace, create_workspace)
         settings, chosen_model = _new_settings(console, workspace, choice, sandbox_choice)
         opened = open_store_or_exit(store)
         try:
@@ -337,10 +398,15 @@ def run(
             opened.close()
             fail(str(error), EXIT_BAD_INPUT)
         to_store: ConversationSettings | None = None
+        new_model: ModelChoice | None = None
         budget = Budget()
     else:
         opened = open_existing_store(store)
-        conversation, to_store = _continue(
+        if conversation_id is None:  # -c: the workspace's last one
+            conversation_id = last_conversation_id(opened, workspace)
+        else:
+            conversation_id = resolve_conversation(opened, conversation_id)  # or a prefix
+        conversation, to_store, new_model = _continue(
             console, opened, conversation_id, workspace, choice, sandbox_choice
         )
         budget = choice.budget
@@ -352,8 +418,14 @@ def run(
                 EXIT_BAD_INPUT,
             )
     conversation.context.live_output.listeners.append(LiveOutputView(console))
+    if quiet:  # the status line of each step and the run's facts: most of a live view's lines
+        for callback in conversation.callbacks:
+            if isinstance(callback, LiveView):
+                callback.show_state = False
     try:
-        status = _run_under_lease(console, opened, conversation, task, max_steps, to_store, budget)
+        status = _run_under_lease(
+            console, opened, conversation, task, max_steps, to_store, budget, new_model
+        )
     finally:
         opened.close()
     raise typer.Exit(_exit_code(status, conversation.status_reason))
@@ -367,10 +439,17 @@ def _run_under_lease(
     max_steps: int,
     to_store: ConversationSettings | None,
     budget: Budget,
+    new_model: ModelChoice | None = None,
 ) -> ConversationStatus:
     """The run, holding the conversation's run lease; ``to_store``: settings stored first,
-    ``budget``: budgets raised first, both under the lease. Refused (exit 2, naming the
+    ``budget``: budgets raised first, ``new_model``: the model changed first, all under the
+    lease. Refused (exit 2, naming the
     holder) while another process runs it."""
+    from treadle.runtime.continuing import store_missing_settings
+    from treadle.runtime.hooks import PromptBlocked
+    from treadle.store.lease_holder import HeldLease, LeaseTaken
+    from treadle.store.leases import CLI, new_owner, open_leases
+
     with conversation:
         ignored = conversation.hooks.ignored_workspace_file
         if ignored is not None:
@@ -395,6 +474,8 @@ def _run_under_lease(
                     store_missing_settings(opened, conversation.id, to_store)
                 elif budget.limited:
                     _raise_budget(console, conversation, budget)
+                if new_model is not None:
+                    conversation.change_model(new_model)  # the live view shows the fact
                 status = _run_to_the_end(console, conversation, task, max_steps)
         except LeaseTaken as error:
             fail(f"{error}: wait for that run to end, or stop it there", EXIT_BAD_INPUT)
@@ -411,6 +492,32 @@ def _run_under_lease(
     return status
 
 
+def _workspace_folder(workspace: Path | None, create: bool) -> Path:
+    """The new run's workspace: ``--workspace`` or the current folder; one that does not exist
+    is refused (a typo would silently make an empty one) unless ``--create-workspace``."""
+    folder = Path.cwd() if workspace is None else workspace
+    if folder.exists() and not folder.is_dir():
+        fail(f"--workspace {folder} is not a folder", EXIT_BAD_INPUT)
+    if not folder.exists():
+        if not create:
+            fail(
+                f"--workspace {folder} does not exist: check the path, or give "
+                "--create-workspace to make it",
+                EXIT_BAD_INPUT,
+            )
+        try:
+            folder.mkdir(parents=True)
+        except OSError as error:
+            fail(f"cannot create --workspace {folder}: {error.strerror or error}", EXIT_BAD_INPUT)
+    return folder
+
+
+def _unlimited() -> Budget:
+    from treadle.runtime.budget import Budget
+
+    return Budget()
+
+
 @dataclass(frozen=True)
 class _ModelOptions:
     """The options that choose a conversation's settings."""
@@ -422,7 +529,7 @@ class _ModelOptions:
     deadline_s: float | None
     condense: CondenseMode | None = None
     context_tokens: int | None = None
-    budget: Budget = field(default_factory=Budget)
+    budget: Budget = field(default_factory=lambda: _unlimited())
     hooks: HookSettings | None = None
     trust_workspace_hooks: bool = False
     mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
@@ -455,7 +562,7 @@ class _SandboxOptions:
     """The options that choose where the tools run (None: not given)."""
 
     kind: SandboxKind | None
-    network: Network | None
+    network: str | None
     mounts_ro: tuple[Path, ...]
 
     @property
@@ -465,11 +572,15 @@ class _SandboxOptions:
     def settings(self, base: SandboxSettings | None = None) -> SandboxSettings:
         """``base`` (default: the default sandbox) with the options given; exit 2 when they
         do not fit together (e.g. --mount-ro with --sandbox none)."""
+        from pydantic import ValidationError
+
+        from treadle.runtime.settings import SandboxSettings
+
         fields = (base or SandboxSettings()).model_dump()
         if self.kind is not None:
             fields["kind"] = self.kind.value
         if self.network is not None:
-            fields["network"] = self.network.value
+            fields["network"] = self.network
         if self.mounts_ro:
             fields["mounts_ro"] = [str(path.resolve()) for path in self.mounts_ro]
         if fields["kind"] == "none":
@@ -477,13 +588,17 @@ class _SandboxOptions:
         try:
             return SandboxSettings.model_validate(fields)
         except ValidationError as error:
-            fail(f"--sandbox/--mount-ro: {error.errors()[0]['msg']}", EXIT_BAD_INPUT)
+            message = str(error.errors()[0]["msg"]).removeprefix("Value error, ")
+            fail(f"--sandbox/--network/--mount-ro: {message}", EXIT_BAD_INPUT)
 
 
 def _new_settings(
     console: Console, workspace: Path, choice: _ModelOptions, sandbox: _SandboxOptions
 ) -> tuple[ConversationSettings, LanguageModel | None]:
     """Settings from the options, and the model to run them with (None: built from them)."""
+    from treadle.runtime.llm import ModelError
+    from treadle.runtime.settings import ConversationSettings
+
     confirmation = choice.confirm or ConfirmationPolicy.NEVER
     isolation = sandbox.settings()
     try:
@@ -515,6 +630,7 @@ def _new_settings(
 def _litellm_model(
     console: Console, model: str | None, base_url: str | None, deadline_s: float | None
 ) -> LiteLLMModel:
+    from treadle.environment import model_environment
     from treadle.runtime.llm import LiteLLMModel, ModelSettings
 
     # The edge: TREADLE_MODEL, TREADLE_BASE_URL, TREADLE_API_KEY and TREADLE_MODEL_DEADLINE
@@ -522,6 +638,8 @@ def _litellm_model(
     chosen = ModelSettings.resolve(
         model_environment(), model=model, base_url=base_url, deadline_s=deadline_s
     )
+    # Before anything is created or paid for: a misspelt model, a missing key.
+    check_model(chosen.model, chosen.base_url, chosen.api_key)
     return LiteLLMModel(chosen, on_retry=lambda notice: console.print(f"[yellow]retry[/] {notice}"))
 
 
@@ -532,11 +650,18 @@ def _continue(
     workspace: Path | None,
     choice: _ModelOptions,
     sandbox: _SandboxOptions,
-) -> tuple[Conversation, ConversationSettings | None]:
-    """The stored conversation to continue, and the settings to store with it (None when it
-    has its own). Exits 2 when it is unknown, or the options do not fit it. Sandbox options
-    on a conversation with settings are the user's explicit choice for this run (recorded
-    with its isolation); the stored settings keep their own."""
+) -> tuple[Conversation, ConversationSettings | None, ModelChoice | None]:
+    """The stored conversation to continue, the settings to store with it (None when it has
+    its own) and the model it changes to (None: it keeps its own). Exits 2 when it is unknown,
+    or the options do not fit it. Sandbox options on a conversation with settings are the
+    user's explicit choice for this run (recorded with its isolation); the stored settings
+    keep their own."""
+    from pydantic import ValidationError
+
+    from treadle.runtime.conversation import Conversation
+    from treadle.runtime.settings import ConversationSettings
+    from treadle.store.base import ConversationNotFound, StoreError
+
     try:
         info = store.get_conversation(conversation_id)
         stored = ConversationSettings.from_metadata(info.metadata)
@@ -555,6 +680,7 @@ def _continue(
         fail(str(error), EXIT_BAD_INPUT)
     to_store: ConversationSettings | None = None
     chosen_model: LanguageModel | None = None
+    new_model: ModelChoice | None = None
     try:
         if stored is None:
             if workspace is None or (choice.script is None and choice.model is None):
@@ -578,7 +704,8 @@ def _continue(
             )
         else:
             _check_fits(conversation_id, stored, workspace, choice)
-            if stored.model.kind == "litellm":  # with the retry notices and the deadline
+            new_model, chosen_model = _model_change(console, stored, choice)
+            if new_model is None and stored.model.kind == "litellm":  # retries shown, deadline
                 chosen_model = _litellm_model(
                     console, stored.model.model, stored.model.base_url, choice.deadline_s
                 )
@@ -594,7 +721,34 @@ def _continue(
     except TreadleError as error:
         store.close()
         fail(str(error), EXIT_BAD_INPUT)
-    return conversation, to_store
+    return conversation, to_store, new_model
+
+
+def _model_change(
+    console: Console, stored: ConversationSettings, choice: _ModelOptions
+) -> tuple[ModelChoice | None, LanguageModel | None]:
+    """The model ``--script``/``--model``/``--base-url`` switch a stored conversation to, and
+    that model, built and checked before anything is stored (None, None: none given, or the
+    stored one). ``--base-url`` alone keeps the stored model's name; ``--model`` alone takes
+    the base URL from ``TREADLE_BASE_URL``, not the stored one (another provider)."""
+    from treadle.api.settings import ModelChoice
+    from treadle.runtime.settings import build_model
+
+    if choice.script is not None:
+        wanted = ModelChoice(kind="scripted", script=str(choice.script.resolve()))
+        if wanted == stored.model:
+            return None, None
+        return wanted, build_model(wanted, cli_policy())
+    if choice.model is None and choice.base_url is None:
+        return None, None
+    name = choice.model
+    if name is None and stored.model.kind == "litellm":
+        name = stored.model.model
+    chosen = _litellm_model(console, name, choice.base_url, choice.deadline_s)
+    wanted = ModelChoice(
+        kind="litellm", model=chosen.settings.model, base_url=chosen.settings.base_url
+    )
+    return (None, chosen) if wanted == stored.model else (wanted, chosen)
 
 
 def _check_fits(
@@ -604,20 +758,13 @@ def _check_fits(
     choice: _ModelOptions,
 ) -> None:
     """Exit 2 when an option asks for other settings than the stored ones: a conversation
-    keeps its settings (its log was made with them)."""
+    keeps its settings (its log was made with them), but for its model (``_model_change``)
+    and budgets, which may be raised."""
+    from treadle.runtime.budget import BudgetLowered, raised
+
     differs: list[str] = []
     if workspace is not None and str(workspace.resolve()) != stored.workspace:
         differs.append(f"--workspace (stored: {stored.workspace})")
-    if choice.script is not None and (
-        stored.model.kind != "scripted" or stored.model.script != str(choice.script.resolve())
-    ):
-        differs.append(f"--script (stored model: {_model_name(stored)})")
-    if choice.model is not None and (
-        stored.model.kind != "litellm" or stored.model.model != choice.model
-    ):
-        differs.append(f"--model (stored model: {_model_name(stored)})")
-    if choice.base_url is not None and choice.base_url != stored.model.base_url:
-        differs.append(f"--base-url (stored: {stored.model.base_url or 'none'})")
     if choice.confirm is not None and choice.confirm != stored.confirmation:
         differs.append(f"--confirm (stored: {stored.confirmation.value})")
     if choice.condense is not None and choice.condense != stored.condense:
@@ -649,15 +796,10 @@ def _raise_budget(console: Console, conversation: Conversation, budget: Budget) 
         console.print(f"[cyan]budget[/] {name} raised from {change['from']} to {change['to']}")
 
 
-def _model_name(settings: ConversationSettings) -> str:
-    choice = settings.model
-    if choice.kind == "litellm":
-        return choice.model or "litellm"
-    return f"scripted {choice.script}" if choice.script else "scripted (inline)"
-
-
 def _hook_settings(path: Path | None) -> HookSettings | None:
     """The hooks of ``--hooks FILE``; exit 2 naming what is wrong with the file."""
+    from treadle.runtime.hooks import read_hook_file
+
     if path is None:
         return None
     try:
@@ -676,14 +818,25 @@ def _quiet_logs() -> None:
 def _run_to_the_end(
     console: Console, conversation: Conversation, task: str | None, max_steps: int
 ) -> ConversationStatus:
+    """Run up to ``max_steps`` model calls in all, confirmations between them: an answer
+    that ends the turn (a confirmed ``finish``) ends the run; only "every call answered"
+    (idle) asks the model again. Messages queued meanwhile (``POST /messages`` while this
+    runs) are stored before the end, as a server's run does."""
+    conversation.deliver_queued_messages()  # older than the task: stored first
     if task is not None:
         conversation.send_message(task)
+    start = conversation.model_responses()
     status = conversation.run(max_steps)
-    while status is ConversationStatus.WAITING_FOR_CONFIRMATION and _ask_user(
-        console, conversation
-    ):
-        status = conversation.run(max_steps)
-    return status
+    while status is ConversationStatus.WAITING_FOR_CONFIRMATION:
+        answered = _ask_user(console, conversation)
+        if answered is None:
+            break
+        status = answered
+        left = max_steps - (conversation.model_responses() - start)
+        if status is ConversationStatus.IDLE and left > 0:
+            status = conversation.run(left)
+    conversation.deliver_queued_messages()  # those sent after its last safe point
+    return conversation.status
 
 
 def _exit_code(status: ConversationStatus, reason: str | None) -> int:
@@ -692,8 +845,8 @@ def _exit_code(status: ConversationStatus, reason: str | None) -> int:
         return 1
     if status in (ConversationStatus.PAUSED, ConversationStatus.WAITING_FOR_CONFIRMATION):
         return EXIT_STOPPED
-    if status is ConversationStatus.IDLE and (reason or "").startswith("stopped after"):
-        return EXIT_STOPPED  # max steps reached
+    if status is ConversationStatus.IDLE and (reason or "").startswith(STOPPED_REASONS):
+        return EXIT_STOPPED  # max steps reached (before the model was asked again)
     return 0
 
 
@@ -702,6 +855,9 @@ def demo(store: StoreOption = None) -> None:
     """A scripted run with real tools in a temporary workspace: parallel calls whose results
     complete out of order, an invalid call answered by an agent error, confirmations; then the
     active path, the projection and the audit."""
+    from treadle.runtime.conversation import Conversation
+    from treadle.runtime.settings import ConversationSettings
+
     console = Console(highlight=False)
     workspace = Path(tempfile.mkdtemp(prefix="treadle-demo-"))
     script = resources.files("treadle.demo").joinpath("script.json")
@@ -751,6 +907,9 @@ def demo(store: StoreOption = None) -> None:
 
 
 def _show_results(console: Console, conversation: Conversation) -> None:
+    from treadle.events.audit import audit_events
+    from treadle.events.projection import count_tool_calls
+
     path = conversation.active_path()
     console.rule("active path (root .. head)")
     for event in path:

@@ -5,7 +5,7 @@ always-on and triggered skills) and the files it would skip, with why. Exit 0, o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,7 +14,9 @@ from rich.table import Table
 
 from treadle.cli.app import app
 from treadle.cli.output import fail, print_json
-from treadle.runtime.skills import LoadedSkills, load_skills
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+    from treadle.runtime.skills import LoadedSkills
 
 
 @app.command("skills")
@@ -23,6 +25,8 @@ def skills_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
 ) -> None:
     """List the skills a conversation in WORKSPACE would load (docs/skills.md)."""
+    from treadle.runtime.skills import load_skills
+
     if not workspace.is_dir():
         fail(f"workspace {str(workspace)!r} is not a folder")
     loaded = load_skills(workspace)

@@ -10,30 +10,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from treadle.cli.app import app
+from treadle.cli.ids import resolve, resolve_conversation, resolve_event, short_ids
 from treadle.cli.output import EXIT_BAD_INPUT, fail, print_json
-from treadle.cli.store_commands import all_conversations, open_existing_store
-from treadle.cli.store_options import StoreOption
+from treadle.cli.store_commands import all_conversations
+from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import TreadleError
-from treadle.runtime.conversation import Conversation
-from treadle.runtime.settings import SettingsPolicy
-from treadle.runtime.snapshots import (
-    RestoreResult,
-    events_diff,
-    open_snapshot_store,
-    snapshot_facts,
-    snapshot_list,
-)
-from treadle.store.base import EventStore
-from treadle.store.lease_holder import HeldLease, LeaseTaken
-from treadle.store.leases import CLI, new_owner, open_leases
-from treadle.store.urls import default_store_dir
 
-ConversationArgument = Annotated[str, typer.Argument(help="The conversation's id")]
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+    from treadle.runtime.conversation import Conversation
+    from treadle.runtime.settings import SettingsPolicy
+    from treadle.runtime.snapshots import RestoreResult
+    from treadle.store.base import EventStore
+
+ConversationArgument = Annotated[
+    str, typer.Argument(help="The conversation: its id or a unique prefix")
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object")]
 RestoreOption = Annotated[
     bool,
@@ -47,6 +43,9 @@ RestoreOption = Annotated[
 
 def _policy() -> SettingsPolicy:
     # The edge: where a store without a file of its own (PostgreSQL) keeps its snapshots.
+    from treadle.runtime.settings import SettingsPolicy
+    from treadle.store.urls import default_store_dir
+
     return SettingsPolicy(snapshot_data_dir=default_store_dir())
 
 
@@ -65,6 +64,10 @@ def _store(url: str | None) -> Iterator[EventStore]:
 def _held(opened: EventStore, conversation_id: str) -> Iterator[Conversation]:
     """The conversation, opened holding its run lease: refused (exit 2) while a run, here or
     in a server, holds it."""
+    from treadle.runtime.conversation import Conversation
+    from treadle.store.lease_holder import HeldLease, LeaseTaken
+    from treadle.store.leases import CLI, new_owner, open_leases
+
     opened.get_conversation(conversation_id)  # ConversationNotFound before any lease
     lease = HeldLease(open_leases(opened.url), conversation_id, new_owner(CLI))
     try:
@@ -90,15 +93,20 @@ def _restored_lines(result: RestoreResult) -> list[str]:
 @app.command("switch")
 def switch(
     conversation: ConversationArgument,
-    event: Annotated[str, typer.Argument(help="The event that becomes the head")],
+    event: Annotated[
+        str, typer.Argument(help="The event that becomes the head (its id or a unique prefix)")
+    ],
     restore_files: RestoreOption = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Make EVENT the head of CONVERSATION (its branch becomes the model's context); with
     --restore-files the workspace's files go back to that point too."""
-    with _store(store) as opened, _held(opened, conversation) as conv:
-        result = conv.switch_branch(event, restore_files=restore_files)
+    with _store(store) as opened:
+        conversation = resolve_conversation(opened, conversation)
+        event = resolve_event(opened, conversation, event)
+        with _held(opened, conversation) as conv:
+            result = conv.switch_branch(event, restore_files=restore_files)
     if as_json:
         print_json({"head": event, "restore": result.to_dict() if result else None})
         return
@@ -112,7 +120,9 @@ def switch(
 @app.command("fork")
 def fork(
     conversation: ConversationArgument,
-    event: Annotated[str, typer.Argument(help="The event the fork starts from")],
+    event: Annotated[
+        str, typer.Argument(help="The event the fork starts from (its id or a unique prefix)")
+    ],
     restore_files: RestoreOption = False,
     workspace: Annotated[
         Path | None,
@@ -128,6 +138,8 @@ def fork(
 ) -> None:
     """A new conversation holding CONVERSATION's path up to EVENT (and its snapshots); with
     --restore-files and --workspace DIR, DIR gets the files as they were at EVENT."""
+    from treadle.runtime.conversation import Conversation
+
     if restore_files and workspace is None:
         fail(
             "--restore-files needs --workspace DIR: a fork shares its parent's workspace "
@@ -135,7 +147,8 @@ def fork(
             EXIT_BAD_INPUT,
         )
     with _store(store) as opened:
-        opened.get_event(conversation, event)
+        conversation = resolve_conversation(opened, conversation)
+        event = resolve_event(opened, conversation, event)
         with Conversation.open(opened, conversation, policy=_policy()) as parent:
             child = parent.fork(
                 event,
@@ -181,18 +194,15 @@ def restore(
 ) -> None:
     """Put a recorded snapshot of CONVERSATION back into its workspace (the undo of a
     restore: name the snapshot it took first). The head does not move."""
+    from treadle.runtime.snapshots import snapshot_facts
+
     with _store(store) as opened:
+        conversation = resolve_conversation(opened, conversation)
         ids = {fact.id for fact in snapshot_facts(opened, conversation)}
-        matches = sorted(i for i in ids if i.startswith(snapshot)) if len(snapshot) >= 4 else []
-        if len(matches) != 1:
-            found = "matches several" if matches else "is not recorded in it"
-            fail(
-                f"snapshot {snapshot!r} {found} (conversation {conversation}; treadle "
-                "snapshots lists them); nothing was changed",
-                EXIT_BAD_INPUT,
-            )
+        where = f"conversation {conversation} (treadle snapshots lists them); nothing was changed"
+        chosen = resolve(snapshot, ids, "snapshot", where)
         with _held(opened, conversation) as conv:
-            result = conv.restore_snapshot(matches[0])
+            result = conv.restore_snapshot(chosen)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -202,14 +212,20 @@ def restore(
 @app.command("diff")
 def diff(
     conversation: ConversationArgument,
-    event_a: Annotated[str, typer.Argument(help="The earlier event")],
-    event_b: Annotated[str, typer.Argument(help="The later event")],
+    event_a: Annotated[str, typer.Argument(help="The earlier event (its id or a unique prefix)")],
+    event_b: Annotated[str, typer.Argument(help="The later event (its id or a unique prefix)")],
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The unified diff of the workspace's files from EVENT_A to EVENT_B (from the snapshots
     covering them; exit 2 when one has none)."""
+    from treadle.runtime.snapshots import events_diff, open_snapshot_store
+    from treadle.store.urls import default_store_dir
+
     with _store(store) as opened:
+        conversation = resolve_conversation(opened, conversation)
+        event_a = resolve_event(opened, conversation, event_a)
+        event_b = resolve_event(opened, conversation, event_b)
         objects = open_snapshot_store(opened, default_store_dir())
         found = events_diff(opened, objects, conversation, event_a, event_b)
     if as_json:
@@ -234,8 +250,11 @@ def snapshots(
 ) -> None:
     """The workspace snapshots of CONVERSATION: id, the event it follows, files and bytes it
     holds, bytes it added to the store."""
+    from treadle.runtime.snapshots import open_snapshot_store, snapshot_list
+    from treadle.store.urls import default_store_dir
+
     with _store(store) as opened:
-        opened.get_conversation(conversation)
+        conversation = resolve_conversation(opened, conversation)
         objects = open_snapshot_store(opened, default_store_dir())
         listed = snapshot_list(opened, objects, conversation)
         collected = None
@@ -247,10 +266,11 @@ def snapshots(
     if as_json:
         print_json({"conversation": conversation, "snapshots": listed, "gc": collected})
         return
+    shown = short_ids(item["id"] for item in listed)
     for item in listed:
         reason = f"  ({item['reason']})" if item["reason"] else ""
         typer.echo(
-            f"{item['id'][:12]}  after {item['after_event']}  {item['files']} file(s)  "
+            f"{shown[item['id']]}  after {item['after_event']}  {item['files']} file(s)  "
             f"{item['bytes']} bytes  +{item['bytes_added']} bytes added{reason}"
         )
     typer.echo(f"{len(listed)} snapshot(s)")

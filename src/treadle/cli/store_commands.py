@@ -9,33 +9,23 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from treadle.api.mcp import mcp_servers_text
 from treadle.cli.app import app
 from treadle.cli.bench_commands import JsonOption, bench_app, print_figures
 from treadle.cli.openhands_commands import export_app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
-from treadle.cli.overview import LeaseLook, overview, status_text
 from treadle.cli.store_options import StoreOption
-from treadle.events.audit import audit_events
-from treadle.events.model import CondensationEvent, Event, event_to_dict, event_to_json
-from treadle.runtime.isolation import read_isolation
-from treadle.runtime.mcp_servers import read_mcp_servers
-from treadle.store.base import (
-    ConversationInfo,
-    ConversationNotFound,
-    EventNotFound,
-    EventStore,
-    StoreError,
-    StoreUnavailable,
-)
-from treadle.store.urls import default_store_url, open_store
+from treadle.cli.store_options import open_existing_store as open_existing_store
+
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+    from treadle.events.model import CondensationEvent, Event
+    from treadle.store.base import ConversationInfo, EventStore, StoreError
 
 store_app = typer.Typer(
     name="store", help="Inspect and check a store of conversations.", no_args_is_help=True
@@ -44,15 +34,6 @@ app.add_typer(store_app, name="store")
 
 _CHUNK = 2_000
 """Events read per query when a command goes through a whole conversation."""
-
-
-def open_existing_store(url: str | None) -> EventStore:
-    """The store at ``url`` (default store if None); exits 2 when it cannot be opened. A store
-    that does not exist is an error here: reading commands never create one."""
-    try:
-        return open_store(default_store_url() if url is None else url, create=False)
-    except StoreError as error:
-        fail(str(error), EXIT_BAD_INPUT)
 
 
 def all_conversations(store: EventStore) -> Iterator[ConversationInfo]:
@@ -68,6 +49,8 @@ def all_conversations(store: EventStore) -> Iterator[ConversationInfo]:
 def conversations_or_damage(store: EventStore) -> Iterator[ConversationInfo | StoreError]:
     """Every conversation, as ``all_conversations``; a row that cannot be read (bad metadata
     JSON, a bad time) comes as the StoreError naming it, and the rows after it still come."""
+    from treadle.store.base import StoreError, StoreUnavailable
+
     offset = 0
     while True:
         try:
@@ -111,6 +94,8 @@ def store_info(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """Conversations, their event counts and heads, and the size of the store."""
+    from treadle.store.base import ConversationInfo, StoreError
+
     event_store = open_existing_store(store)
     try:
         rows = list(conversations_or_damage(event_store))
@@ -180,10 +165,23 @@ def _store_facts(store: EventStore) -> dict[str, Any]:
 def store_check(
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Also remove what killed runs left on this machine (terminal folders in "
+            "TMPDIR, pids cgroups) and say how much",
+        ),
+    ] = False,
 ) -> None:
     """Check the file (SQLite integrity_check) and audit every conversation; exit 1 on any
-    violation or damage."""
-    event_store = open_existing_store(store)
+    violation or damage. Every command that opens a store removes a killed run's leftovers;
+    ``--repair`` says what it removed."""
+    from treadle.runtime.tools.terminal_folders import sweep as sweep_leftovers
+    from treadle.store.base import StoreError, StoreUnavailable
+
+    event_store = open_existing_store(store, sweep=not repair)
+    swept = sweep_leftovers() if repair else None
     findings: list[dict[str, Any]] = []
     checked = 0
     try:
@@ -208,9 +206,21 @@ def store_check(
     finally:
         event_store.close()
     if as_json:
-        print_json({"store": event_store.url, "conversations": checked, "violations": findings})
+        report: dict[str, Any] = {
+            "store": event_store.url,
+            "conversations": checked,
+            "violations": findings,
+        }
+        if swept is not None:
+            report["repaired"] = {"terminal_folders": swept.folders, "cgroups": swept.cgroups}
+        print_json(report)
     else:
         console = Console()
+        if swept is not None:
+            console.print(
+                f"repaired: removed {swept.folders} terminal folder(s) and {swept.cgroups} "
+                "cgroup(s) left by killed runs"
+            )
         for finding in findings:
             where = escape(f" [{finding['conversation']}]") if "conversation" in finding else ""
             ids = escape(", ".join(finding.get("event_ids", [])))
@@ -225,6 +235,8 @@ def store_check(
 
 
 def _check_conversation(store: EventStore, info: ConversationInfo) -> list[dict[str, Any]]:
+    from treadle.events.audit import audit_events
+
     events = list(all_events(store, info.id, info.event_count))
     findings: list[dict[str, Any]] = []
     if len(events) != info.event_count:
@@ -253,28 +265,56 @@ def _check_conversation(store: EventStore, info: ConversationInfo) -> list[dict[
 # -- treadle log -----------------------------------------------------------------------------
 
 
+LOG_TABLE_EVENTS = 200
+"""Events ``treadle log`` shows on its table without --limit (the last ones of the path)."""
+
+
 @app.command("log")
 def log(
-    conversation: Annotated[str, typer.Argument(help="Id of the stored conversation")],
+    conversation: Annotated[
+        str, typer.Argument(help="The stored conversation: its id or a unique prefix")
+    ],
     store: StoreOption = None,
     head: Annotated[
-        str | None, typer.Option("--head", help="Head event id (default: the saved head)")
+        str | None,
+        typer.Option("--head", help="Head event id or prefix (default: the saved head)"),
     ] = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", min=0, help="Only the last K events of the path")
+        int | None,
+        typer.Option(
+            "--limit",
+            min=0,
+            help=f"Only the last K events of the path (0: all) [default: {LOG_TABLE_EVENTS} on "
+            "the table, all with --json]",
+            show_default=False,
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of events")] = False,
 ) -> None:
-    """Print a stored conversation's active path root..head (TREE-PATH)."""
+    """Print a stored conversation's active path root..head (TREE-PATH), then its status,
+    totals, settings and the agent's final answer in full."""
+    from treadle.cli.ids import resolve_conversation, resolve_event, short_ids
+    from treadle.cli.terminal_text import visible
+    from treadle.cli.transcript import answer_renderable, final_answer
+    from treadle.events.model import event_to_dict
+    from treadle.store.base import StoreError
+
     event_store = open_existing_store(store)
     try:
-        path = event_store.path_to_root(conversation, head, limit)
-        # The human view only: the JSON stays an array of events.
-        totals = None if as_json else _totals_lines(event_store, conversation)
-    except ConversationNotFound:
-        fail(f"no conversation {conversation!r} in store {event_store.url}", EXIT_BAD_INPUT)
-    except EventNotFound:
-        fail(f"TREE-HEAD: head {head!r} is not an event of {conversation!r}", EXIT_BAD_INPUT)
+        conversation = resolve_conversation(event_store, conversation)
+        if head is not None:
+            head = resolve_event(event_store, conversation, head, contract="TREE-HEAD")
+        if as_json:  # unchanged: every event of the path unless --limit says otherwise
+            path = event_store.path_to_root(conversation, head, limit or None)
+        else:
+            shown = LOG_TABLE_EVENTS if limit is None else limit
+            # One more than shown, to know whether the path is longer.
+            path = event_store.path_to_root(conversation, head, shown + 1 if shown else None)
+            cut = bool(shown) and len(path) > shown
+            path = path[1:] if cut else path
+            totals = _totals_lines(event_store, conversation)
+            ids = short_ids([e.id for e in path], (s.id for s in event_store.shapes(conversation)))
+            answer = final_answer(event_store.path_to_root(conversation, head, 400))
     except StoreError as error:
         fail(str(error), EXIT_BAD_INPUT)
     finally:
@@ -282,26 +322,38 @@ def log(
     if as_json:
         print_json([event_to_dict(event) for event in path])
         return
-    table = Table(title=f"{escape(conversation)}: {len(path)} event(s) on the active path")
-    for column in ("id", "kind", "source", "time", "summary"):
-        table.add_column(column, overflow="fold" if column == "summary" else "ellipsis")
+    title = f"{visible(conversation)}: {len(path)} event(s) on the active path"
+    table = Table(title=escape(title + (" (the last ones)" if cut else "")))
+    table.add_column("id", no_wrap=True)  # whole: it is copied into the next command
+    table.add_column("time", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("summary", overflow="fold", ratio=1)
     for event in path:
         table.add_row(
-            escape(event.id),
+            escape(ids[event.id]),
+            escape(visible(event.timestamp[11:19] or event.timestamp)),
             event.kind,
-            event.source,
-            escape(event.timestamp[:19]),
-            escape(_summary(event)),
+            escape(visible(_summary(event))),
         )
     console = Console()
     console.print(table)
-    for line in totals or ():
-        console.print(escape(line))
+    if cut:
+        typer.echo(f"the last {len(path)} events shown: --limit 0 shows the whole path", err=True)
+    for line in totals:
+        console.print(escape(visible(line)))
+    if answer is not None:
+        console.rule("final answer", align="left")
+        console.print(answer_renderable(answer))
 
 
 def _totals_lines(event_store: EventStore, conversation: str) -> list[str]:
     """What ``treadle log`` prints under the path: the conversation's status, totals (events,
     tokens and cost of the whole log, every branch) and settings."""
+    from treadle.api.mcp import mcp_servers_text
+    from treadle.cli.overview import LeaseLook, overview, status_text
+    from treadle.runtime.isolation import read_isolation
+    from treadle.runtime.mcp_servers import read_mcp_servers
+
     info = event_store.get_conversation(conversation)
     leases = LeaseLook(event_store.url)
     try:
@@ -328,6 +380,30 @@ def _totals_lines(event_store: EventStore, conversation: str) -> list[str]:
     told = None if servers is None else mcp_servers_text(servers)
     if told is not None:
         lines.append(f"{told} (last run)")
+    lines.extend(_model_changes(event_store, conversation))
+    return lines
+
+
+MODEL_CHANGES_SHOWN = 20
+
+
+def _model_changes(event_store: EventStore, conversation: str) -> list[str]:
+    """Each ``model`` fact of the log (a continued run that took another model), oldest
+    first, with when it was made: the settings line shows only the model now."""
+    from treadle.api.model_change import MODEL_KEY, model_change_text
+    from treadle.events.model import StateChangeEvent
+    from treadle.store.base import EventQuery
+
+    query = EventQuery(
+        kinds=["state_change"], text=f'"key":"{MODEL_KEY}"', order="desc", limit=MODEL_CHANGES_SHOWN
+    )
+    lines = []
+    for stored in reversed(event_store.search(conversation, query).items):
+        event = stored.event
+        if isinstance(event, StateChangeEvent) and event.key == MODEL_KEY:
+            told = model_change_text(event.value)
+            if told is not None:
+                lines.append(f"{told} (at {event.timestamp[:19]}, event {stored.seq})")
     return lines
 
 
@@ -409,7 +485,9 @@ def _summary(event: Event) -> str:
 
 @export_app.command("jsonl")
 def export_jsonl(
-    conversation: Annotated[str, typer.Argument(help="Id of the stored conversation")],
+    conversation: Annotated[
+        str, typer.Argument(help="The stored conversation: its id or a unique prefix")
+    ],
     store: StoreOption = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="File to write (default: stdout)")
@@ -417,8 +495,12 @@ def export_jsonl(
 ) -> None:
     """Write every event of a conversation as JSON Lines in seq order (what `treadle audit`
     reads)."""
+    from treadle.cli.ids import resolve_conversation
+    from treadle.store.base import ConversationNotFound, StoreError
+
     event_store = open_existing_store(store)
     try:
+        conversation = resolve_conversation(event_store, conversation)
         info = event_store.get_conversation(conversation)
         if output is None:
             _write_jsonl(event_store, info, sys.stdout)
@@ -437,6 +519,8 @@ def export_jsonl(
 
 
 def _write_jsonl(store: EventStore, info: ConversationInfo, out: IO[str]) -> None:
+    from treadle.events.model import event_to_json
+
     for event in all_events(store, info.id, info.event_count):
         out.write(event_to_json(event) + "\n")
     out.flush()
@@ -469,6 +553,7 @@ def bench_store(
     """Append rate (durable, fast, vs raw sqlite3), growth, window/path/search times, RSS and
     bytes per event of a store."""
     from treadle.bench.store import run_store_bench
+    from treadle.store.base import StoreError
 
     try:
         figures = run_store_bench(store, events=events, progress=not as_json)

@@ -4,6 +4,7 @@ Answers come back as the typed models of ``treadle.api`` and ``treadle.events``.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
@@ -14,6 +15,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from treadle.api.evals import EvalList, EvalView
 from treadle.api.settings import ConversationSettings
 from treadle.api.status import ConversationStatus
+from treadle.api.transcript import TranscriptPage
 from treadle.api.views import (
     Accepted,
     AuditView,
@@ -29,9 +31,15 @@ from treadle.api.views import (
     TreeView,
 )
 from treadle.client.http import BadResponse, HttpApi
-from treadle.client.stream import EventSubscription
+from treadle.client.stream import EventSubscription, StreamClosed
 from treadle.events.links import pending_actions
-from treadle.events.model import EVENT_ADAPTER, EVENT_LIST_ADAPTER, ActionEvent, Event
+from treadle.events.model import (
+    EVENT_ADAPTER,
+    EVENT_LIST_ADAPTER,
+    ActionEvent,
+    Event,
+    MessageEvent,
+)
 
 
 class TreadleClient:
@@ -87,7 +95,8 @@ class TreadleClient:
 
 
 class RemoteConversation:
-    """A conversation on the server, with the methods of the local ``Conversation``."""
+    """A conversation on the server, with the methods of the local ``Conversation``: both are
+    a ``treadle.api.handle.ConversationHandle`` (what differs is listed there)."""
 
     def __init__(self, client: TreadleClient, conversation_id: str) -> None:
         self.client = client
@@ -112,8 +121,12 @@ class RemoteConversation:
 
     # -- intents --------------------------------------------------------------------------
 
-    def send_message(self, text: str) -> Event:
-        return _adapt(EVENT_ADAPTER, self._call("POST", "/messages", json={"text": text}))
+    def send_message(self, text: str) -> MessageEvent:
+        """The stored message (as the local ``Conversation``'s)."""
+        event = _adapt(EVENT_ADAPTER, self._call("POST", "/messages", json={"text": text}))
+        if not isinstance(event, MessageEvent):
+            raise BadResponse(f"the server answered a message with a {event.kind} event")
+        return event
 
     def run(
         self,
@@ -132,14 +145,46 @@ class RemoteConversation:
         return self.wait(timeout_s) if wait else ConversationStatus.RUNNING
 
     def wait(self, timeout_s: float = 300.0, poll_s: float = 0.05) -> ConversationStatus:
-        """Wait until no run or confirmation is in progress here; the final status."""
+        """Wait until no run or confirmation is in progress here; the final status. Ends on
+        the stream's ``run_finished`` (docs/stream.md); polls the view every ``poll_s`` only
+        when the stream cannot be had (its socket refused or unreachable)."""
         deadline = time.monotonic() + timeout_s
+        info = self.info()
+        if _settled(info):
+            return info.status
+        try:
+            return self._wait_on_stream(info.event_count - 1, deadline, poll_s)
+        except StreamClosed:
+            pass  # no stream (a proxy without WebSockets, refused): the view tells it too
         while time.monotonic() < deadline:
             info = self.info()
-            if not info.running_here and info.status is not ConversationStatus.RUNNING:
+            if _settled(info):
                 return info.status
             time.sleep(poll_s)
         raise TimeoutError(f"conversation {self.id} still running after {timeout_s} s")
+
+    def _wait_on_stream(self, after_seq: int, deadline: float, poll_s: float) -> ConversationStatus:
+        """Follow the stream from ``after_seq`` (so a run that ended meanwhile is replayed)
+        until a ``run_finished`` whose run let go of the conversation here."""
+        subscription = self.subscribe(after_seq, max_retries=0)
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), subscription.close)
+        timer.start()
+        try:
+            for frame in subscription:
+                if frame.get("type") != "run_finished":
+                    continue
+                # the run's last status is stored; its thread lets go of the run just after
+                while time.monotonic() < deadline:
+                    info = self.info()
+                    if _settled(info):
+                        return info.status
+                    if info.status is ConversationStatus.RUNNING:
+                        break  # a new run began meanwhile: wait for its end too
+                    time.sleep(poll_s)
+        finally:
+            timer.cancel()
+            subscription.close()
+        raise TimeoutError(f"conversation {self.id} still running at the wait's deadline")
 
     def pause(self) -> None:
         """Stop the run at its next safe point (the calls in progress end first)."""
@@ -247,6 +292,14 @@ class RemoteConversation:
     def pending_actions(self) -> list[ActionEvent]:
         return pending_actions(self.active_path())
 
+    def transcript(
+        self, head: str | None = None, *, before_seq: int | None = None, limit: int = 200
+    ) -> TranscriptPage:
+        """The newest ``limit`` transcript items of the path to ``head`` (default: the head),
+        typed (``api.transcript``); pass ``next_before_seq`` as ``before_seq`` for older ones."""
+        params = _params({"head": head, "before_seq": before_seq, "limit": limit})
+        return _read(TranscriptPage, self._call("GET", "/transcript", params=params))
+
     def messages(self, head: str | None = None) -> list[dict[str, Any]]:
         """The OpenAI-format messages the model would be sent (PROJECT-*), as the model's
         service takes them: plain JSON objects."""
@@ -265,6 +318,11 @@ class RemoteConversation:
         """A live, self-reconnecting subscription resuming from its last seq (``options``:
         ``EventSubscription``'s, e.g. ``max_retries`` and ``retry_deadline_s``)."""
         return EventSubscription(self.client.api, self.id, after_seq, **options)
+
+
+def _settled(info: ConversationView) -> bool:
+    """No run holds the conversation here and its log says it is not running."""
+    return not info.running_here and info.status is not ConversationStatus.RUNNING
 
 
 def _params(filters: dict[str, Any]) -> dict[str, Any]:

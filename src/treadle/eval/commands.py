@@ -18,7 +18,7 @@ from typing import Any
 from treadle.api.settings import SandboxSettings
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.runtime.workspace.sandbox import SandboxedWorkspace
-from treadle.runtime.workspace.shell import PRLIMIT, PRLIMIT_OPTIONS, ShellCommand
+from treadle.runtime.workspace.shell import ShellCommand, launch_argv
 
 OUTPUT_TAIL_CHARS = 4000
 """How much of a command's output the result keeps (its end: where test runners summarize)."""
@@ -51,6 +51,7 @@ def run_task_command(
     *,
     timeout_s: float,
     environment: Mapping[str, str] | None = None,
+    tail_chars: int = OUTPUT_TAIL_CHARS,
 ) -> CommandResult:
     """Run ``command`` with bash in ``workspace`` under ``sandbox`` (``SandboxUnavailable``
     when bubblewrap cannot start here: never a silent fallback). Every process it started is
@@ -63,30 +64,17 @@ def run_task_command(
     with tempfile.TemporaryDirectory(prefix="treadle-eval-cmd-") as private:
         shell = chosen.shell_command(["/bin/bash", "-c", command], Path(private))
         try:
-            return _run(shell, workspace, timeout_s)
+            return _run(shell, workspace, timeout_s, tail_chars)
         finally:
             if shell.cgroup is not None:
                 shell.cgroup.kill()
 
 
-def _argv(shell: ShellCommand) -> list[str]:
-    """The shell's command line behind its cgroup and resource limits (as the terminal's
-    ``launch_argv``, without taking a terminal: this command has none)."""
-    argv: list[str] = []
-    if shell.cgroup is not None:
-        argv += ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(shell.cgroup.procs)]
-    if shell.rlimits:
-        argv.append(PRLIMIT)
-        argv += [f"{PRLIMIT_OPTIONS[name]}={value}" for name, value in shell.rlimits.items()]
-        argv.append("--")
-    return [*argv, *shell.argv]
-
-
-def _run(shell: ShellCommand, workspace: Path, timeout_s: float) -> CommandResult:
+def _run(shell: ShellCommand, workspace: Path, timeout_s: float, tail_chars: int) -> CommandResult:
     started = time.monotonic()
     with tempfile.TemporaryFile() as output:
         process = subprocess.Popen(
-            _argv(shell),
+            launch_argv(shell, controlling_terminal=False),
             cwd=workspace,
             env=dict(shell.env),
             stdin=subprocess.DEVNULL,
@@ -107,8 +95,8 @@ def _run(shell: ShellCommand, workspace: Path, timeout_s: float) -> CommandResul
             process.wait()
         seconds = time.monotonic() - started
         size = output.tell()
-        output.seek(max(0, size - OUTPUT_TAIL_CHARS * 4))
-        tail = output.read().decode("utf-8", "replace")[-OUTPUT_TAIL_CHARS:]
+        output.seek(max(0, size - tail_chars * 4))
+        tail = output.read().decode("utf-8", "replace")[-tail_chars:]
     if timed_out:
         tail += f"\n[stopped after {timeout_s:g} s]"
     return CommandResult(exit_code, tail, seconds, timed_out)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from treadle.api.settings import ModelChoice, SandboxSettings
+from treadle.eval.environment import run_settings
 from treadle.eval.ray_engine import AttemptDone
 from treadle.eval.results import EvalRecord, EvalResults, TaskRecord, now_text
 from treadle.eval.runner import TaskJob
@@ -55,10 +56,27 @@ class EvalPlan:
     max_steps: int = 50
     work_dir: str | None = None
     model_delay_s: float = 0.0
+    epochs: int = 1
+    """How many times each task is run (``--epochs``): part of a run, not of the eval's id."""
+    inputs_sha256: str = ""
+    """The digest of the task file and the files it names (environment.inputs_digest)."""
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each task's sources as recorded in its results (starting files' digest, commit...)."""
+    prices: tuple[float, float] | None = None
+    """USD per million input and output tokens, for a model LiteLLM cannot price."""
+    snapshots: bool = True
+    """Workspace snapshots in the task conversations (``treadle diff``, ``replay --mode rerun``)."""
 
-    def job(self, task: EvalTask, attempt: int, conversation_id: str) -> TaskJob:
+    def job(self, task: EvalTask, attempt: int, conversation_id: str, epoch: int = 1) -> TaskJob:
         model = task.model or self.model
         assert model is not None  # checked when the plan is made (``tasks_without_model``)
+        settings = run_settings(
+            model,
+            max_steps=self.max_steps,
+            max_cost_usd=self.max_cost_usd,
+            task_timeout_s=self.task_timeout_s,
+            prices=self.prices,
+        )
         return TaskJob(
             eval_id=self.eval_id,
             task=task,
@@ -73,6 +91,10 @@ class EvalPlan:
             max_steps=self.max_steps,
             work_dir=self.work_dir,
             model_delay_s=self.model_delay_s,
+            epoch=epoch,
+            environment={**settings, **self.sources.get(task.id, {})},
+            prices=self.prices,
+            snapshots=self.snapshots,
         )
 
 
@@ -118,50 +140,54 @@ def run_eval(
             task_ids=tuple(task.id for task in plan.task_file.tasks),
             created_at=now_text(),
             updated_at=now_text(),
+            inputs_sha256=plan.inputs_sha256,
         )
     )
-    stored = {row.task_id: row for row in results.tasks(plan.eval_id)}
-    to_run: deque[tuple[int, EvalTask]] = deque()
+    stored = {(row.task_id, row.epoch): row for row in results.tasks(plan.eval_id)}
+    to_run: deque[tuple[int, EvalTask, int]] = deque()
     skipped: set[str] = set()
-    for position, task in enumerate(plan.task_file.tasks):
-        row = stored.get(task.id)
-        if row is not None and row.state == "done":
-            skipped.add(task.id)
-            tell(task.id, "skipped")
-            continue
-        if row is not None and row.state == "running" and row.conversation_id:
-            # The driver that handed it out died: its attempt will never report.
-            _mark_attempt(
-                store, plan.eval_id, task.id, row.attempts, row.conversation_id, "abandoned"
-            )
-        to_run.append((position, task))
-    tries: dict[str, int] = {}
-    running: dict[str, int] = {}
+    for epoch in range(1, plan.epochs + 1):
+        for position, task in enumerate(plan.task_file.tasks):
+            row = stored.get((task.id, epoch))
+            if row is not None and row.state == "done":
+                skipped.add(sample_key(task.id, epoch))
+                tell(task.id, "skipped")
+                continue
+            if row is not None and row.state == "running" and row.conversation_id:
+                # The driver that handed it out died: its attempt will never report.
+                _mark_attempt(
+                    store, plan.eval_id, task.id, row.attempts, row.conversation_id, "abandoned"
+                )
+            to_run.append((position, task, epoch))
+    tries: dict[tuple[str, int], int] = {}
+    running: dict[tuple[str, int], int] = {}
     while to_run or running:
         while to_run and engine.idle_slots > 0:
-            position, task = to_run.popleft()
+            position, task, epoch = to_run.popleft()
             conversation_id = uuid.uuid4().hex
-            attempt = results.start_attempt(plan.eval_id, task.id, position, conversation_id)
-            tries[task.id] = tries.get(task.id, 0) + 1
-            running[task.id] = position
-            engine.submit(plan.job(task, attempt, conversation_id))
+            attempt = results.start_attempt(plan.eval_id, task.id, position, conversation_id, epoch)
+            key = (task.id, epoch)
+            tries[key] = tries.get(key, 0) + 1
+            running[key] = position
+            engine.submit(plan.job(task, attempt, conversation_id, epoch))
             tell(task.id, "started")
         for done in engine.wait(timeout_s=0.5):
             task = done.job.task
-            position = running.pop(task.id)
+            epoch = done.job.epoch
+            position = running.pop((task.id, epoch))
             _mark_attempt(
                 store, plan.eval_id, task.id, done.job.attempt, done.job.conversation_id,
                 done.outcome,
             )  # fmt: skip
             if done.result is not None:
                 result = {**done.result, "attempts": done.job.attempt, "skipped": False}
-                results.finish(plan.eval_id, task.id, result)
+                results.finish(plan.eval_id, task.id, result, epoch)
                 tell(task.id, "result")
-            elif tries[task.id] <= plan.retries:
-                to_run.append((position, task))
+            elif tries[task.id, epoch] <= plan.retries:
+                to_run.append((position, task, epoch))
                 tell(task.id, "retry")
             else:
-                results.give_up(plan.eval_id, task.id, _not_run(done))
+                results.give_up(plan.eval_id, task.id, _not_run(done), epoch)
                 tell(task.id, "not_run")
     return EvalRun(record, results.tasks(plan.eval_id), skipped)
 
@@ -183,7 +209,14 @@ def _not_run(done: AttemptDone) -> dict[str, Any]:
         + (f" ({done.error})" if done.error else ""),
         "attempts": done.job.attempt,
         "skipped": False,
+        "epoch": done.job.epoch,
     }
+
+
+def sample_key(task_id: str, epoch: int) -> str:
+    """How a run names one of a task's epochs (its ``skipped`` set): the task id for the
+    first, ``ID#K`` for the K-th."""
+    return task_id if epoch == 1 else f"{task_id}#{epoch}"
 
 
 def _mark_attempt(

@@ -4,7 +4,9 @@ task, in the task file's order) and the table the terminal shows."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,25 +21,46 @@ from treadle.eval.results import EvalRecord, TaskRecord
 def eval_report(
     record: EvalRecord, tasks: list[TaskRecord], skipped: set[str] | None = None
 ) -> dict[str, Any]:
-    """The report of ``record`` from its task rows; ``skipped``: the tasks a rerun found
-    finished (their ``skipped`` is true). A task with no row yet shows as ``not_run``."""
-    by_id = {row.task_id: row for row in tasks}
+    """The report of ``record`` from its task rows: one result per task and epoch, in the
+    task file's order; ``skipped``: the samples a rerun found finished (``sample_key``). A task
+    with no row yet shows as ``not_run``."""
+    by_id: dict[str, list[TaskRecord]] = {}
+    for task_row in tasks:
+        by_id.setdefault(task_row.task_id, []).append(task_row)
     results = []
     for task_id in record.task_ids:
-        row = by_id.get(task_id)
-        result = dict(row.result) if row is not None and row.result is not None else None
-        if result is None:
-            result = _no_result(task_id, row)
-        result["skipped"] = task_id in (skipped or set())
-        results.append(result)
+        rows: list[TaskRecord | None] = [
+            *sorted(by_id.get(task_id, []), key=lambda stored: stored.epoch)
+        ]
+        for row in rows or [None]:
+            stored = dict(row.result) if row is not None and row.result is not None else None
+            result = stored if stored is not None else _no_result(task_id, row)
+            epoch = 1 if row is None else row.epoch
+            result["epoch"] = epoch
+            key = task_id if epoch == 1 else f"{task_id}#{epoch}"
+            result["skipped"] = key in (skipped or set())
+            results.append(result)
     return {
         "eval_id": record.id,
+        "model": model_name(record.settings),
         "engine": record.engine,
         "tasks_file": record.tasks_file,
+        "inputs_sha256": record.inputs_sha256,
         "settings": record.settings,
         "summary": summary_of(results),
         "results": results,
     }
+
+
+def model_name(settings: dict[str, Any]) -> str:
+    """The eval's model as a short name (``per task`` when each task names its own)."""
+    model = settings.get("model")
+    if not isinstance(model, dict):
+        return "per task"
+    if model.get("kind") == "scripted":
+        script = model.get("script")
+        return f"scripted:{Path(script).name}" if isinstance(script, str) else "scripted"
+    return str(model.get("model") or "?")
 
 
 def _no_result(task_id: str, row: TaskRecord | None) -> dict[str, Any]:
@@ -60,26 +83,73 @@ def _no_result(task_id: str, row: TaskRecord | None) -> dict[str, Any]:
 
 
 def summary_of(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts, and the pass rate as pass@1 (the mean over tasks of each task's share of
+    passed epochs) with its standard error (``stderr``: the sample standard deviation of the
+    tasks' shares over the square root of their number), pass@k for each k every task has
+    epochs for (the unbiased estimator 1 - C(n-c, k) / C(n, k)), tokens, cost and time."""
+    per_task: dict[str, list[bool]] = {}
+    for result in results:
+        per_task.setdefault(result["task_id"], []).append(bool(result["passed"]))
+    shares = [sum(passes) / len(passes) for passes in per_task.values()]
     total = len(results)
     passed = sum(1 for result in results if result["passed"])
     not_run = sum(1 for result in results if result["status"] == "not_run")
+    fewest = min((len(passes) for passes in per_task.values()), default=0)
+    pass_at = {
+        str(k): round(statistics.fmean(_pass_at_k(p, k) for p in per_task.values()), 4)
+        for k in _ks(fewest)
+    }
     return {
-        "tasks": total,
+        "tasks": len(per_task),
+        "samples": total,
+        "epochs": max((len(passes) for passes in per_task.values()), default=0),
         "passed": passed,
         "failed": total - passed - not_run,
         "not_run": not_run,
-        "pass_rate": round(passed / total, 4) if total else 0.0,
+        "pass_rate": round(statistics.fmean(shares), 4) if shares else 0.0,
+        "stderr": round(standard_error(shares), 4),
+        "pass_at_k": pass_at,
         "tokens": sum(result["tokens"] for result in results),
         "cost_usd": sum(result["cost_usd"] for result in results),
         "seconds": round(sum(result["seconds"] for result in results), 3),
     }
 
 
+def standard_error(values: list[float]) -> float:
+    """The standard error of the mean of ``values`` (0 with fewer than two)."""
+    if len(values) < 2:
+        return 0.0
+    return statistics.stdev(values) / math.sqrt(len(values))
+
+
+def _ks(fewest: int) -> list[int]:
+    """The k of pass@k to report: 1, 2, 4, 8... up to the fewest epochs any task has, and it."""
+    ks = []
+    k = 1
+    while k <= fewest:
+        ks.append(k)
+        k *= 2
+    if fewest and fewest not in ks:
+        ks.append(fewest)
+    return ks
+
+
+def _pass_at_k(passes: list[bool], k: int) -> float:
+    n, c = len(passes), sum(passes)
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
 def print_report(console: Console, report: dict[str, Any]) -> None:
-    """The results as a table, then the pass rate, cost and time."""
-    table = Table(title=f"eval {report['eval_id']}", title_justify="left")
-    for name, justify in (
-        ("task", "left"),
+    """The results as a table (the reason of every task not passed under it), then the pass
+    rate with its standard error, cost and time."""
+    epochs = report["summary"].get("epochs", 1) > 1
+    table = Table(
+        title=f"eval {report['eval_id']} · model {report.get('model', '?')}", title_justify="left"
+    )
+    columns = [("task", "left")] + ([("epoch", "right")] if epochs else [])
+    columns += [
         ("status", "left"),
         ("passed", "left"),
         ("verify", "right"),
@@ -89,12 +159,15 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
         ("s", "right"),
         ("attempts", "right"),
         ("conversation", "left"),
-    ):
+    ]
+    for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for result in report["results"]:
         verify = result["verify"]
-        table.add_row(
-            escape(result["task_id"]),
+        cells = [escape(result["task_id"])]
+        if epochs:
+            cells.append(str(result.get("epoch", 1)))
+        cells += [
             escape(result["status"]) + (" (skipped)" if result.get("skipped") else ""),
             "[green]yes[/]" if result["passed"] else "[red]no[/]",
             "-" if verify is None else str(verify["exit_code"]),
@@ -104,17 +177,31 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
             f"{result['seconds']:.1f}",
             str(result.get("attempts", 0)),
             escape(result["conversation_id"] or "-"),
-        )
+        ]
+        table.add_row(*cells)
     console.print(table)
+    for result in report["results"]:
+        if not result["passed"]:
+            where = result["task_id"] + (f"#{result.get('epoch', 1)}" if epochs else "")
+            reason = _one_line(result.get("reason") or "no reason recorded")
+            console.print(f"  {escape(where)} ({escape(result['status'])}): {escape(reason)}")
     summary = report["summary"]
     engine = report["engine"]
+    pass_at = summary.get("pass_at_k", {})
+    more = "".join(f", pass@{k} {v:.0%}" for k, v in pass_at.items() if k != "1")
     console.print(
-        f"passed {summary['passed']}/{summary['tasks']} ({summary['pass_rate']:.0%}), "
+        f"passed {summary['passed']}/{summary.get('samples', summary['tasks'])} "
+        f"(pass@1 {summary['pass_rate']:.1%} ± {summary.get('stderr', 0.0):.1%}{more}), "
         f"failed {summary['failed']}, not run {summary['not_run']}; "
         f"cost ${summary['cost_usd']:.4f}, {summary['tokens']} tokens, "
         f"{summary['seconds']:.1f} s of task time; engine {engine.get('name')} "
         f"({engine.get('address')}, {engine.get('workers')} workers)"
     )
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def report_path_problem(path: Path) -> str | None:
@@ -130,9 +217,13 @@ def report_path_problem(path: Path) -> str | None:
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
-    """Write ``report`` as JSON to ``path`` whole or not at all: a new file renamed over the old
-    (a symlink at ``path`` is replaced, never written through)."""
-    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    """Write ``report`` as JSON to ``path`` whole or not at all (``write_text_whole``)."""
+    write_text_whole(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a new file renamed over the old (a
+    symlink at ``path`` is replaced, never written through)."""
     handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:

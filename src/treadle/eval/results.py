@@ -4,8 +4,8 @@
 The tables are the eval layer's own, with their own forward migrations and version
 (``eval_schema_version`` in the store's ``meta``), so the event store's schema is unchanged
 and a store made before evals existed gains them on first use. ``eval_runs``: one row per
-eval (its task file's digest, its settings, the engine of its last run). ``eval_tasks``: one
-row per task and eval: ``state`` ``running`` (an attempt was handed to a worker),
+eval (its task file's digest, the digest of its inputs, its settings, the engine of its last
+run). ``eval_tasks``: one row per task, epoch and eval: ``state`` ``running`` (an attempt was handed to a worker),
 ``done`` (a result is stored) or ``not_run`` (no result after its retries), the number of
 attempts, the conversation of the last one, and the result as the report shows it.
 """
@@ -45,6 +45,9 @@ class EvalRecord:
     task_ids: tuple[str, ...]
     created_at: str
     updated_at: str
+    inputs_sha256: str = ""
+    """A digest of the task file and every task's starting and hidden files (tasks.inputs):
+    changed files never resume an old eval. Empty for an eval made before it was kept."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class TaskRecord:
     passed: bool
     result: dict[str, Any] | None
     updated_at: str
+    epoch: int = 1
 
 
 class EvalResults(Protocol):
@@ -68,10 +72,14 @@ class EvalResults(Protocol):
     def list_evals(self, *, limit: int = 100, offset: int = 0) -> list[EvalRecord]: ...
     def tasks(self, eval_id: str) -> list[TaskRecord]: ...
     def start_attempt(
-        self, eval_id: str, task_id: str, position: int, conversation_id: str
+        self, eval_id: str, task_id: str, position: int, conversation_id: str, epoch: int = 1
     ) -> int: ...
-    def finish(self, eval_id: str, task_id: str, result: dict[str, Any]) -> None: ...
-    def give_up(self, eval_id: str, task_id: str, result: dict[str, Any]) -> None: ...
+    def finish(
+        self, eval_id: str, task_id: str, result: dict[str, Any], epoch: int = 1
+    ) -> None: ...
+    def give_up(
+        self, eval_id: str, task_id: str, result: dict[str, Any], epoch: int = 1
+    ) -> None: ...
     def close(self) -> None: ...
 
 
@@ -101,7 +109,8 @@ class _SqlResults:
         except EvalNotFound:
             self._execute(
                 "INSERT INTO eval_runs (id, tasks_file, tasks_sha256, settings, engine, task_ids, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                "created_at, updated_at, inputs_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
                 (
                     record.id,
                     record.tasks_file,
@@ -111,6 +120,7 @@ class _SqlResults:
                     json.dumps(list(record.task_ids)),
                     record.created_at,
                     record.updated_at,
+                    record.inputs_sha256,
                 ),
             )
             stored = self.get_eval(record.id)
@@ -119,6 +129,12 @@ class _SqlResults:
                 f"eval {record.id} was made from another task file ({stored.tasks_file}, "
                 f"sha256 {stored.tasks_sha256[:12]}…): give another --eval-id, or leave it out "
                 "(the default id follows the task file and the model settings)"
+            )
+        if stored.inputs_sha256 and stored.inputs_sha256 != record.inputs_sha256:
+            raise EvalMismatch(
+                f"eval {record.id} was made from other starting or hidden files (the task file "
+                "is the same, the files it names changed): its results are not of these files; "
+                "give another --eval-id, or leave it out (the default id follows the files)"
             )
         if stored.settings != record.settings:
             raise EvalMismatch(
@@ -147,7 +163,8 @@ class _SqlResults:
     def tasks(self, eval_id: str) -> list[TaskRecord]:
         rows = self._rows(
             "SELECT eval_id, task_id, position, state, attempts, conversation_id, passed, "
-            "result, updated_at FROM eval_tasks WHERE eval_id = ? ORDER BY position",
+            "result, updated_at, epoch FROM eval_tasks WHERE eval_id = ? "
+            "ORDER BY position, epoch",
             (eval_id,),
         )
         return [
@@ -161,36 +178,41 @@ class _SqlResults:
                 passed=bool(row[6]),
                 result=None if row[7] is None else json.loads(row[7]),
                 updated_at=row[8],
+                epoch=int(row[9]),
             )
             for row in rows
         ]
 
-    def start_attempt(self, eval_id: str, task_id: str, position: int, conversation_id: str) -> int:
-        """Record that an attempt at the task was handed to a worker; its number."""
+    def start_attempt(
+        self, eval_id: str, task_id: str, position: int, conversation_id: str, epoch: int = 1
+    ) -> int:
+        """Record that an attempt at the task's ``epoch`` was handed to a worker; its number."""
         self._execute(
-            "INSERT INTO eval_tasks (eval_id, task_id, position, state, attempts, "
-            "conversation_id, passed, result, updated_at) VALUES (?, ?, ?, 'running', 1, ?, "
-            "0, NULL, ?) ON CONFLICT (eval_id, task_id) DO UPDATE SET state = 'running', "
+            "INSERT INTO eval_tasks (eval_id, task_id, epoch, position, state, attempts, "
+            "conversation_id, passed, result, updated_at) VALUES (?, ?, ?, ?, 'running', 1, ?, "
+            "0, NULL, ?) ON CONFLICT (eval_id, task_id, epoch) DO UPDATE SET state = 'running', "
             "attempts = eval_tasks.attempts + 1, conversation_id = excluded.conversation_id, "
             "passed = 0, result = NULL, updated_at = excluded.updated_at",
-            (eval_id, task_id, position, conversation_id, now_text()),
+            (eval_id, task_id, epoch, position, conversation_id, now_text()),
         )
         rows = self._rows(
-            "SELECT attempts FROM eval_tasks WHERE eval_id = ? AND task_id = ?",
-            (eval_id, task_id),
+            "SELECT attempts FROM eval_tasks WHERE eval_id = ? AND task_id = ? AND epoch = ?",
+            (eval_id, task_id, epoch),
         )
         return int(rows[0][0])
 
-    def finish(self, eval_id: str, task_id: str, result: dict[str, Any]) -> None:
-        self._end(eval_id, task_id, "done", result)
+    def finish(self, eval_id: str, task_id: str, result: dict[str, Any], epoch: int = 1) -> None:
+        self._end(eval_id, task_id, epoch, "done", result)
 
-    def give_up(self, eval_id: str, task_id: str, result: dict[str, Any]) -> None:
-        self._end(eval_id, task_id, "not_run", result)
+    def give_up(self, eval_id: str, task_id: str, result: dict[str, Any], epoch: int = 1) -> None:
+        self._end(eval_id, task_id, epoch, "not_run", result)
 
-    def _end(self, eval_id: str, task_id: str, state: str, result: dict[str, Any]) -> None:
+    def _end(
+        self, eval_id: str, task_id: str, epoch: int, state: str, result: dict[str, Any]
+    ) -> None:
         self._execute(
             "UPDATE eval_tasks SET state = ?, passed = ?, result = ?, updated_at = ? "
-            "WHERE eval_id = ? AND task_id = ?",
+            "WHERE eval_id = ? AND task_id = ? AND epoch = ?",
             (
                 state,
                 1 if result.get("passed") else 0,
@@ -198,11 +220,15 @@ class _SqlResults:
                 now_text(),
                 eval_id,
                 task_id,
+                epoch,
             ),
         )
 
 
-_EVAL_COLUMNS = "id, tasks_file, tasks_sha256, settings, engine, task_ids, created_at, updated_at"
+_EVAL_COLUMNS = (
+    "id, tasks_file, tasks_sha256, settings, engine, task_ids, created_at, updated_at, "
+    "inputs_sha256"
+)
 
 
 def _eval_record(row: tuple[Any, ...]) -> EvalRecord:
@@ -215,6 +241,7 @@ def _eval_record(row: tuple[Any, ...]) -> EvalRecord:
         task_ids=tuple(json.loads(row[5])),
         created_at=row[6],
         updated_at=row[7],
+        inputs_sha256=row[8],
     )
 
 
@@ -245,7 +272,32 @@ EVAL_TABLES = (
 )
 """Plain SQL both backends take (text timestamps: ISO 8601 in UTC sort as they read)."""
 
-EVAL_MIGRATIONS: list[tuple[str, ...]] = [EVAL_TABLES]
+EPOCHS_AND_INPUTS = (
+    "ALTER TABLE eval_runs ADD COLUMN inputs_sha256 TEXT NOT NULL DEFAULT ''",
+    """CREATE TABLE eval_tasks_v2 (
+        eval_id TEXT NOT NULL REFERENCES eval_runs (id) ON DELETE CASCADE,
+        task_id TEXT NOT NULL,
+        epoch INTEGER NOT NULL DEFAULT 1,
+        position INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'done', 'not_run')),
+        attempts INTEGER NOT NULL,
+        conversation_id TEXT,
+        passed INTEGER NOT NULL,
+        result TEXT,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (eval_id, task_id, epoch)
+    )""",
+    "INSERT INTO eval_tasks_v2 (eval_id, task_id, epoch, position, state, attempts, "
+    "conversation_id, passed, result, updated_at) SELECT eval_id, task_id, 1, position, state, "
+    "attempts, conversation_id, passed, result, updated_at FROM eval_tasks",
+    "DROP TABLE eval_tasks",
+    "ALTER TABLE eval_tasks_v2 RENAME TO eval_tasks",
+    "CREATE INDEX eval_tasks_by_conversation ON eval_tasks (conversation_id)",
+)
+"""Version 2: one row per task and epoch (``--epochs``), and the digest of the eval's inputs.
+A table rebuild, as SQLite cannot change a primary key in place (both backends take it)."""
+
+EVAL_MIGRATIONS: list[tuple[str, ...]] = [EVAL_TABLES, EPOCHS_AND_INPUTS]
 """``EVAL_MIGRATIONS[v]`` upgrades the eval tables from version v to v + 1. Append new ones;
 never edit a released one."""
 EVAL_VERSION_KEY = "eval_schema_version"

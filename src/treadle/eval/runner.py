@@ -28,8 +28,17 @@ from treadle.api.settings import (
 )
 from treadle.environment import model_environment, shell_environment
 from treadle.eval.commands import CommandResult, run_task_command
+from treadle.eval.environment import worker_environment
+from treadle.eval.prices import priced
+from treadle.eval.scoring import Score, score_attempt
 from treadle.eval.tasks import EvalTask
-from treadle.eval.workspace import make_attempt_folder, record_baseline, workspace_patch
+from treadle.eval.workspace import (
+    collect_patch,
+    folder_commit,
+    make_attempt_folder,
+    record_baseline,
+    starting_tree_id,
+)
 from treadle.events.model import ActionEvent, MessageEvent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm.base import LanguageModel
@@ -64,6 +73,15 @@ class TaskJob:
     """Where attempt folders are made (default: the system's temporary folder)."""
     model_delay_s: float = 0.0
     """For benchmarks: every model call takes this long more (a provider's latency)."""
+    epoch: int = 1
+    """Which of the eval's repeats of the task this attempt is (``--epochs``)."""
+    environment: dict[str, Any] = field(default_factory=dict)
+    """What the result records of what it ran with (environment.run_settings and the task's
+    sources); the worker adds its machine's part (environment.worker_environment)."""
+    prices: tuple[float, float] | None = None
+    """USD per million input and output tokens, for a model LiteLLM cannot price."""
+    snapshots: bool = True
+    """Workspace snapshots in the conversation (treadle diff, replay --mode rerun)."""
 
 
 @dataclass
@@ -101,6 +119,7 @@ class TaskResult:
             "seconds": round(self.seconds, 3),
             "model_seconds": round(self.model_seconds, 3),
             "reason": self.reason,
+            **self.extra,
         }
 
 
@@ -123,28 +142,54 @@ def run_task_attempt(job: TaskJob) -> dict[str, Any]:
             if setup.exit_code != 0:
                 return _setup_failed(task, setup, time.monotonic() - started).to_json()
         record_baseline(folder)
-        clock = ModelClock(job.model_delay_s)
-        status, reason = _converse(job, folder.workspace, clock)
-        patch = workspace_patch(folder)
-        verify = run_task_command(
-            folder.workspace, task.verify, job.sandbox, timeout_s=timeout,
+        clock = ModelClock(job.model_delay_s, job.prices)
+        status, status_reason = _converse(job, folder.workspace, clock)
+        patch = collect_patch(folder)
+        score = score_attempt(
+            folder, task, patch, job.sandbox, timeout_s=timeout,
             environment=shell_environment(),
         )  # fmt: skip
+        passed, reason = verdict(status, status_reason, score)
         result = TaskResult(
             task_id=task.id,
             status=status,
-            passed=verify.exit_code == 0,
-            patch=patch,
-            verify=verify.to_json(),
+            passed=passed,
+            patch=patch.text,
+            verify=None if score.verify is None else score.verify.to_json(),
             conversation_id=job.conversation_id,
             reason=reason,
             model_seconds=clock.seconds,
+            extra={
+                "status_reason": status_reason,
+                "patch_left_out": list(patch.left_out),
+                "scoring": score.details,
+                "tests": score.tests,
+                "epoch": job.epoch,
+                "environment": {
+                    **job.environment,
+                    **worker_environment(job.sandbox),
+                    "starting_tree": starting_tree_id(folder),
+                    "commit": folder_commit(folder) if task.repo is not None else None,
+                },
+            },
         )
         _add_usage(result, worker_store(job.store_url), job.conversation_id)
         result.seconds = time.monotonic() - started
         return result.to_json()
     finally:
         folder.remove()
+
+
+def verdict(status: str, status_reason: str | None, score: Score) -> tuple[bool, str | None]:
+    """Whether the attempt passed and why not: only a ``finished`` conversation can pass (a
+    timeout, a budget's pause, an idle or stuck agent, an error is a failure whatever its files
+    do); then the clean checkout's score decides."""
+    if status != "finished":
+        said = f": {status_reason}" if status_reason else ""
+        return False, f"the conversation ended {status}{said} (only a finished one can pass)"
+    if not score.passed:
+        return False, score.reason
+    return True, status_reason
 
 
 def _setup_failed(task: EvalTask, setup: CommandResult, seconds: float) -> TaskResult:
@@ -167,8 +212,9 @@ def _converse(job: TaskJob, workspace: Path, clock: ModelClock) -> tuple[str, st
         model=job.task.model or job.model,
         workspace=str(workspace),
         sandbox=job.sandbox,
-        # The patch is what an eval keeps of the files: no snapshot per batch.
-        snapshots=SnapshotSettings(enabled=False),
+        # Snapshots make the trajectory diffable and rerunnable (treadle diff, replay --mode
+        # rerun); bounded per file as any conversation's.
+        snapshots=SnapshotSettings(enabled=job.snapshots),
         max_cost_usd=job.max_cost_usd,
     )
     policy = SettingsPolicy(
@@ -242,10 +288,13 @@ def _add_usage(result: TaskResult, store: EventStore, conversation_id: str) -> N
 
 class ModelClock:
     """Counts the seconds a model spends answering (``attach`` times its calls in place, so
-    the runtime still sees the model's own class), plus an optional added delay."""
+    the runtime still sees the model's own class), plus an optional added delay; with
+    ``prices``, a response LiteLLM could not price is priced by its tokens (so that a budget
+    holds)."""
 
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, prices: tuple[float, float] | None = None) -> None:
         self.delay_s = delay_s
+        self.prices = prices
         self.seconds = 0.0
 
     def attach(self, model: LanguageModel) -> LanguageModel:
@@ -258,7 +307,8 @@ class ModelClock:
             try:
                 if self.delay_s:
                     time.sleep(self.delay_s)
-                return call(*args, **kwargs)
+                response = call(*args, **kwargs)
+                return priced(response, self.prices) if self.prices else response
             finally:
                 self.seconds += time.monotonic() - started
 

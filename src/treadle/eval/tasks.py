@@ -63,8 +63,53 @@ class EvalTask(BaseModel):
     model: ModelChoice | None = Field(
         default=None, description="This task's model instead of the eval's"
     )
+    hidden_files: str | None = Field(
+        default=None,
+        description="A folder laid over the patched clean checkout before verify (never "
+        "shown to the agent)",
+    )
+    test_patch: str | None = Field(
+        default=None,
+        max_length=16 * 1024 * 1024,
+        description="A patch applied after the agent's, before verify (SWE-bench's test_patch)",
+    )
+    protected: tuple[str, ...] = Field(
+        default=(),
+        max_length=1000,
+        description="Files or folders the agent's patch must not touch",
+    )
+    fail_to_pass: tuple[str, ...] | None = Field(
+        default=None, max_length=100_000, description="Test ids that must pass (they failed)"
+    )
+    pass_to_pass: tuple[str, ...] | None = Field(
+        default=None, max_length=100_000, description="Test ids that must still pass"
+    )
 
-    @field_validator("instruction", "workspace", "repo", "setup", "verify")
+    @field_validator("protected")
+    @classmethod
+    def _relative_paths(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        cleaned = []
+        for path in paths:
+            parts = path.strip("/").split("/") if path else []
+            if not parts or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise ValueError(
+                    f"protected path {path[:80]!r} is not a plain relative path (no leading "
+                    "'/', no '.', '..' or empty parts)"
+                )
+            if "\0" in path:
+                raise ValueError("a protected path holds a NUL character")
+            cleaned.append("/".join(parts))
+        return tuple(cleaned)
+
+    @field_validator("fail_to_pass", "pass_to_pass")
+    @classmethod
+    def _test_ids(cls, ids: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for test in ids or ():
+            if not test.strip() or "\0" in test or "\n" in test:
+                raise ValueError(f"test id {test[:80]!r} is empty or holds a NUL or a newline")
+        return ids
+
+    @field_validator("instruction", "workspace", "repo", "setup", "verify", "hidden_files")
     @classmethod
     def _no_nul(cls, value: str | None) -> str | None:
         # A command line or a path cannot hold one (each attempt failed on it, "embedded
@@ -101,6 +146,14 @@ class TaskFile:
 def read_task_file(path: Path) -> TaskFile:
     """The tasks of ``path``; relative ``workspace``/``repo`` paths are resolved against the
     file's folder. ``TaskFileError`` names the first bad line and what is wrong with it."""
+    data, lines = read_json_lines(path)
+    tasks = [validate_task(path, number, line) for number, line in lines]
+    return task_file_of(path, tasks, [number for number, _ in lines], data)
+
+
+def read_json_lines(path: Path) -> tuple[bytes, list[tuple[int, dict[str, Any]]]]:
+    """A JSON Lines file's bytes and its objects with their line numbers (blank lines
+    skipped); ``TaskFileError`` names the first line that is not a JSON object."""
     try:
         # A regular file only: /dev/zero would fill memory, a FIFO block for ever.
         data = read_regular_file(path, MAX_TASK_FILE_BYTES)
@@ -112,24 +165,34 @@ def read_task_file(path: Path) -> TaskFile:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise TaskFileError(f"{path}: not UTF-8 text ({error.reason})") from None
-    tasks: list[EvalTask] = []
+    lines = [
+        (number, _parse_line(path, number, line))
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip()
+    ]
+    if not lines:
+        raise TaskFileError(f"{path}: no tasks (one JSON object a line)")
+    return data, lines
+
+
+def task_file_of(
+    path: Path, tasks: list[EvalTask], numbers: list[int], digested: bytes
+) -> TaskFile:
+    """The task file of ``tasks`` (read from ``path``, each from its line of ``numbers``):
+    ids checked unique, local paths resolved; its digest is SHA-256 of ``digested``."""
     seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        task = _parse_line(path, number, line)
+    resolved = []
+    for number, task in zip(numbers, tasks, strict=True):
         if task.id in seen:
             raise TaskFileError(
                 f"{path}:{number}: task id {task.id!r} is already used on line {seen[task.id]}"
             )
         seen[task.id] = number
-        tasks.append(_resolved(task, path.parent, f"{path}:{number} (task {task.id!r})"))
-    if not tasks:
-        raise TaskFileError(f"{path}: no tasks (one JSON object a line)")
-    return TaskFile(path.resolve(), tuple(tasks), hashlib.sha256(data).hexdigest())
+        resolved.append(_resolved(task, path.parent, f"{path}:{number} (task {task.id!r})"))
+    return TaskFile(path.resolve(), tuple(resolved), hashlib.sha256(digested).hexdigest())
 
 
-def _parse_line(path: Path, number: int, line: str) -> EvalTask:
+def _parse_line(path: Path, number: int, line: str) -> dict[str, Any]:
     try:
         # Treadle's JSON only: a line nesting 100,000 deep would end the parser in a
         # RecursionError, and NaN or a 5,000-digit number cannot be stored with the results.
@@ -142,6 +205,11 @@ def _parse_line(path: Path, number: int, line: str) -> EvalTask:
         raise TaskFileError(f"{path}:{number}: {error}") from None
     if not isinstance(data, dict):
         raise TaskFileError(f"{path}:{number}: a task is a JSON object, not {type(data).__name__}")
+    return data
+
+
+def validate_task(path: Path, number: int, data: dict[str, Any]) -> EvalTask:
+    """The task of line ``number``, or ``TaskFileError`` naming the line and the field."""
     try:
         return EvalTask.model_validate(data)
     except ValidationError as error:
@@ -160,6 +228,9 @@ def _resolved(task: EvalTask, base: Path, where: str) -> EvalTask:
     if task.model is not None and task.model.script is not None:
         script = str((base / task.model.script).resolve())
         task = task.model_copy(update={"model": task.model.model_copy(update={"script": script})})
+    if task.hidden_files is not None:
+        hidden = _local(task.hidden_files, base, where)
+        task = task.model_copy(update={"hidden_files": hidden})
     if task.workspace is not None:
         return task.model_copy(update={"workspace": _local(task.workspace, base, where)})
     assert task.repo is not None
@@ -181,10 +252,15 @@ def _local(source: str, base: Path, where: str) -> str:
     return str(resolved)
 
 
-def eval_id_for(task_file: TaskFile, model_settings: dict[str, Any]) -> str:
-    """The default eval id: a digest of the task file and the eval's model settings, so that
-    running the same eval again finds the results it already has."""
+def eval_id_for(
+    task_file: TaskFile, model_settings: dict[str, Any], inputs_sha256: str = ""
+) -> str:
+    """The default eval id: a digest of the task file, the files its tasks name
+    (``inputs_sha256``, environment.inputs_digest) and the eval's model settings, so that
+    running the same eval again finds the results it already has, and changed starting files
+    make a new eval."""
     digest = hashlib.sha256()
     digest.update(task_file.sha256.encode())
+    digest.update(inputs_sha256.encode())
     digest.update(json.dumps(model_settings, sort_keys=True, separators=(",", ":")).encode())
     return f"eval-{digest.hexdigest()[:16]}"

@@ -2,9 +2,11 @@
 checked out at a commit), a baseline of them kept outside the workspace, and the patch.
 
 Layout of an attempt folder: ``workspace/`` (the agent's, the only folder its sandbox can
-write) and ``baseline.git/`` (a private git repository whose work tree is ``workspace/``: the
-starting files are committed there after setup, so the patch is ``git diff`` against them,
-new, changed and removed files alike, binary files included, ignored files left out).
+write), ``baseline.git/`` (a private git repository whose work tree is ``workspace/``: the
+starting files are committed there after setup, with their own ignore rules, so the patch is
+``git diff`` against them, new, changed and removed files alike, binary files included, what
+the starting files ignore left out) and ``clean/`` (a copy of the starting files the agent
+never touched: the patch is scored there, eval.scoring).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from treadle.errors import TreadleError
+from treadle.eval.ignore_rules import exclude_file_text
 from treadle.eval.tasks import EvalTask
 
 PACKED = ("-c", "core.bigFileThreshold=1")
@@ -52,6 +56,11 @@ class AttemptFolder:
     @property
     def baseline(self) -> Path:
         return self.root / "baseline.git"
+
+    @property
+    def clean(self) -> Path:
+        """A copy of the starting files the agent never touched: the patch is scored here."""
+        return self.root / "clean"
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -109,11 +118,15 @@ def _alive(pid: int) -> bool:
 def _copy_folder(source: Path, target: Path) -> None:
     if not source.is_dir():
         raise WorkspaceSetupError(f"workspace {source} is not a folder on this machine")
+    _copy_tree(source, target)
+
+
+def _copy_tree(source: Path, target: Path) -> None:
     try:
         # symlinks=True: a link is copied as a link, never followed out of the task's folder.
         shutil.copytree(source, target, symlinks=True)
     except (OSError, shutil.Error) as error:
-        raise WorkspaceSetupError(f"cannot copy workspace {source}: {error}") from None
+        raise WorkspaceSetupError(f"cannot copy {source}: {error}") from None
 
 
 def _check_out(repo: str, commit: str, target: Path) -> None:
@@ -130,29 +143,176 @@ def _check_out(repo: str, commit: str, target: Path) -> None:
     )
 
 
-def record_baseline(folder: AttemptFolder) -> None:
-    """Commit the workspace's files as they are now into the private baseline repository."""
+STARTING_TREE = "starting-tree"
+"""In the baseline: the git tree id of the starting files, which every diff is taken against."""
+STARTING_EXCLUDES = "info/starting-excludes"
+"""In the baseline: the starting files' own ignore rules as one exclude file (ignore_rules)."""
+NO_PER_FOLDER_IGNORE = ".treadle-never-an-ignore-file"
+"""Given to git as the per-folder ignore file's name: no such file is ever read, so the
+``.gitignore`` files in the workspace (the agent's included) play no part in the patch."""
+NEUTRAL_ATTRIBUTES = "* -text -eol -crlf -ident -filter -working-tree-encoding\n"
+"""The baseline's own attributes (``info/attributes`` wins over any ``.gitattributes`` in the
+work tree): files are taken byte for byte, whatever attributes the agent wrote (``eol=crlf``,
+``ident`` or ``working-tree-encoding`` would make the patch differ from the files)."""
+MAX_LEFT_OUT = 200
+"""How many left-out paths a patch names (then how many more there were)."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    """The agent's change: ``text`` (``git apply`` takes it), the paths it touches, and what
+    was left out of it and why (new files the starting files' own ignore rules ignore; nested
+    repositories the agent made, whose files git cannot take as files)."""
+
+    text: str
+    touched: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
+    too_large: bool = False
+
+
+def record_baseline(folder: AttemptFolder, *, clean_copy: bool = True) -> None:
+    """Commit the workspace's files as they are now into the private baseline repository
+    (ignored files as the starting files' own ``.gitignore`` files say), keep their ignore
+    rules, and copy the files whole (ignored ones included: what setup installed) as the
+    clean checkout the patch will be applied to (``clean_copy``)."""
+    # The copy reads the files while git records them: neither writes the workspace.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        copying = pool.submit(_copy_tree, folder.workspace, folder.clean) if clean_copy else None
+        _record(folder)
+        if copying is not None:
+            copying.result()
+
+
+def _record(folder: AttemptFolder) -> None:
     # No template: no sample hooks to copy (and remove) per attempt.
     _git(
         ["init", "--quiet", "--bare", "--template=", str(folder.baseline)], what="make the baseline"
     )
+    info = folder.baseline / "info"
+    info.mkdir(exist_ok=True)
+    (info / "attributes").write_text(NEUTRAL_ATTRIBUTES, encoding="utf-8")
     _baseline_git(folder, [*PACKED, "add", "--all", "."], what="record the starting files")
-    _baseline_git(
-        folder,
-        ["commit", "--quiet", "--allow-empty", "--no-verify", "-m", "starting files"],
-        what="record the starting files",
+    # The starting files are a tree, not a commit: the patch is the index against it (a
+    # commit would cost a process and a reflog per attempt for nothing).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        writing = pool.submit(_baseline_git, folder, ["write-tree"], what="record the files")
+        listing = pool.submit(
+            _baseline_git_bytes, folder, ["ls-files", "-z", "--", ":(glob)**/.gitignore"],
+            what="read the ignore rules",
+        )  # fmt: skip
+        (folder.baseline / STARTING_TREE).write_text(writing.result().strip())
+        names = listing.result()
+    ignore_files = {}
+    for name in _split(names):
+        # Read from the disk, just recorded as the baseline: no agent has run yet. git never
+        # follows a linked .gitignore, and neither does this.
+        path = folder.workspace / name
+        if path.is_file() and not path.is_symlink():
+            ignore_files[name] = path.read_bytes().decode("utf-8", "replace")
+    (folder.baseline / STARTING_EXCLUDES).write_text(
+        exclude_file_text(ignore_files), encoding="utf-8", errors="surrogateescape"
     )
 
 
+def starting_tree_id(folder: AttemptFolder) -> str:
+    """The git tree id of the starting files (a digest of their names, modes and bytes)."""
+    return (folder.baseline / STARTING_TREE).read_text().strip()
+
+
+def folder_commit(folder: AttemptFolder) -> str | None:
+    """The commit id a repository task's starting files were checked out at (None for a
+    folder task)."""
+    if not (folder.clean / ".git").is_dir():
+        return None
+    head = _git(
+        ["--git-dir", str(folder.clean / ".git"), "rev-parse", "--verify", "HEAD"],
+        what="read the commit",
+        check=False,
+    )
+    return head.decode().strip() or None
+
+
 def workspace_patch(folder: AttemptFolder) -> str:
+    """The patch's text (see ``collect_patch``)."""
+    return collect_patch(folder).text
+
+
+def collect_patch(folder: AttemptFolder) -> Patch:
     """The unified diff from the starting files to the workspace's files now (``git apply``
-    takes it; empty when nothing changed). As in ``git diff``, files the workspace's own
-    ``.gitignore`` files ignore (build output, caches) and nested ``.git`` folders are not
-    part of it."""
-    _baseline_git(folder, [*PACKED, "add", "--all", "."], what="read the workspace's changes")
+    takes it; empty when nothing changed), new, changed and removed files alike. Only the
+    starting files' own ignore rules apply: an ignore file the agent wrote hides nothing. New
+    files those rules ignore, and nested repositories (git takes a folder holding a ``.git``
+    as a repository, never its files), are left out and named in ``left_out``."""
+    excludes = [
+        f"--exclude-per-directory={NO_PER_FOLDER_IGNORE}",
+        f"--exclude-from={folder.baseline / STARTING_EXCLUDES}",
+    ]
+    # Three walks of the workspace side by side (each git process waits on the disk more than
+    # on a core). Listing untracked files while the update rewrites the index is safe: git
+    # renames a whole new index into place, and the set of tracked paths it lists against
+    # only loses files that are gone from the disk.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        updating = pool.submit(
+            _baseline_git, folder, [*PACKED, "add", "--update", "."],
+            what="read the workspace's changes",
+        )  # fmt: skip
+        listing = pool.submit(
+            _baseline_git_bytes, folder, ["ls-files", "-z", "--others", *excludes],
+            what="list the new files",
+        )  # fmt: skip
+        ignoring = pool.submit(
+            _baseline_git_bytes, folder,
+            ["ls-files", "-z", "--others", "--ignored", "--directory", *excludes],
+            what="list the ignored files",
+        )  # fmt: skip
+        updating.result()
+        new, ignored = _split(listing.result()), _split(ignoring.result())
+    nested = [name for name in new if name.endswith("/")]
+    files = [name for name in new if not name.endswith("/")]
+    if files:
+        listed = folder.root / "new-files"
+        listed.write_bytes(
+            b"".join(name.encode("utf-8", "surrogateescape") + b"\0" for name in files)
+        )
+        try:
+            _baseline_git(
+                folder,
+                [*PACKED, "--literal-pathspecs", "add", "--force",
+                 f"--pathspec-from-file={listed}", "--pathspec-file-nul"],
+                what="read the workspace's new files",
+            )  # fmt: skip
+        finally:
+            listed.unlink(missing_ok=True)
+    left_out = [f"{name} (a nested repository: its files are not taken)" for name in nested]
+    left_out += [f"{name} (ignored by the starting files' rules)" for name in ignored]
+    if len(left_out) > MAX_LEFT_OUT:
+        more = len(left_out) - MAX_LEFT_OUT
+        left_out = [*left_out[:MAX_LEFT_OUT], f"... and {more} more"]
+    start = starting_tree_id(folder)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        naming = pool.submit(
+            _baseline_git_bytes, folder,
+            ["diff", "--cached", "--name-only", "-z", "--no-renames", start], what="diff",
+        )  # fmt: skip
+        raw = _bounded_diff(folder, _diff_args(start))
+        touched = tuple(_split(naming.result()))
+    text = _diff_text(folder, touched, raw, start)
+    return Patch(text, touched, tuple(left_out), too_large=text == patch_too_large())
+
+
+def _split(output: bytes) -> list[str]:
+    return [name for name in output.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
+def _diff_args(start: str) -> list[str]:
     # Paths stay quoted as git quotes them (octal escapes): a patch's headers are ASCII.
-    diff = ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"]
-    raw = _bounded_diff(folder, diff)
+    return ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", start]
+
+
+def _diff_text(
+    folder: AttemptFolder, touched: tuple[str, ...], raw: bytes | None, start: str
+) -> str:
+    """The patch as text from the diff's bytes ``raw`` (None: over the bound)."""
     if raw is None:
         return patch_too_large()
     try:
@@ -160,23 +320,37 @@ def workspace_patch(folder: AttemptFolder) -> str:
     except UnicodeDecodeError:
         pass
     # A file git took for text is not UTF-8 (a text patch of it could not be stored as text):
-    # such files are diffed as binary (base85, which ``git apply`` takes) by an attributes
-    # file of the baseline's own.
-    names = _baseline_git_bytes(
-        folder, ["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], what="diff"
-    )
-    attributes = folder.root / "binary.attributes"
+    # such files are diffed as binary (base85, which ``git apply`` takes) by the baseline's
+    # own attributes, which win over any the agent wrote.
+    attributes = folder.baseline / "info" / "attributes"
     attributes.write_text(
-        "".join(
+        NEUTRAL_ATTRIBUTES
+        + "".join(
             f"{_attribute_pattern(name)} -diff\n"
-            for name in names.decode("utf-8", "surrogateescape").split("\0")
-            if name and not _is_utf8(folder, name)
+            for name in touched
+            if not _is_utf8(folder, name, start)
         ),
         encoding="utf-8",
         errors="surrogateescape",
     )
-    raw = _bounded_diff(folder, ["-c", f"core.attributesFile={attributes}", *diff])
-    return patch_too_large() if raw is None else raw.decode("utf-8", "replace")
+    again = _bounded_diff(folder, _diff_args(start))
+    return patch_too_large() if again is None else again.decode("utf-8", "replace")
+
+
+def apply_patch(folder: AttemptFolder, text: str, name: str) -> None:
+    """Apply the patch ``text`` to the clean checkout (``WorkspaceSetupError`` with git's
+    reason when it does not apply). git refuses a path outside the checkout, and one that
+    leads through a link."""
+    path = folder.root / name
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    try:
+        _git(
+            ["-C", str(folder.clean), f"--git-dir={folder.baseline}",
+             f"--work-tree={folder.clean}", "apply", "--binary", "--whitespace=nowarn", str(path)],
+            what="apply the patch",
+        )  # fmt: skip
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def patch_too_large() -> str:
@@ -199,10 +373,12 @@ def _bounded_diff(folder: AttemptFolder, args: list[str]) -> bytes | None:
         output.unlink(missing_ok=True)
 
 
-def _is_utf8(folder: AttemptFolder, name: str) -> bool:
+def _is_utf8(folder: AttemptFolder, name: str, start: str) -> bool:
     """Whether both sides of ``name`` (the starting file and the file now) are UTF-8."""
     sides = [
-        _baseline_git_bytes(folder, ["cat-file", "blob", f"HEAD:{name}"], what="read", check=False)
+        _baseline_git_bytes(
+            folder, ["cat-file", "blob", f"{start}:{name}"], what="read", check=False
+        )
     ]
     path = folder.workspace / name
     # Never through a link: the agent's link may lead anywhere on this machine (a 4 GB file,
@@ -245,6 +421,17 @@ def _baseline_git_bytes(
     )
 
 
+SAFE_GIT_CONFIG = (
+    *("-c", "core.autocrlf=false", "-c", "core.fileMode=true", "-c", "core.symlinks=true"),
+    *("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"),
+    *("-c", "core.untrackedCache=false", "-c", "safe.directory=*"),
+)
+"""git on a work tree the agent controlled: no hooks, no file-system monitor (a configured
+one is a command), no cached untracked lists; the work tree may belong to another user
+(``safe.directory``). The repository is always the baseline's (``--git-dir``), so no
+configuration the agent wrote (a ``.git/config`` in the workspace) is ever read."""
+
+
 def _git(
     args: list[str], *, what: str, check: bool = True, stdout: IO[bytes] | None = None
 ) -> bytes:
@@ -262,10 +449,12 @@ def _git(
         "GIT_COMMITTER_EMAIL": "eval@treadle.invalid",
         "GIT_TERMINAL_PROMPT": "0",
         "LANG": "C.UTF-8",
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_OPTIONAL_LOCKS": "0",
     }
     try:
         done = subprocess.run(
-            ["git", "-c", "core.autocrlf=false", "-c", "core.fileMode=true", *args],
+            ["git", *SAFE_GIT_CONFIG, *args],
             stdout=subprocess.PIPE if stdout is None else stdout,
             stderr=subprocess.PIPE,
             env=env,

@@ -14,12 +14,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from treadle.api.isolation import ISOLATION_KEY
 from treadle.api.mcp import MCP_SERVERS_KEY
+from treadle.api.model_change import MODEL_KEY, model_fact
+from treadle.api.settings import ModelChoice
+from treadle.api.transcript import TranscriptPage
 from treadle.errors import TreadleError
 from treadle.events.links import pending_actions
 from treadle.events.model import (
@@ -43,7 +46,7 @@ from treadle.runtime.agent import (
     unique_call_ids,
 )
 from treadle.runtime.budget import BUDGET_KEY, Budget, raised
-from treadle.runtime.condense.condenser import Condenser
+from treadle.runtime.condense.condenser import CONTEXT_LIMIT_KEY, Condenser
 from treadle.runtime.condense.context import ContextView
 from treadle.runtime.confirmation import (
     ConfirmationPolicy,
@@ -104,11 +107,13 @@ from treadle.runtime.snapshots import (
     snapshot_facts,
     try_record,
 )
-from treadle.runtime.snapshots.facts import SNAPSHOT_KEY
-from treadle.runtime.status import ConversationStatus
+from treadle.runtime.snapshots.facts import SNAPSHOT_KEY, facts
+from treadle.runtime.states import Op, Outcome, decide, status_after_head_move
+from treadle.runtime.status import ConversationStatus, status_event
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
+from treadle.runtime.transcript import transcript_page
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.store.base import EventStore, StoreError, StoreUnavailable
@@ -135,10 +140,17 @@ CALL_IDS_KEY = "tool_call_ids"
 """State-change key recording the call ids the runtime replaced (and the model's originals)."""
 MODEL_KEY_NAME = "TREADLE_API_KEY"
 """The name the process's model key is masked under (``<secret:TREADLE_API_KEY>``)."""
+AWAITING_ANSWER = "calls wait for confirmation: confirm or reject them to continue"
+"""The reason of a run that asked nothing: calls on the path wait for the user's answer."""
+NOT_STARTED_BY_STOP = (
+    "This call was not run: the run stopped before it started ({why}). Make it again if it "
+    "is still needed."
+)
 STORE_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
 """How long a failed run keeps trying to record its ERROR while its store is unavailable."""
 
 Status = ConversationStatus
+_T = TypeVar("_T")
 
 
 class Conversation:
@@ -189,6 +201,10 @@ class Conversation:
         """None: condensation is off (the whole active path is sent)."""
         if condenser is not None:
             condenser.mask = self.secrets.mask
+            for _seq, fact in facts(self.store, self.id, CONTEXT_LIMIT_KEY):
+                tokens = fact.value.get("tokens") if isinstance(fact.value, dict) else None
+                if isinstance(tokens, int) and tokens > 0:  # what an earlier refusal taught
+                    condenser.learn_limit(tokens)
         # What the model's context holds, followed as the path grows (condensation, turns).
         self._context = ContextView()
         self.hooks = hooks if hooks is not None else ConversationHooks.none()
@@ -198,6 +214,12 @@ class Conversation:
         """The workspace's skills; what they add is recorded on the events (docs/skills.md)."""
         self._model_calls = CallThread(f"treadle-model-{self.id[:8]}")
         """Where the model is asked (a thread, so that an interrupt need not wait for it)."""
+        self._in_flight: set[str] = set()
+        """The ids of the calls this run is running (or is about to): the only ones a failure
+        or a stop closes; a call waiting for confirmation is never among them."""
+        self._owns_parts = True
+        """Whether ``close`` closes the agent's tools: a fork that shares its parent's does
+        not (whoever builds a part closes it)."""
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -320,7 +342,8 @@ class Conversation:
         """Release the tools' processes (terminal sessions, MCP connections) and the model
         calls' thread (a run ends it too)."""
         self._model_calls.close()
-        self.agent.tools.close()
+        if self._owns_parts:
+            self.agent.tools.close()
 
     def __enter__(self) -> Conversation:
         return self
@@ -360,9 +383,23 @@ class Conversation:
     def pending_actions(self) -> list[ActionEvent]:
         return pending_actions(self._log.path())
 
+    def model_responses(self) -> int:
+        """The model responses on the active path (forgotten ones included): how many model
+        calls made it so far, e.g. to share one step budget across runs and confirmations."""
+        self._context.follow(self._log.path())
+        return self._context.model_responses
+
     def messages(self) -> list[dict]:
         """What the model would be sent now (PROJECT-*)."""
         return self._projection.project(self._log.path())
+
+    def transcript(
+        self, head: str | None = None, *, before_seq: int | None = None, limit: int = 200
+    ) -> TranscriptPage:
+        """The newest ``limit`` transcript items of the path to ``head`` (default: the head),
+        typed (``api.transcript``), as the server's ``GET .../transcript`` serves them; pass
+        ``next_before_seq`` as ``before_seq`` for older ones."""
+        return transcript_page(self.store, self.id, head, before_seq, limit)
 
     # -- user intents ----------------------------------------------------------------------
 
@@ -401,8 +438,10 @@ class Conversation:
             if context:
                 self._log.append([self.hooks.context_message(context)])
             # The log's status, not this object's: another process may have moved it on.
-            if self._log.read_status()[0] in (Status.FINISHED, Status.ERROR, Status.STUCK):
-                self._set_status(Status.IDLE, "new user message")
+            status = self._log.read_status()[0]
+            after = decide(Op.MESSAGE, status, False).status
+            if after is not None and after is not status:
+                self._set_status(after, "new user message")
         return event  # type: ignore[return-value]  # append gives back each event's kind
 
     def run(self, max_steps: int = 50) -> ConversationStatus:
@@ -412,9 +451,15 @@ class Conversation:
             return self._ending_cleanly(self._run, max_steps)
 
     def _run(self, max_steps: int) -> ConversationStatus:
-        if self.pending_actions() and self._status is Status.WAITING_FOR_CONFIRMATION:
-            return self._status
-        self._close_interrupted_calls()
+        status, reason = self._log.read_status()
+        rule = decide(Op.RUN, status, bool(self.pending_actions()))
+        if rule.outcome is Outcome.ANSWER_FIRST:  # nothing is asked: the calls need an answer
+            self._status, self.status_reason = status, reason
+            if status is not Status.WAITING_FOR_CONFIRMATION:
+                return self._set_status(Status.WAITING_FOR_CONFIRMATION, AWAITING_ANSWER)
+            return status
+        if rule.outcome is Outcome.RECOVER:  # a run that died left them: they may have run
+            self._close_open_calls("crash")
         self._record_isolation()
         if self.snapshots is not None:  # files may have changed between runs (by hand)
             self.snapshots.forget_last()
@@ -422,6 +467,7 @@ class Conversation:
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
         self.hooks.new_run()
+        self._in_flight.clear()
         self._set_status(Status.RUNNING)
         with self._interrupt_watcher(), self._model_calls:  # the run's threads end with it
             return self._steps(max_steps)
@@ -446,17 +492,27 @@ class Conversation:
         ``reason`` is the pause's recorded reason (default: the user asked for it). A
         ``local_only`` stop when nothing runs here records nothing: the run it meant has ended
         (e.g. finished), and its status must stay what that run left."""
-        if self._run_lock.acquire(blocking=False):  # not running: pause now
+        if self._run_lock.acquire(blocking=False):  # not running here: the table says
             try:
                 if not local_only:
                     self._pause_requested.set(reason)
-                    self._record_pause()
+                    self._pause_now(Op.INTERRUPT if kind == "interrupt" else Op.PAUSE)
             finally:
                 self._run_lock.release()
             return
         self._pause_requested.set(reason)
         if not local_only:
             self.request_pause(kind)
+
+    def _pause_now(self, op: Op) -> None:
+        """A pause (or interrupt) while nothing runs here; the caller holds the run (e.g. its
+        lease): calls a dead run left open are closed as crashes, calls waiting for an answer
+        stay pending and confirmable (docs/contracts.md, the state machine)."""
+        status, _reason = self._log.read_status()
+        rule = decide(op, status, bool(self.pending_actions()))
+        if rule.outcome is Outcome.RECOVER_THEN_PAUSE:
+            self._close_open_calls("crash")
+        self._record_pause()
 
     def interrupt(self) -> None:
         """Stop the calls in progress now (a command and what it started are killed), close
@@ -497,10 +553,11 @@ class Conversation:
         the log says they wait for confirmation: ``NothingPending``, ``NotWaiting`` (a run,
         maybe in another process, is running them) or ``NotPending`` otherwise. A caller that
         serves other processes checks this holding the run lease."""
-        return self._choose_pending(action_ids, waiting=True)
+        return self._choose_pending(action_ids)
 
     def confirm(self, action_ids: Sequence[str] | None = None) -> ConversationStatus:
-        """Run the pending calls the user confirmed (all of them by default)."""
+        """Run the pending calls the user confirmed (all of them by default); the others stay
+        pending. ``NotWaiting`` while the log says a run is running them."""
         with self._running():
             chosen = self._choose_pending(action_ids)
             return self._ending_cleanly(self._confirm, chosen)
@@ -510,6 +567,7 @@ class Conversation:
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
+        self._in_flight = {action.id for action in chosen}
         self._set_status(Status.RUNNING, "confirmed by the user")
         with self._interrupt_watcher():
             outcome = self._execute(chosen)
@@ -545,7 +603,8 @@ class Conversation:
         with self._running(), self._log.lock:
             restored = self._restore_event(event_id) if restore_files else None
             self._log.move_head(event_id)
-            self._set_status(Status.IDLE, f"switched to the branch of {event_id}")
+            status, why = status_after_head_move(bool(self.pending_actions()))
+            self._set_status(status, f"switched to the branch of {event_id}" + (why and f": {why}"))
         return restored
 
     def restore_snapshot(self, snapshot_id: str) -> RestoreResult:
@@ -604,8 +663,11 @@ class Conversation:
         if path:
             self.store.append_batch(child.id, path)
             self._copy_snapshots(child.id, {event.id for event in path})
+        if path and pending_actions(path):  # its calls wait for an answer there too
+            status, why = status_after_head_move(True)
+            self.store.append(child.id, status_event(status, path[-1].id, why), move_head=False)
         if workspace is None:
-            return Conversation(
+            shared = Conversation(
                 ConversationLog(self.store, child.id, self.callbacks),
                 self.agent,
                 self.workspace,
@@ -618,6 +680,8 @@ class Conversation:
                 isolation_override=self._isolation_override,
                 hooks=self.hooks.copied(),
             )
+            shared._owns_parts = False  # the parent's tools: the parent closes them
+            return shared
         forked = Conversation.open(
             self.store,
             child.id,
@@ -687,15 +751,15 @@ class Conversation:
             if reached := self._budget_reached():
                 return self._pause_for_budget(reached)
             head = self.head
-            messages = self._request_messages()
-            if self.head != head and (reached := self._budget_reached()):
-                return self._pause_for_budget(reached)  # the summary call just reached it
             try:
+                messages = self._request_messages()
+                if self.head != head and (reached := self._budget_reached()):
+                    return self._pause_for_budget(reached)  # the summary call just reached it
                 response = self._ask(messages)
                 break
             except ContextWindowExceeded as error:
                 # Condense and retry once per step; a second refusal ends the run (no loop).
-                why = self._why_refusal_ends_the_run(condensed_for_refusal)
+                why = self._why_refusal_ends_the_run(error, condensed_for_refusal)
                 if why is not None:
                     return self._record_model_error(ModelError(f"{error}; {why}"))
                 condensed_for_refusal = True
@@ -746,7 +810,12 @@ class Conversation:
         if screened.ask or needs_confirmation(
             self.confirmation, actions, self.agent.tools, self.risk_analyzer
         ):
+            # A pause asked while the model answered is honoured: paused, the calls kept
+            # pending and confirmable (docs/contracts.md, the state machine).
+            if self._pause_requested.check():
+                return self._record_pause()
             return self._set_status(Status.WAITING_FOR_CONFIRMATION)
+        self._in_flight = {action.id for action in actions}
         return self._execute(actions)
 
     def _stop_hooks_continue(self, last_message: str) -> bool:
@@ -762,9 +831,16 @@ class Conversation:
         """The model's answer, asked in the model-call thread so that an interrupt need not
         wait for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
         responses_before = self._context.model_responses
-        future = self._model_calls.submit(
+        return self._in_model_thread(
             lambda: self.agent.ask(messages, responses_before=responses_before)
         )
+
+    def _in_model_thread(self, call: Callable[[], _T]) -> _T:
+        """``call`` (a model call: a step's, or a summary's) in the model-call thread;
+        ``Abandoned`` when the run is interrupted, before it starts or while it runs."""
+        if self.context.interruption.is_set():
+            raise Abandoned()  # an interrupt already made wins over any answer
+        future = self._model_calls.submit(call)
         return result_unless_interrupted(future, self.context.interruption, grace_s=0)
 
     # -- budgets ---------------------------------------------------------------------------
@@ -807,6 +883,26 @@ class Conversation:
             self._log.record_fact(BUDGET_KEY, changes)
             return changes
 
+    def change_model(self, choice: ModelChoice) -> dict[str, Any] | None:
+        """Store ``choice`` as this conversation's model from now on (its other settings
+        kept) and record it in its log (a ``model`` state change with ``from`` and ``to``);
+        the fact's value, None when it is the stored model already. The caller runs this
+        object with that model (given to ``open``) and holds the run lease. Not while a run
+        is in progress."""
+        with self._running(), self._log.lock:
+            info = self.store.get_conversation(self.id)
+            stored = ConversationSettings.from_metadata(info.metadata)
+            if stored is None:
+                raise NotRunnable(f"conversation {self.id!r} has no settings to change")
+            if stored.model == choice:
+                return None
+            metadata = dict(info.metadata)
+            metadata[SETTINGS_KEY] = stored.model_copy(update={"model": choice}).to_metadata()
+            self.store.update_conversation(self.id, metadata=metadata)
+            change = {"from": model_fact(stored.model), "to": model_fact(choice)}
+            self._log.record_fact(MODEL_KEY, change)
+            return change
+
     # -- condensation ----------------------------------------------------------------------
 
     def _request_messages(self) -> list[dict]:
@@ -823,13 +919,24 @@ class Conversation:
             )
         return self.messages()
 
-    def _why_refusal_ends_the_run(self, condensed_already: bool) -> str | None:
+    def _why_refusal_ends_the_run(
+        self, error: ContextWindowExceeded, condensed_already: bool
+    ) -> str | None:
         """After a provider's context-window refusal: None when a condensation was made (the
-        request is to be retried), else why the run must stop."""
-        if self.condenser is None:
+        request is to be retried), else why the run must stop. The window the refusal
+        states (else half the refused request) is learned first, recorded as a
+        ``context_limit`` fact and kept for the conversation: what is kept is sized to it."""
+        condenser = self.condenser
+        if condenser is None:
             return "condensation is off for this conversation (--condense auto would shrink it)"
         if condensed_already:
             return "it was refused again after condensing once in this step, so the run stops"
+        context = self._context
+        if not context.counting:
+            context.attach(condenser.sizes())
+        context.follow(self._log.path())
+        learned = condenser.learn_from_refusal(context.total, str(error))
+        self._log.record_fact(CONTEXT_LIMIT_KEY, learned)
         if not self._condense("the provider refused the request: its context window is exceeded"):
             return "nothing more can be condensed (the kept events alone are too long)"
         return None
@@ -844,7 +951,9 @@ class Conversation:
         plan = condenser.plan(context)
         if plan is None:
             return False
-        self._log.append([condenser.condensation(context, plan, reason)])
+        # The summary is a model call like a step's: an interrupt abandons it, drops its answer.
+        condensation = self._in_model_thread(lambda: condenser.condensation(context, plan, reason))
+        self._log.append([condensation])
         context.follow(self._log.path())
         return True
 
@@ -886,7 +995,7 @@ class Conversation:
         delays = iter(STORE_RETRY_DELAYS_S)
         while True:
             try:
-                self._close_open_calls(None, f"The run failed before this call returned: {cause}")
+                self._close_in_flight(None, f"The run failed before this call returned: {cause}")
                 return self._set_status(Status.ERROR, cause)
             except StoreUnavailable:
                 delay = next(delays, None)
@@ -901,16 +1010,27 @@ class Conversation:
         (a command in progress was stopped with what it started, ``BashSession.run``), the stop
         recorded (PAUSED, with the reason)."""
         try:
-            self._close_open_calls("user")
+            self._close_in_flight("user")
             self._log.append([PauseEvent()])
             self._set_status(Status.PAUSED, f"stopped by {why}; run again to continue")
         except Exception:  # the store cannot take it: the interrupt still ends the run
             logger.exception("could not record the stop of conversation %s", self.id)
 
-    def _close_open_calls(self, by: InterruptedBy | None, reason: str | None = None) -> None:
-        """Answer every call without a result with an agent error, so the projection stays
-        valid: interrupted ``by`` the user or a crash, or (None) with ``reason`` as its text."""
+    def _close_in_flight(self, by: InterruptedBy | None, reason: str | None = None) -> None:
+        """Close the calls this run was running (a failure, a stop): those waiting for the
+        user's answer stay pending (docs/contracts.md, the state machine)."""
+        self._close_open_calls(by, reason, only=self._in_flight)
+        self._in_flight = set()
+
+    def _close_open_calls(
+        self, by: InterruptedBy | None, reason: str | None = None, *, only: set[str] | None = None
+    ) -> None:
+        """Answer every call without a result (``only``: of these ids) with an agent error,
+        so the projection stays valid: interrupted ``by`` the user or a crash, or (None) with
+        ``reason`` as its text."""
         for action in self.pending_actions():
+            if only is not None and action.id not in only:
+                continue
             event = interrupted_error(action, by or "crash")
             if by is None:
                 event = event.model_copy(
@@ -946,8 +1066,8 @@ class Conversation:
             answered.add(event.tool_call_id)
         for action in actions:
             if action.tool_call_id not in answered:  # paused before it started: close it
-                by: InterruptedBy = "user" if self._pause_requested.by_user() else "crash"
-                self._log.append([interrupted_error(action, by, started=False)])
+                self._log.append([self._not_started(action)])
+        self._in_flight = set()
         # Every call answered: the batch's files (read again only if a call could change them).
         try_record(self.snapshots, self._log, self.agent.tools.may_change_files(names))
         if failure:
@@ -960,6 +1080,18 @@ class Conversation:
             return self._record_pause()
         return None
 
+    def _not_started(self, action: ActionEvent) -> AgentErrorEvent:
+        """The answer to a call a pause kept from starting: never a crash (it never ran)."""
+        if self._pause_requested.by_user():
+            return interrupted_error(action, "user", started=False)
+        why = self._pause_requested.reason() or "this process stopped its run"
+        return AgentErrorEvent(
+            tool_call_id=action.tool_call_id,
+            tool_name=action.tool_name,
+            action_id=action.id,
+            error=storable_text(NOT_STARTED_BY_STOP.format(why=why)),
+        )
+
     def _after_user_decision(self) -> ConversationStatus:
         if self.pending_actions():
             return self._set_status(Status.WAITING_FOR_CONFIRMATION)
@@ -967,16 +1099,13 @@ class Conversation:
             return self._set_status(Status.IDLE, "every call answered; run to continue")
         return self._status
 
-    def _choose_pending(
-        self, action_ids: Sequence[str] | None, *, waiting: bool = False
-    ) -> list[ActionEvent]:
+    def _choose_pending(self, action_ids: Sequence[str] | None) -> list[ActionEvent]:
         pending = self.pending_actions()
         if not pending:
             raise NothingPending()
-        if waiting:
-            status, _reason = self._log.read_status()
-            if status is not Status.WAITING_FOR_CONFIRMATION:
-                raise NotWaiting(status.value)
+        status, _reason = self._log.read_status()
+        if decide(Op.CONFIRM, status, True).outcome is Outcome.NOT_WAITING:
+            raise NotWaiting(status.value)
         if action_ids is None:
             return pending
         by_id = {action.id: action for action in pending}
@@ -984,10 +1113,6 @@ class Conversation:
         if unknown:
             raise NotPending(unknown, by_id)
         return [by_id[action_id] for action_id in action_ids]
-
-    def _close_interrupted_calls(self) -> None:
-        """RUN: calls a crash left without a result are answered before the model is asked."""
-        self._close_open_calls("crash")
 
     def _record_isolation(self) -> None:
         """ISOLATION: what this run's tools run under, recorded before any of them runs, with

@@ -94,18 +94,19 @@ def result_unless_interrupted(
 ) -> T:
     """``future``'s result (or its exception); ``Abandoned`` when ``interruption`` is set and
     the future is not done ``grace_s`` later. The thread computing it is not stopped: it ends
-    on its own, and what it returns is dropped."""
+    on its own, and what it returns is dropped. An interruption seen with no grace left wins
+    over a result that is ready: the run was stopped before it took that result."""
     interrupted_at: float | None = None
     while True:
-        try:
-            return future.result(timeout=_CHECK_S)
-        except FutureTimeout:
-            pass
         if interruption.is_set():
             now = time.monotonic()
             interrupted_at = interrupted_at if interrupted_at is not None else now
             if now - interrupted_at >= grace_s:
                 raise Abandoned()
+        try:
+            return future.result(timeout=_CHECK_S)
+        except FutureTimeout:
+            pass
 
 
 def in_thread(function: Callable[[], T], name: str) -> Future[T]:

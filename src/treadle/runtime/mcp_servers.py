@@ -9,26 +9,39 @@ the network only when the server's own limit allows it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle.api.mcp import MCP_SERVERS_KEY, mcp_tool_prefix
-from treadle.api.settings import ConversationSettings, SandboxSettings
+from treadle.api.network import network_looser
 from treadle.events.frozen_json import thaw
 from treadle.events.model import StateChangeEvent
-from treadle.runtime.secrets import Secrets
-from treadle.runtime.tools.mcp_config import MCPLaunch, MCPTools, connect_servers
 from treadle.store.base import EventQuery, EventStore
 
 if TYPE_CHECKING:
+    from treadle.api.settings import ConversationSettings, SandboxSettings
+    from treadle.runtime.secrets import Secrets
     from treadle.runtime.settings import SettingsPolicy
+    from treadle.runtime.tools.mcp import MCPTool
+
+
+@dataclass
+class MCPTools:
+    """What connecting gave: the live tools, and why each server that did not start failed."""
+
+    tools: list[MCPTool]
+    unavailable: dict[str, str]
+    servers: list[dict[str, Any]] = field(default_factory=list)
+    """Each server as the ``mcp_servers`` fact records it (``server_fact``), in launch order."""
 
 
 def check_mcp_servers(settings: ConversationSettings, policy: SettingsPolicy) -> None:
     """Refuse what a client's servers ask beyond the policy: ``SettingsError`` for a
     ``${VAR}`` reference or a name the process's own servers use, ``SandboxRefused`` for
-    the network when the sandbox limit keeps it off."""
+    a network beyond the sandbox limit's (on, or hosts outside its allow list)."""
     from treadle.runtime.settings import SandboxRefused, SettingsError
 
     taken = sorted(set(settings.mcp_servers) & set(policy.mcp_servers))
@@ -47,10 +60,11 @@ def check_mcp_servers(settings: ConversationSettings, policy: SettingsPolicy) ->
                 ": a client's MCP servers cannot read this server's environment; send the values"
             )
         limit = policy.sandbox_limit
-        if config.network and limit is not None and limit.network == "off":
+        looser = network_looser(config.network_choice, limit.network) if limit else None
+        if looser is not None:
             raise SandboxRefused(
-                f'this server does not allow MCP server {name!r} the network ("network": '
-                "true; its --network is off)"
+                f'this server does not allow MCP server {name!r} "network": '
+                f"{json.dumps(config.network)}: {looser}"
             )
 
 
@@ -64,6 +78,12 @@ def connect_mcp_servers(
     """Start (or reach) every server the conversation gets here; those that fail are kept
     with their reason. ``sandbox``: what the conversation's tools run under in this run."""
     check_mcp_servers(settings, policy)
+    if not policy.mcp_servers and not settings.mcp_servers:
+        return MCPTools([], {})  # without loading the MCP client (0.7 s of imports)
+    # Here, not at the top: only a conversation with servers loads mcp.
+    from treadle.runtime.tools.mcp_config import MCPLaunch, connect_servers
+    from treadle.runtime.workspace.sandbox_user import sandbox_user
+
     environ: Mapping[str, str] = policy.mcp_environment or {}
     sandboxed = sandbox.kind == "bubblewrap"
     launches = [
@@ -82,6 +102,7 @@ def connect_mcp_servers(
         workspace=workspace,
         mounts_ro=sandbox.mounts_ro if sandboxed else (),
         limits=sandbox.limits,
+        user=sandbox_user(workspace, policy.sandbox_user),
     )
 
 

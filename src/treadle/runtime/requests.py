@@ -176,6 +176,10 @@ class PauseRequest:
                 self._local.clear()
                 self._reason = None
 
+    def reason(self) -> str | None:
+        """Why this process asked for the pause (None: the log's request, the user's)."""
+        return self._reason
+
     def by_user(self) -> bool:
         """Whether the pause is the user's (asked through the API, the CLI or the log), not
         this process's own stop (it lost its lease, its server stops)."""

@@ -27,6 +27,7 @@ from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
 from treadle.runtime.tools import ToolSet, builtin_tools
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.runtime.workspace.sandbox import SandboxedWorkspace
+from treadle.runtime.workspace.sandbox_user import SandboxUser
 
 
 class SettingsError(TreadleError, ValueError):
@@ -58,6 +59,9 @@ class SettingsPolicy:
     snapshot_data_dir: Path | None = None
     """A local folder for the workspace snapshots of a store that has no file of its own
     (PostgreSQL); a SQLite store keeps them beside its file. None: such a store takes none."""
+    sandbox_user: SandboxUser | None = None
+    """Who sandboxes run as when this process is root (``serve --sandbox-user``); None: the
+    workspace's owner, or uid 0 without capabilities in root's own folder (``sandbox_user``)."""
     sandbox_limit: SandboxSettings | None = None
     """The least isolation settings may ask for (a server's --sandbox, --network,
     --mount-ro); None: any. A limit, not a default: stricter settings are kept as they are."""
@@ -128,8 +132,16 @@ def build_model(choice: ModelChoice, policy: SettingsPolicy | None = None) -> La
             return ScriptedModel.from_responses(choice.responses, choice.summaries or ())
         try:
             path = policy.check_script(choice.script or "")
-        except SettingsError as error:
-            raise ModelError(str(error)) from None
+        except SettingsError:
+            # Stored settings (a conversation made by `treadle run --script`, then forked or
+            # run through a server): say which file and what would let it be read.
+            raise ModelError(
+                f"this conversation's scripted model reads its responses from the file "
+                f"{choice.script!r}, which this server may not open: a server reads script "
+                "files only inside its --workspace-root (restart it with one that holds the "
+                "file), or run and fork it from the command line (treadle run --conversation, "
+                "treadle fork)"
+            ) from None
         return ScriptedModel.from_file(path)
     # The key comes from the environment of whichever process runs the conversation (read
     # at its edge, carried by the policy); untrusted settings get it only for the base URLs
@@ -168,6 +180,7 @@ def build_workspace(
         create=True,
         within=policy.workspace_root,
         environment=policy.shell_environment,
+        user=policy.sandbox_user,
     )
 
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from treadle.api.isolation import ISOLATION_KEY, isolation_view
+
 # What a status event means lives in the API (server and client read it): re-exported here.
 from treadle.api.status import HEAD_KEY as HEAD_KEY
 from treadle.api.status import STATUS_KEY as STATUS_KEY
 from treadle.api.status import ConversationStatus as ConversationStatus
+from treadle.api.status import controls_of
 from treadle.api.status import status_from_event as status_from_event
 from treadle.events.model import Event, StateChangeEvent
 from treadle.events.usage import UsageTotals, usage_of
-from treadle.events.view import LogFollower
+from treadle.events.view import TranscriptFollower
 from treadle.store.base import EventQuery, EventStore
 
 
@@ -69,32 +72,37 @@ def as_read(
 
 class StreamState:
     """What the stream tells after each stored event, fed the log in seq order: the event's
-    resolved parent and the action it answers (``events.view.LogFollower``), the status the
-    log records last (IDLE before any), the head (the last event that is not a state
-    change, or an explicit head move) and the usage totals (``events.usage``: every model
-    call so far, every branch). The hub keeps one for live events; a replay seeds its own up
-    to where the client starts, so replayed frames equal live ones."""
+    resolved parent and the action it answers, what it changes in the transcript
+    (``events.view.TranscriptFollower``), the status the log records last (IDLE before
+    any), the head (the last event that is not a state change, or an explicit head move), the
+    usage totals (``events.usage``: every model call so far, every branch) and, for an
+    isolation fact, the isolation view with the count of runs without a sandbox. The hub
+    keeps one for live events; a replay seeds its own up to where the client starts, so
+    replayed frames equal live ones."""
 
-    __slots__ = ("_follower", "head", "reason", "status", "usage")
+    __slots__ = ("_follower", "head", "reason", "status", "unsandboxed_runs", "usage")
 
     def __init__(self) -> None:
-        self._follower = LogFollower()
+        self._follower = TranscriptFollower()
         self.status = ConversationStatus.IDLE
         self.reason: str | None = None
         self.head: str | None = None
         self.usage = UsageTotals()
+        self.unsandboxed_runs = 0
+        """Isolation facts with sandbox none seen so far (seeded: counted before the window)."""
 
     def start_from(self, status: ConversationStatus, reason: str | None, head: str | None) -> None:
         """Take the status and head as they stood before the events this state will be fed
         (seeding from a window of the log instead of all of it)."""
         self.status, self.reason, self.head = status, reason, head
 
-    def advance(self, event: Event) -> dict[str, Any]:
+    def advance(self, event: Event, seq: int | None = None) -> dict[str, Any]:
         """The facts of the next event's frame: ``parent_id``, ``answers``, ``status``
-        (``{status, reason}``), ``head`` and ``usage`` as they are after it, and
-        ``run_finished`` (True for a status change that ends a run)."""
-        parent_id, answers = self._follower.feed(event)
+        (``{status, reason, controls}``), ``head`` and ``usage`` as they are after it,
+        ``transcript`` (its updates, JSON-ready), ``isolation`` (an
+        isolation fact only) and ``run_finished`` (True for a status change that ends a run)."""
         run_finished = False
+        isolation: dict[str, Any] | None = None
         if (usage := usage_of(event)) is not None:
             was = self.usage
             self.usage = UsageTotals(
@@ -111,14 +119,26 @@ class StreamState:
             head = event.value.get("head")
             if isinstance(head, str):
                 self.head = head
-        return {
+        elif event.key == ISOLATION_KEY and isinstance(event.value, dict):
+            self.unsandboxed_runs += event.value.get("sandbox") == "none"
+            isolation = isolation_view(event.value, self.unsandboxed_runs).model_dump(mode="json")
+        parent_id, answers, updates = self._follower.feed(event, seq, self.status.value)
+        facts: dict[str, Any] = {
             "parent_id": parent_id,
             "answers": answers,
-            "status": {"status": self.status.value, "reason": self.reason},
+            "status": {
+                "status": self.status.value,
+                "reason": self.reason,
+                "controls": controls_of(self.status),
+            },
             "head": self.head,
             "usage": usage_view(self.usage),
+            "transcript": updates,
             "run_finished": run_finished,
         }
+        if isolation is not None:
+            facts["isolation"] = isolation
+        return facts
 
 
 COST_DIGITS = 9

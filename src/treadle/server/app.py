@@ -17,6 +17,8 @@ from treadle.api.hooks import HookSettings
 from treadle.api.mcp import MCPServerConfig
 from treadle.environment import model_environment, shell_environment
 from treadle.runtime.settings import SandboxSettings, SettingsPolicy
+from treadle.runtime.tools.terminal_folders import sweep_quietly
+from treadle.runtime.workspace.sandbox_user import SandboxUser
 from treadle.server import (
     routes_conversations,
     routes_evals,
@@ -27,6 +29,9 @@ from treadle.server import (
 from treadle.server.errors import install_error_handlers
 from treadle.server.limits import MAX_RUNNING
 from treadle.server.live_relay import LiveRelay
+from treadle.server.openhands import HEALTH_PATH as OPENHANDS_HEALTH_PATH
+from treadle.server.openhands import PREFIX as OPENHANDS_PREFIX
+from treadle.server.openhands import OpenHandsState, openhands_router
 from treadle.server.runs import DEFAULT_IDLE_TIMEOUT_S, RunManager
 from treadle.server.security import SecurityConfig, SecurityMiddleware
 from treadle.server.state import ServerState
@@ -35,7 +40,9 @@ from treadle.store.leases import open_leases
 from treadle.store.openhands.transfer import ArchiveLimits
 from treadle.store.urls import default_store_dir, default_store_url, open_store
 
-PUBLIC_PATHS = frozenset({"/", "/favicon.ico", "/docs", "/openapi.json", "/health"})
+PUBLIC_PATHS = frozenset(
+    {"/", "/favicon.ico", "/docs", "/openapi.json", "/health", OPENHANDS_HEALTH_PATH}
+)
 
 
 def create_app(
@@ -54,13 +61,16 @@ def create_app(
     sandbox_limit: SandboxSettings | None = None,
     hooks: HookSettings | None = None,
     mcp_servers: Mapping[str, MCPServerConfig] | None = None,
+    sandbox_user: SandboxUser | None = None,
 ) -> FastAPI:
     """``allow_base_urls``: base URLs (besides the provider's own endpoint and TREADLE_BASE_URL)
     that may receive the server's model key; a conversation with any other runs without it.
     ``sandbox_limit``: the least isolation a client's settings may ask for (default: the
     default sandbox, bubblewrap with the network off; a client asking for less gets 403).
     ``hooks``: the operator's hooks, run in every conversation (docs/hooks.md).
-    ``mcp_servers``: the operator's MCP servers, which every conversation here gets."""
+    ``mcp_servers``: the operator's MCP servers, which every conversation here gets.
+    ``sandbox_user``: the host user sandboxes run as when the server is root (conversation
+    workspaces made here are given to it); None: each workspace's owner (docs/sandbox.md)."""
     url = store_url or default_store_url()
     security = SecurityConfig.build(
         api_keys,
@@ -86,6 +96,7 @@ def create_app(
         # Snapshots of a store without a file of its own (PostgreSQL) live in this folder.
         snapshot_data_dir=default_store_dir(),
         sandbox_limit=sandbox_limit or SandboxSettings(),
+        sandbox_user=sandbox_user,
         shell_environment=shell_environment(),
         hooks=hooks,
         mcp_servers=dict(mcp_servers or {}),
@@ -97,6 +108,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(url)
+        sweep_quietly()  # terminal folders and cgroups a killed process left behind
         hubs = Hubs(store)
         relay = LiveRelay(store, hubs)  # commands' output as they run, to the stream
         runs = RunManager(
@@ -109,6 +121,8 @@ def create_app(
             model_key=model_key,
             live_output=relay,
         )
+        # The OpenHands API's clients' model keys, held here only (server/openhands/keys.py).
+        runs.policy_for = app.state.openhands.keys.policy_for(store)
         app.state.treadle = ServerState(
             store=store,
             runs=runs,
@@ -121,6 +135,7 @@ def create_app(
         try:
             yield
         finally:
+            app.state.openhands.commands.close()
             runs.shutdown()
             relay.close()
             store.close()
@@ -134,6 +149,9 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.state.openhands = OpenHandsState()
+    # The OpenHands SDK's own client drives this prefix (docs/openhands.md).
+    app.include_router(openhands_router(), prefix=OPENHANDS_PREFIX)
     app.include_router(routes_interop.router)  # before /{conversation_id} routes
     app.include_router(routes_conversations.router)
     app.include_router(routes_evals.router)

@@ -32,8 +32,12 @@ class ServerProcess:
         workspace_root: Path | None = None,
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        sandbox_user: str | None = "root",
     ) -> None:
-        """``extra_args``: more ``treadle serve`` flags; ``env``: variables set for the server."""
+        """``extra_args``: more ``treadle serve`` flags; ``env``: variables set for the server.
+        ``sandbox_user``: its ``--sandbox-user`` (None: the server's default, nobody as root).
+        root by default: the tests' and benchmarks' workspaces lie in private temporary
+        folders (mode 0700) that another user cannot reach."""
         self.store_url = store_url
         self.api_keys = api_keys
         self.lease_ttl = lease_ttl
@@ -41,6 +45,7 @@ class ServerProcess:
         self.log_dir = log_dir
         self.workspace_root = workspace_root
         self.extra_args = tuple(extra_args)
+        self.sandbox_user = sandbox_user
         self.env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -55,6 +60,8 @@ class ServerProcess:
             command += ["--workspace-root", str(self.workspace_root)]
         for key in self.api_keys:
             command += ["--api-key", key]
+        if self.sandbox_user is not None and os.geteuid() == 0:
+            command += ["--sandbox-user", self.sandbox_user]
         command += self.extra_args
         # The log file stays open for the child's lifetime; the child owns it after Popen.
         log = (

@@ -26,6 +26,7 @@ from treadle.api import (
     SnapshotList,
     SnapshotView,
 )
+from treadle.api.status import controls_of
 from treadle.events.model import event_to_dict
 from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import Conversation
@@ -40,6 +41,7 @@ from treadle.runtime.snapshots import (
     snapshot_list,
 )
 from treadle.runtime.snapshots.facts import facts
+from treadle.runtime.status import INTERRUPTED_REASON
 from treadle.server.continuing import settings_for_unset
 from treadle.server.state import ServerState, server_state
 from treadle.store.base import ConversationExists, ConversationInfo, ConversationNotFound
@@ -63,6 +65,7 @@ def view(
         created_at=info.created_at,
         updated_at=info.updated_at,
         running_here=state.runs.is_running(info.id),
+        controls=controls_of(status, interrupted=reason == INTERRUPTED_REASON),
         metadata=info.metadata,
         isolation=read_isolation(state.store, info.id) if isolation else None,
         prompt_tokens=info.prompt_tokens,
@@ -220,8 +223,7 @@ def fork(conversation_id: str, body: ForkRequest, state: State) -> ConversationV
     child = state.runtime(conversation_id).fork(
         body.event_id, title=body.title, restore_files=body.restore_files, workspace=workspace
     )
-    if workspace is not None:
-        child.close()  # its own tools: the run manager opens it again to run it
+    child.close()  # the run manager opens it again to run it; shared tools stay the parent's
     shown = view(state, state.store.get_conversation(child.id))
     shown.restore = _last_restore(state, child.id)
     return shown

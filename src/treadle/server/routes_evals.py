@@ -1,5 +1,6 @@
-"""REST routes for evals, read-only: the evals the store holds (newest first) and one eval's
-tasks, each naming the conversation of its last attempt (docs/eval.md)."""
+"""REST routes for evals, read-only: the evals the store holds (newest first), one eval's
+tasks (each naming the conversation of its last attempt, with its patch and verify output),
+and two evals compared (docs/eval.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from treadle.api.evals import EvalList, EvalSummaryView, EvalTaskView, EvalView
+from treadle.api.evals import (
+    EvalComparison,
+    EvalList,
+    EvalSummaryView,
+    EvalTaskView,
+    EvalView,
+)
+from treadle.eval.compare import compare_reports
 from treadle.eval.report import eval_report
 from treadle.eval.results import EvalNotFound, EvalResults, open_eval_results
 from treadle.server.errors import ApiError
@@ -32,6 +40,7 @@ def _results(state: ServerState) -> Iterator[EvalResults]:
 def _view(report: dict[str, Any], created_at: str, updated_at: str, *, tasks: bool) -> EvalView:
     return EvalView(
         id=report["eval_id"],
+        model=report["model"],
         tasks_file=report["tasks_file"],
         engine=report["engine"],
         settings=report["settings"],
@@ -57,6 +66,13 @@ def _task(result: dict[str, Any]) -> EvalTaskView:
         verify_exit_code=None if verify is None else verify["exit_code"],
         reason=result.get("reason"),
         patch=result["patch"],
+        epoch=result.get("epoch", 1),
+        status_reason=result.get("status_reason"),
+        model_seconds=result.get("model_seconds", 0.0),
+        verify_output=None if verify is None else verify.get("output_tail"),
+        patch_left_out=result.get("patch_left_out") or [],
+        tests=result.get("tests"),
+        environment=result.get("environment"),
     )
 
 
@@ -78,6 +94,22 @@ def list_evals(
             for record in records[:limit]
         ]
     return EvalList(items=items, next_offset=offset + limit if len(records) > limit else None)
+
+
+@router.get("/compare", response_model=EvalComparison)
+def compare_evals(
+    state: State,
+    a: Annotated[str, Query(min_length=1, max_length=128)],
+    b: Annotated[str, Query(min_length=1, max_length=128)],
+) -> EvalComparison:
+    """Eval ``a`` and eval ``b`` side by side (declared before ``/{eval_id}``, which would
+    take ``compare`` for an id)."""
+    with _results(state) as results:
+        try:
+            reports = [eval_report(results.get_eval(one), results.tasks(one)) for one in (a, b)]
+        except EvalNotFound as error:
+            raise ApiError(404, "eval_not_found", str(error)) from None
+    return EvalComparison(**compare_reports(*reports))
 
 
 @router.get("/{eval_id}", response_model=EvalView)

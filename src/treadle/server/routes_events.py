@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -26,8 +25,7 @@ from treadle.api import (
 from treadle.api.transcript import TranscriptPage
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
-from treadle.events.tree import resolved_parent_id
-from treadle.events.view import Beside, transcript
+from treadle.runtime.transcript import TRANSCRIPT_PAGE, transcript_page
 from treadle.server.audit_cache import VIOLATIONS_LIMIT, audit_cache
 from treadle.server.errors import OUTAGES
 from treadle.server.security import ws_key_required
@@ -176,12 +174,6 @@ def get_children(conversation_id: str, event_id: str, state: State) -> list[dict
     ]
 
 
-TRANSCRIPT_PAGE = 200
-EVENTS_PER_ITEM = 10
-"""Path events read per item asked for (a response holds its calls and their results)."""
-MAX_TRANSCRIPT_READ = 10_000
-
-
 @router.get("/transcript", response_model=TranscriptPage)
 def get_transcript(
     conversation_id: str,
@@ -189,52 +181,15 @@ def get_transcript(
     head: str | None = None,
     before_seq: Annotated[int | None, Query(ge=SEQ_MIN, le=SEQ_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = TRANSCRIPT_PAGE,
-) -> TranscriptPage:
-    """The newest ``limit`` transcript items (``events.view``) of the path root..``head``
-    (default: the head) whose first event's seq is below ``before_seq``; for older ones pass
-    ``next_before_seq``. Costs a read of a bounded window of the path, not the whole path."""
-    head_id = head or state.store.head(conversation_id)
-    if head_id is None:
-        return TranscriptPage(head=None, items=[], next_before_seq=None)
-    state.store.get_event(conversation_id, head_id)  # 404 naming an unknown head
-    window = min(limit * EVENTS_PER_ITEM + 100, MAX_TRANSCRIPT_READ)
-    query = EventQuery(branch_head=head_id, before_seq=before_seq, order="desc", limit=window)
-    page = state.store.search(conversation_id, query)
-    path = page.items[::-1]
-    if not path:
-        return TranscriptPage(head=head_id, items=[], next_before_seq=None)
-    side = _side_events(state, conversation_id, path[0].seq, before_seq)
-    items = transcript([s.event for s in path], side, seqs=[s.seq for s in path])
-    older = page.next_cursor is not None
-    if older and len(items) > 1:
-        items = items[1:]  # its first calls may lie before the window: it comes with older ones
-    if len(items) > limit:
-        items, older = items[-limit:], True
-    first_seq = items[0]["seq"] if items else None
-    return TranscriptPage(head=head_id, items=items, next_before_seq=first_seq if older else None)
-
-
-def _side_events(
-    state: ServerState, conversation_id: str, from_seq: int, before_seq: int | None
-) -> list[Beside]:
-    """The state changes (side leaves, off every path) from ``from_seq`` on, below
-    ``before_seq``, with resolved parents."""
-    side: list[Beside] = []
-    query = EventQuery(
-        kinds=["state_change"], after_seq=from_seq - 1, before_seq=before_seq, limit=1000
-    )
-    while True:
-        page = state.store.search(conversation_id, query)
-        for stored in page.items:
-            previous = None
-            if stored.event.parent_id is None and stored.seq > 0:  # legacy: the one before
-                previous = state.store.get_range(conversation_id, stored.seq - 1, stored.seq)
-            previous_id = previous[0].event.id if previous else None
-            parent_id = resolved_parent_id(stored.event, previous_id)
-            side.append(Beside(stored.event, parent_id, stored.seq))
-        if page.next_cursor is None:
-            return side
-        query = replace(query, after_seq=page.next_cursor)
+) -> Response:
+    """The newest ``limit`` transcript items (``api.transcript``, by ``events.view``'s rules)
+    of the path root..``head`` (default: the head) whose first event's seq is below
+    ``before_seq``; for older ones pass ``next_before_seq``. Costs a read of a bounded window
+    of the path, not the whole path (``runtime.transcript``). Sent as the page serialises
+    itself: its items are validated once, when made (FastAPI would dump and validate them
+    again)."""
+    page = transcript_page(state.store, conversation_id, head, before_seq, limit)
+    return Response(page.model_dump_json(), media_type="application/json")
 
 
 class _Sender:

@@ -54,6 +54,9 @@ from treadle.store.leases import SERVER, RunLeases, new_owner
 logger = logging.getLogger(__name__)
 
 Operation = Callable[[Conversation], Any]
+PolicyFor = Callable[[str, SettingsPolicy], SettingsPolicy]
+"""The policy one conversation is opened with, from the process's (raises NotRunnable to
+refuse it): how the OpenHands API gives a conversation its client's in-memory model key."""
 Check = Callable[[Conversation], object]  # raises to refuse; what it returns is not used
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0
@@ -115,6 +118,8 @@ class RunManager:
         """This process's model key (its caller read it from the environment): masked."""
         self.policy = policy or SettingsPolicy()
         """What stored settings may reach when this process opens a conversation."""
+        self.policy_for: PolicyFor | None = None
+        """Set by whoever gives some conversations a policy of their own (``PolicyFor``)."""
         self.leases = leases
         self.owner = new_owner(SERVER)
         self.lease_ttl_s = lease_ttl_s
@@ -154,11 +159,14 @@ class RunManager:
     def _open(
         self, conversation_id: str, settings_if_missing: ConversationSettings | None = None
     ) -> Conversation:
+        policy = self.policy
+        if self.policy_for is not None:
+            policy = self.policy_for(conversation_id, policy)
         try:
             conversation = Conversation.open(
                 self.store,
                 conversation_id,
-                policy=self.policy,
+                policy=policy,
                 model_key=self.model_key,
                 settings_if_missing=settings_if_missing,
             )

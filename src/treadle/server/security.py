@@ -18,6 +18,9 @@ from treadle.server.errors import BodyTooLarge, error_body, json_response
 from treadle.server.limits import MAX_BODY_BYTES
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+SESSION_KEY_HEADER = "x-session-api-key"
+"""Where the OpenHands SDK's client sends its key (accepted under ``SESSION_KEY_PREFIX``)."""
+SESSION_KEY_PREFIX = "/openhands/"
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,11 @@ class SecurityMiddleware:
             and scope["path"] not in config.public_paths
             and not scope["path"].startswith("/static/")
         )
-        if needs_key and not config.key_is_valid(bearer_key(headers.get("authorization"))):
+        presented = bearer_key(headers.get("authorization"))
+        if presented is None and scope["path"].startswith(SESSION_KEY_PREFIX):
+            # The OpenHands SDK's client sends its key in a header of its own.
+            presented = headers.get(SESSION_KEY_HEADER)
+        if needs_key and not config.key_is_valid(presented):
             return 401, "unauthorized", "a valid API key is required: Authorization: Bearer KEY"
         return None
 

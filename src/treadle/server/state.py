@@ -83,7 +83,11 @@ class ServerState:
             raise _unusable(requested, error) from None
         self._check_inside(requested, resolved)
         try:  # made here so that a path that cannot be a folder is the client's 422
+            made = not resolved.exists()
             resolved.mkdir(parents=True, exist_ok=True)
+            user = self.policy.sandbox_user
+            if made and user is not None and os.geteuid() == 0:
+                os.chown(resolved, user.uid, user.gid)  # the sandbox's user owns its files
         except OSError as error:  # a file there, a name too long, no permission...
             raise _unusable(requested, error) from None
         return str(resolved)

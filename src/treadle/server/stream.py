@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from treadle.events.model import EVENT_KINDS, event_to_json
 from treadle.events.usage import USAGE_KINDS, UsageTotals, usage_of
+from treadle.runtime.isolation import count_unsandboxed
 from treadle.runtime.status import StreamState, read_status
 from treadle.server.live_relay import LiveChannel
 from treadle.store.base import EventQuery, EventStore, StoredEvent
@@ -66,10 +67,12 @@ TRANSIENT_READY = Delivery(None, ())
 def frame_texts(stored: StoredEvent, state: StreamState) -> tuple[str, ...]:
     """The ``event`` frame of ``stored`` (and ``run_finished`` after a run's last event),
     advancing ``state``. The event goes in as the store holds its JSON (no re-encoding)."""
-    facts = state.advance(stored.event)
+    facts = state.advance(stored.event, stored.seq)
     payload = stored.payload if stored.payload is not None else event_to_json(stored.event)
     run_finished = facts.pop("run_finished")
-    event = f'{{"type":"event","seq":{stored.seq},"event":{payload},{json.dumps(facts, separators=(",", ":"))[1:]}'
+
+    text = json.dumps(facts, separators=(",", ":"))
+    event = f'{{"type":"event","seq":{stored.seq},"event":{payload},{text[1:]}'
     if not run_finished:
         return (event,)
     status = facts["status"]
@@ -82,7 +85,8 @@ def seeded_state(store: EventStore, conversation_id: str, up_to: int) -> StreamS
     say. Reads at most ``SEED_WINDOW`` events: the status and head before them come from two
     indexed look-ups, so seeding costs the same at 1,000 events as at 1,000,000; the links
     come from the window (docs/stream.md, a call left open longer than that is not linked);
-    the usage totals from the conversation's row (``_usage_up_to``)."""
+    the usage totals from the conversation's row (``_usage_up_to``); the transcript's items
+    from the window (``events.view.TranscriptFollower``)."""
     state = StreamState()
     if up_to < 0:
         return state
@@ -96,8 +100,9 @@ def seeded_state(store: EventStore, conversation_id: str, up_to: int) -> StreamS
     if start > 0:
         status, reason = read_status(store, conversation_id, before_seq=start)
         state.start_from(status, reason, _head_before(store, conversation_id, start))
+        state.unsandboxed_runs = count_unsandboxed(store, conversation_id, before_seq=start)
     for stored in window:
-        state.advance(stored.event)
+        state.advance(stored.event, stored.seq)
     state.usage = _usage_up_to(store, conversation_id, up_to)
     return state
 

@@ -9,9 +9,12 @@ Durability modes (``?durability=`` in the URL, or ``durability=`` to ``open_stor
   acknowledged append survives a killed process (kill -9), but a power loss or OS crash may lose
   the last moments of appends. The file is never corrupted in either mode.
 
-The APPEND contract (docs/contracts.md) holds across threads and processes: an append runs in one
+The APPEND contract (docs/contracts.md) holds across threads and processes: an append runs in a
 ``BEGIN IMMEDIATE`` transaction (SQLite's one write lock for the file), after a per-store thread
 lock so that threads of one process queue in order instead of busy-waiting on the file lock.
+Appends that wait meanwhile share the next transaction and its fsync (``group_commit``: each
+under its own savepoint, each acknowledged only once the shared commit returned), so many
+conversations appending at once pay one fsync per group, not one each.
 
 Subscriptions poll ``PRAGMA data_version`` (a read of the shared WAL index, no disk I/O) every
 ``poll_interval`` seconds, so an event appended by another thread or process is delivered at
@@ -28,6 +31,7 @@ exact and without lag all the same (treadle.store.sqlite_text).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -75,6 +79,7 @@ from treadle.store.common import (
     read_payload,
     summary_from_index,
 )
+from treadle.store.group_commit import GroupCommit
 from treadle.store.sqlite_schema import (
     DEFAULT_BUSY_TIMEOUT,
     migrate,
@@ -133,6 +138,8 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
+BULK_INDEX_EVENTS = 1_000
+"""An ``append_batch`` of at least this many events fills the text index before it returns."""
 _LOOKUP_CHUNK = 500
 _SUBSCRIBE_BATCH = 500
 
@@ -141,13 +148,34 @@ _SUBSCRIBE_BATCH = 500
 
 
 class _Connection:
-    """A thread's connection; weak-referenceable (sqlite3.Connection is not) for ``close``."""
+    """A thread's connection; weak-referenceable (sqlite3.Connection is not) for ``close``.
 
-    __slots__ = ("__weakref__", "conn", "generation")
+    ``in_use`` is held while statements run on it (``SqliteEventStore._lent``, a
+    subscriber's query): closing a connection under a statement another thread is stepping
+    frees what that thread still reads (a crash, not an error), so ``close`` takes it
+    first. Reentrant: a thread inside its own statements may close the store."""
+
+    __slots__ = ("__weakref__", "conn", "generation", "in_use")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.generation = _fork_generation
+        self.in_use = threading.RLock()
+
+    def __del__(self) -> None:
+        # A thread's holder goes when the thread ends (its thread-local is cleared). Its
+        # connection must close then: it sits in a reference cycle (its statement cache), so
+        # only the garbage collector would free it, and ``close`` no longer sees it (the
+        # registry is weak), so a server making a thread per model call would pile up open
+        # connections. Never in a forked child: closing the parent's connection there would
+        # drop the parent's locks on the file.
+        if self.generation == _fork_generation:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.close()
+
+
+class _SubscriptionClosed(Exception):
+    """Raised inside a subscriber when its store closed: the subscription ends quietly."""
 
 
 def _now() -> str:
@@ -231,6 +259,9 @@ class SqliteEventStore:
         self._subscriptions: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._registry_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._commits = GroupCommit(
+            self._lent, self._write_lock, after_commit=lambda: self._check_file(writing=True)
+        )
         self._closed = False
         self._indexer = TextIndexer(self._index_text_chunk, f"treadle-text-index {self.path.name}")
         self._indexer_sync = threading.local()
@@ -310,23 +341,38 @@ class SqliteEventStore:
             "that path now"
         )
 
-    def _conn(self) -> sqlite3.Connection:
+    @contextmanager
+    def _lent(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, held while the caller's statements run on it: ``close``
+        from another thread waits for them instead of freeing what they still read."""
+        holder = self._holder()
+        with holder.in_use:
+            yield holder.conn
+
+    def _holder(self) -> _Connection:
         holder: _Connection | None = getattr(self._local, "holder", None)
         if holder is not None and holder.generation == _fork_generation:
             self._check_file()
-            return holder.conn
+            return holder
         if self._closed:
-            raise StoreError(f"store {self.url} is closed; open it again with open_store(url)")
+            raise self._closed_error()
         # A forked child gets a connection of its own: sharing the parent's is unsafe.
         holder = _Connection(self._connect())
-        self._local.holder = holder
         with self._registry_lock:
+            # ``close`` may have run while this one opened: it did not see it, so it would
+            # stay open and keep serving this thread after the store closed.
+            if self._closed:
+                holder.conn.close()
+                raise self._closed_error()
             self._connections.add(holder)
-        return holder.conn
+        self._local.holder = holder
+        return holder
+
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"store {self.url} is closed; open it again with open_store(url)")
 
     def _migrate(self) -> None:
-        conn = self._conn()
-        with self._errors():
+        with self._errors(), self._lent() as conn:
             deadline = time.monotonic() + self._busy_timeout
             while True:
                 # Needs a moment with no other writer; SQLite may not wait by itself here.
@@ -360,8 +406,7 @@ class SqliteEventStore:
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction holding the thread lock and SQLite's write lock."""
-        with self._write_lock, self._errors():
-            conn = self._conn()
+        with self._write_lock, self._errors(), self._lent() as conn:
             # IMMEDIATE takes the file's write lock now, so the reads below already see every
             # commit of other writers (APPEND step 1) and nobody commits until we are done.
             conn.execute("BEGIN IMMEDIATE")
@@ -377,8 +422,7 @@ class SqliteEventStore:
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every statement in it sees the same snapshot."""
-        with self._errors():
-            conn = self._conn()
+        with self._errors(), self._lent() as conn:
             conn.execute("BEGIN")
             try:
                 yield conn
@@ -387,15 +431,17 @@ class SqliteEventStore:
                     conn.execute("COMMIT")
 
     def close(self) -> None:
-        """Close every connection of this store (call it when no thread uses the store)."""
+        """Close every connection of this store. Statements other threads are running end
+        first; what they ask for afterwards is refused (StoreError: the store is closed)."""
         self._indexer.stop()  # first: its chunk in progress still needs its connection
-        self._closed = True
-        with self._registry_lock:
+        with self._registry_lock:  # from here no thread registers a connection (_holder)
+            self._closed = True
             holders = list(self._connections) + list(self._subscriptions)
             self._connections = weakref.WeakSet()
         for holder in holders:
             if holder.generation == _fork_generation:
-                holder.conn.close()
+                with holder.in_use:  # a statement in progress ends first
+                    holder.conn.close()
         self._local = threading.local()
 
     def __enter__(self) -> SqliteEventStore:
@@ -434,20 +480,16 @@ class SqliteEventStore:
             return self._conversation_info(conn, conversation_id)
 
     def get_conversation(self, conversation_id: str) -> ConversationInfo:
-        with self._errors():
-            return self._conversation_info(self._conn(), conversation_id)
+        with self._errors(), self._lent() as conn:
+            return self._conversation_info(conn, conversation_id)
 
     def list_conversations(self, *, limit: int = 100, offset: int = 0) -> list[ConversationInfo]:
-        with self._errors():
-            rows = (
-                self._conn()
-                .execute(
-                    f"SELECT {self._CONVERSATION_COLUMNS} FROM conversations "
-                    "ORDER BY created_at, key LIMIT ? OFFSET ?",
-                    (limit, offset),
-                )
-                .fetchall()
-            )
+        with self._errors(), self._lent() as conn:
+            rows = conn.execute(
+                f"SELECT {self._CONVERSATION_COLUMNS} FROM conversations "
+                "ORDER BY created_at, key LIMIT ? OFFSET ?",
+                (limit, offset),
+            ).fetchall()
         return [_conversation_info(row) for row in rows]
 
     def update_conversation(
@@ -539,25 +581,21 @@ class SqliteEventStore:
     ) -> list[int]:
         events = list(events)
         wanted = ids_to_look_up(events)
-        # Written out rather than with `_writing`: this is the hot path, every µs shows.
-        with self._write_lock:
-            conn = self._conn()
-            try:
-                # IMMEDIATE takes the file's write lock now: the reads below see every commit
-                # of other writers (APPEND step 1) and nobody else commits until we are done.
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    seqs = self._append_in_transaction(
-                        conn, conversation_id, events, wanted, move_head
-                    )
-                    conn.execute("COMMIT")
-                    self._check_file(writing=True)
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as error:
-                raise self._store_error(error) from error
+        # Appends of this process's threads share a transaction and its fsync (group_commit):
+        # BEGIN IMMEDIATE takes the file's write lock, so the reads of each append see every
+        # commit of other writers (APPEND step 1); each returns once the commit is durable.
+        try:
+            seqs = self._commits.run(
+                lambda conn: self._append_in_transaction(
+                    conn, conversation_id, events, wanted, move_head
+                )
+            )
+        except sqlite3.Error as error:
+            raise self._store_error(error) from error
+        if len(events) >= BULK_INDEX_EVENTS:
+            # A bulk load (an import) pays for its text index before it returns, so a search
+            # right after it runs at full speed; live appends leave it to the indexer.
+            self.index_text(conversation_id)
         return seqs
 
     def _append_in_transaction(
@@ -674,8 +712,8 @@ class SqliteEventStore:
     # -- reading ----------------------------------------------------------------------------
 
     def head(self, conversation_id: str) -> str | None:
-        with self._errors():
-            return self._conversation_row(self._conn(), conversation_id)[2]
+        with self._errors(), self._lent() as conn:
+            return self._conversation_row(conn, conversation_id)[2]
 
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
         with self._reading() as conn:
@@ -831,7 +869,8 @@ class SqliteEventStore:
             # The index and its mark commit together, and the WAL is written in order: a
             # power loss can only take both back, never one, and the indexer redoes them.
             # So this thread's commits need no fsync of their own, whatever the durability.
-            self._conn().execute("PRAGMA synchronous=NORMAL")
+            with self._errors(), self._lent() as conn:
+                conn.execute("PRAGMA synchronous=NORMAL")
             self._indexer_sync.relaxed = True
         with self._writing() as conn:
             return index_chunk(conn, key)
@@ -840,8 +879,7 @@ class SqliteEventStore:
         """Bring the text index up to date now, for one conversation or all of them, in this
         thread (the indexer does it in the background after searches); returns the number of
         events indexed. Maintenance, not in the EventStore protocol: the benchmark uses it."""
-        with self._errors():
-            conn = self._conn()
+        with self._errors(), self._lent() as conn:
             if conversation_id is None:
                 keys = [row[0] for row in conn.execute("SELECT key FROM conversations")]
             else:
@@ -892,8 +930,8 @@ class SqliteEventStore:
         append committed after that read changes it and is never waited past. Close the
         generator, or set ``stop`` from another thread, to stop.
         """
-        with self._errors():
-            key = self._key(self._conn(), conversation_id)  # fail now, not at the first next()
+        with self._errors(), self._lent() as conn:
+            key = self._key(conn, conversation_id)  # fail now, not at the first next()
         return self._follow(key, after_seq, poll_interval, stop or threading.Event())
 
     def _follow(
@@ -906,14 +944,23 @@ class SqliteEventStore:
             self._subscriptions.add(holder)
         conn = holder.conn
         last = after_seq
+
+        def query(sql: str, parameters: tuple[int, ...] = ()) -> list[Any]:
+            # Under ``in_use``, and only while the store is open: ``close`` closes this
+            # connection from its own thread, never under a statement running here.
+            with holder.in_use:
+                if self._closed:
+                    raise _SubscriptionClosed
+                return conn.execute(sql, parameters).fetchall()
+
         try:
             while not self._closed and not stop.is_set():
-                version = conn.execute("PRAGMA data_version").fetchone()[0]
-                rows = conn.execute(
+                version = query("PRAGMA data_version")[0][0]
+                rows = query(
                     "SELECT seq, payload FROM events WHERE conversation = ? AND seq > ? "
                     "ORDER BY seq LIMIT ?",
                     (key, last, _SUBSCRIBE_BATCH),
-                ).fetchall()
+                )
                 for row in rows:
                     stored = _stored(row, self.path)
                     last = stored.seq
@@ -925,13 +972,12 @@ class SqliteEventStore:
                         return
                     # a removed or replaced file gets no more events: say so, don't idle
                     self._check_file()
-                    if conn.execute("PRAGMA data_version").fetchone()[0] != version:
+                    if query("PRAGMA data_version")[0][0] != version:
                         break
-                exists = conn.execute(
-                    "SELECT 1 FROM conversations WHERE key = ?", (key,)
-                ).fetchone()
-                if exists is None:
+                if not query("SELECT 1 FROM conversations WHERE key = ?", (key,)):
                     return  # the conversation was deleted: nothing more will come
+        except _SubscriptionClosed:
+            return  # the store closed: end quietly
         except sqlite3.ProgrammingError:
             if not self._closed:
                 raise  # closed under us by store.close(): end quietly
@@ -939,15 +985,16 @@ class SqliteEventStore:
             with self._registry_lock:
                 self._subscriptions.discard(holder)
             if holder.generation == _fork_generation:
-                conn.close()
+                with holder.in_use:
+                    conn.close()
 
     # -- maintenance (not in the EventStore protocol; used by the CLI and the benchmark) -----
 
     def integrity_check(self) -> list[str]:
         """SQLite's own check of the file: [] when sound, else its findings."""
         try:
-            with self._errors():
-                rows = self._conn().execute("PRAGMA integrity_check").fetchall()
+            with self._errors(), self._lent() as conn:
+                rows = conn.execute("PRAGMA integrity_check").fetchall()
         except StoreError as error:
             if isinstance(error.__cause__, sqlite3.OperationalError):
                 raise  # busy or closed: no finding about the file
@@ -957,8 +1004,8 @@ class SqliteEventStore:
 
     def checkpoint(self) -> None:
         """Copy the WAL into the main file and truncate it (the file then holds everything)."""
-        with self._errors():
-            self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        with self._errors(), self._lent() as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def file_size(self) -> int:
         """Bytes of the store file plus its WAL."""

@@ -16,17 +16,28 @@ export async function request(method, path, body) {
     const headers = {};
     if (key) headers.Authorization = `Bearer ${key}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    const response = await fetch(path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (error) {
+      // The browser's own words ("Failed to fetch", "NetworkError…") name no cause.
+      throw new ApiError(0, "server_unreachable", `The Treadle server at ${location.host} does not answer: is \`treadle serve\` still running? (${error.message})`);
+    }
+
     if (response.status === 401 && attempt < 5) {
       await askForKey(key ? "The server refused that key: enter another." : "This server needs an API key.");
       continue;
     }
     if (response.status === 204) return null;
     const data = await response.json().catch(() => null);
+    if (!response.ok && !data?.error && response.status >= 502 && response.status <= 504) {
+      // A proxy's answer, not Treadle's (Treadle's errors are JSON).
+      throw new ApiError(response.status, "server_unreachable", `The Treadle server behind ${location.host} is not reachable (HTTP ${response.status} from a proxy): is \`treadle serve\` still running?`);
+    }
     if (!response.ok) {
       const error = data?.error ?? {};
       throw new ApiError(response.status, error.code, error.message ?? response.statusText);

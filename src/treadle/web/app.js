@@ -78,6 +78,7 @@ class Canvas {
     if (this.activeId() === null) refreshEvalList(this.activeEvalId());
     const items = await refreshList(this.activeId(), (id) => this.navigate(id));
     const active = this.screen instanceof EvalScreen ? null : items?.find((view) => view.id === this.screen?.id);
+    if (this.screen instanceof ConversationScreen && items) this.screen.showForks(items);
     if (active) {
       this.screen.viewRefreshed(active);
       this.screen.syncListEntry(active); // the list's copy may be older than the stream's

@@ -1,5 +1,6 @@
 // One transcript item as DOM: message, model response card (its calls, their arguments and
 // results), condensation, collapsed span. Model and tool text only ever goes in as text.
+import { fileEditDiff } from "./diffs.js";
 import { clockTime, el, snippet } from "./dom.js";
 import { liveOutputBox } from "./live_output.js";
 
@@ -7,7 +8,7 @@ const TEXT_LIMIT = 20000; // longer outputs show a button: a huge <pre> would st
 
 /**
  * @param item a Timeline item
- * @param ctx {status, violations: Map, selectedCall, busy: Set, onConfirm, onReject, liveOutput}
+ * @param ctx {violations: Map, selectedCall, busy: Set, onConfirm, onReject, liveOutput}
  */
 export function renderItem(item, ctx) {
   const render = RENDERERS[item.type] ?? renderOther;
@@ -18,13 +19,14 @@ export function renderItem(item, ctx) {
 
 const RENDERERS = {
   message: renderMessage,
-  system: renderSystem,
+  system_prompt: renderSystem,
   response: renderResponse,
-  orphan: renderOrphan,
+  result: renderOrphan,
   condensation: renderCondensation,
   condensed: renderCondensed,
   pause: renderPause,
-  other: renderOther,
+  state_change: renderOther,
+  foreign: renderOther,
 };
 
 function renderMessage(item, ctx) {
@@ -69,7 +71,7 @@ function renderResponse(item, ctx) {
 
 function renderCall(call, ctx) {
   const action = call.action.event;
-  const state = callState(call, ctx);
+  const state = callState(call);
   const box = el("li", {
     class: `call state-${state}${ctx.selectedCall === action.id ? " selected" : ""}`,
     dataset: { eventId: action.id, callId: action.tool_call_id },
@@ -85,7 +87,6 @@ function renderCall(call, ctx) {
   if (state === "waiting") box.append(decisionButtons(action, ctx));
   const live = call.result ? null : ctx.liveOutput?.(action.id);
   box.append(call.result ? renderResult(call.result, ctx) : live ? liveOutputBox(live) : pendingNote(state));
-  for (const extra of call.extra) box.append(renderResult(extra, ctx));
   return box;
 }
 
@@ -99,13 +100,9 @@ const STATE_LABELS = {
   rejected: "rejected",
 };
 
-/** The server's state of the call (events.view), told apart further by the status for a
- * call with no result yet: waiting for a decision, running, or just pending. */
-function callState(call, ctx) {
-  if (call.state === "pending") {
-    if (ctx.status === "waiting_for_confirmation") return "waiting";
-    return ctx.status === "running" ? "running" : "pending";
-  }
+/** The server's state of the call (events.view: waiting and running come from the status
+ * there), shown as an error when its result says it is one. */
+function callState(call) {
   if (call.state === "errored") return "error";
   if (call.state === "done" && call.result?.event.is_error) return "error";
   return call.state; // done, rejected, interrupted
@@ -117,7 +114,12 @@ function renderArguments(action) {
       el("span", { class: "chip chip-warn", text: "unparseable arguments" }),
       el("pre", { class: "raw", text: action.raw_arguments ?? "" }));
   }
-  return el("pre", { class: "args", text: JSON.stringify(action.arguments, null, 2) });
+  const json = el("pre", { class: "args", text: JSON.stringify(action.arguments, null, 2) });
+  const change = action.tool_name === "file_editor" ? fileEditDiff(action.arguments) : null;
+  if (!change) return json;
+  // A file written or edited reads as the change itself; the arguments stay one click away.
+  return el("div", { class: "file-edit" }, change,
+    el("details", { class: "fold" }, el("summary", { text: "Arguments (JSON)" }), json));
 }
 
 function decisionButtons(action, ctx) {

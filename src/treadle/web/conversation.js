@@ -48,17 +48,23 @@ export class ConversationScreen {
     this.scroller = el("div", { class: "transcript", tabindex: 0, "aria-label": "Transcript" });
     this.scroller.addEventListener("click", (event) => this.clicked(event));
     this.live = new LiveOutput(this.scroller);
+    // Enabled by what the server says the status offers (its `controls`), never guessed here.
+    this.controls = {
+      run: el("button", { type: "button", class: "primary", text: "Run", disabled: true, dataset: { control: "run" }, onclick: () => this.steering.runAgain() }),
+      pause: el("button", { type: "button", text: "Pause", disabled: true, dataset: { control: "pause" }, title: "Stop before the next call: the calls in progress end first", onclick: () => this.steering.pause() }),
+      interrupt: el("button", { type: "button", class: "interrupt", text: "Interrupt", disabled: true, dataset: { control: "interrupt" }, title: "Stop the calls in progress now (their processes are killed), then pause", onclick: () => this.steering.interrupt() }),
+    };
+    this.lineage = el("p", { class: "lineage", hidden: true });
     this.root = el("section", { class: "conversation" },
       el("header", { class: "conversation-head" },
         this.title, this.badge, this.counter, this.usage,
         el("span", { class: "spacer" }),
-        el("button", { type: "button", class: "primary", text: "Run", onclick: () => this.steering.runAgain() }),
-        el("button", { type: "button", text: "Pause", title: "Stop before the next call: the calls in progress end first", onclick: () => this.steering.pause() }),
-        el("button", { type: "button", class: "interrupt", text: "Interrupt", title: "Stop the calls in progress now (their processes are killed), then pause", onclick: () => this.steering.interrupt() }),
+        this.controls.run, this.controls.pause, this.controls.interrupt,
         el("span", { class: "divider" }),
         el("button", { type: "button", class: "quiet", text: "Branches", onclick: () => this.showTab("branches") }),
         el("button", { type: "button", class: "quiet", text: "Search", onclick: () => this.showTab("search") }),
         this.auditButton),
+      this.lineage,
       this.isolationLine,
       this.reasonLine,
       this.streamNote,
@@ -117,25 +123,27 @@ export class ConversationScreen {
     this.view = view;
     this.title.textContent = conversationTitle(view);
     this.title.title = view.id;
-    this.setStatus(view.status, view.status_reason);
+    this.setStatus(view.status, view.status_reason, view.controls);
+    this.showLineage(view);
     this.counter.textContent = `${view.event_count.toLocaleString()} events`;
     this.showUsage();
-    if (view.isolation) this.showIsolation(view.isolation, view.isolation.unsandboxed_runs);
+    if (view.isolation) this.showIsolation(view.isolation);
   }
 
-  /** What the last run's tools ran under (its recorded isolation fact), in one small line. */
-  showIsolation(fact, unsandboxedRuns = 0) {
-    const none = fact.sandbox === "none";
+  /** What the last run's tools ran under (its recorded isolation fact, as the server's view
+   * or an isolation frame serves it: the count of runs without a sandbox is the server's). */
+  showIsolation(isolation) {
+    const none = isolation.sandbox === "none";
     let text = none
       ? "No sandbox: the tools ran unconfined, as the user of the process that ran them"
-      : `Sandbox: ${fact.sandbox}, network ${fact.network}`;
-    if (!none && fact.mounts_ro?.length) text += `, read-only ${fact.mounts_ro.join(", ")}`;
-    if (!none && unsandboxedRuns) text += ` (${unsandboxedRuns} earlier run(s) without a sandbox)`;
-    const limits = Object.entries(fact.limits ?? {}).map(([name, value]) => `${name} ${value ?? "unlimited"}`);
+      : `Sandbox: ${isolation.sandbox}, network ${isolation.network}`;
+    if (!none && isolation.mounts_ro?.length) text += `, read-only ${isolation.mounts_ro.join(", ")}`;
+    if (!none && isolation.unsandboxed_runs) text += ` (${isolation.unsandboxed_runs} earlier run(s) without a sandbox)`;
+    const limits = Object.entries(isolation.limits ?? {}).map(([name, value]) => `${name} ${value ?? "unlimited"}`);
     this.isolationLine.textContent = text;
-    this.isolationLine.title = [limits.join(", "), fact.override ?? ""].filter(Boolean).join("; ");
+    this.isolationLine.title = [limits.join(", "), isolation.override ?? ""].filter(Boolean).join("; ");
     this.isolationLine.className = `isolation-line ${none ? "isolation-none" : "isolation-sandbox"}`;
-    this.isolationLine.dataset.sandbox = fact.sandbox;
+    this.isolationLine.dataset.sandbox = isolation.sandbox;
     this.isolationLine.hidden = false;
   }
 
@@ -151,7 +159,8 @@ export class ConversationScreen {
     this.usage.textContent = `${tokens.toLocaleString()}${ofTokens} tokens · $${cost.toFixed(4)}${ofCost}`;
   }
 
-  setStatus(status, reason) {
+  setStatus(status, reason, controls) {
+    this.showControls(controls ?? []);
     this.status = status;
     this.statusReason = reason ?? null;
     this.badge.textContent = status.replaceAll("_", " ");
@@ -159,6 +168,59 @@ export class ConversationScreen {
     this.badge.title = reason ?? "";
     this.root.dataset.status = status;
     this.showReason(status, reason);
+  }
+
+  /** Run, Pause and Interrupt as the status allows them; a title says why one is off. */
+  showControls(controls) {
+    const why = {
+      run: "Nothing to run: send a message (Send & run) to continue",
+      pause: "Not running",
+      interrupt: "No call in progress",
+    };
+    for (const [name, button] of Object.entries(this.controls)) {
+      const allowed = controls.includes(name);
+      button.disabled = !allowed;
+      button.dataset.title ??= button.title;
+      button.title = allowed ? button.dataset.title : why[name];
+    }
+  }
+
+  /** Where this conversation was forked from (its origin, in its view). */
+  showLineage(view) {
+    const origin = view.metadata?.origin;
+    this.origin = [];
+    if (origin && typeof origin.forked_from === "string") {
+      this.origin.push("Forked from ", this.conversationLink(origin.forked_from),
+        typeof origin.event_id === "string" ? ` at event ${origin.event_id.slice(0, 8)}` : "");
+    }
+    this.drawLineage();
+  }
+
+  /** The conversations forked from this one among the listed ones (the list the sidebar
+   * holds already: no request of its own), each a link. */
+  showForks(listed) {
+    const forks = listed.filter((item) => item.metadata?.origin?.forked_from === this.id);
+    this.forks = [];
+    if (forks.length) {
+      this.forks.push(`${forks.length === 1 ? "1 fork" : `${forks.length} forks`}: `);
+      forks.forEach((fork, index) => {
+        if (index) this.forks.push(", ");
+        this.forks.push(this.conversationLink(fork.id, conversationTitle(fork)));
+      });
+    }
+    this.drawLineage();
+  }
+
+  drawLineage() {
+    const parts = [...(this.origin ?? [])];
+    if (parts.length && this.forks?.length) parts.push(" · ");
+    parts.push(...(this.forks ?? []));
+    this.lineage.replaceChildren(...parts);
+    this.lineage.hidden = parts.length === 0;
+  }
+
+  conversationLink(id, text) {
+    return el("button", { type: "button", class: "link", title: id, text: text ?? id.slice(0, 8), onclick: () => this.app.navigate(id) });
   }
 
   /** The status's reason as a visible line, for the statuses where it explains what happened. */
@@ -195,7 +257,7 @@ export class ConversationScreen {
    * its status did not (a run whose process died is "running", then "interrupted"). */
   viewRefreshed(view) {
     if (!this.view || view.status !== this.status) return; // the stream tells status changes
-    if ((view.status_reason ?? null) !== this.statusReason) this.setStatus(view.status, view.status_reason);
+    if ((view.status_reason ?? null) !== this.statusReason) this.setStatus(view.status, view.status_reason, view.controls);
     if (view.event_count >= this.view.event_count) {
       // A raised budget, or totals the stream has not told (events on another branch).
       Object.assign(this.view, { metadata: view.metadata, prompt_tokens: view.prompt_tokens, completion_tokens: view.completion_tokens, cost_usd: view.cost_usd });
@@ -205,7 +267,6 @@ export class ConversationScreen {
 
   context() {
     return {
-      status: this.status,
       violations: this.audit?.byEvent ?? new Map(),
       selectedCall: this.selectedCall,
       busy: this.steering.busy,
@@ -231,10 +292,9 @@ export class ConversationScreen {
       // The frame says what the status and head are after this event: mirrored, not derived.
       this.liveEvent(message);
       this.liveStatus(message.status);
-      const { event } = message;
-      if (event.kind === "state_change" && event.key === "isolation" && event.value) {
-        const earlier = this.view?.isolation?.unsandboxed_runs ?? 0;
-        this.showIsolation(event.value, event.value.sandbox === "none" ? earlier + 1 : earlier);
+      if (message.isolation) {
+        this.view.isolation = message.isolation;
+        this.showIsolation(message.isolation);
       }
       if (message.event.kind === "state_change" && message.head && message.head !== this.branch.headId) {
         this.headMoved(message.head);
@@ -248,7 +308,7 @@ export class ConversationScreen {
     for (const message of waiting) this.received(message);
   }
 
-  liveEvent({ seq, event, parent_id: parentId, head, usage }) {
+  liveEvent({ seq, event, parent_id: parentId, head, usage, transcript }) {
     // The frame says the usage totals after this event (the server's): shown, not summed here.
     if (seq >= this.view.event_count && usage) {
       const { prompt_tokens, completion_tokens, cost_usd } = usage;
@@ -260,49 +320,42 @@ export class ConversationScreen {
     this.syncListEntry();
     this.app.conversationChanged();
     if (this.branch.ids.has(event.id)) return; // loaded with the page already
-    // The frame's resolved parent says whether the event continues the shown branch.
+    // The frame's resolved parent says whether the event continues the shown branch; its
+    // transcript updates say what it changes there (no refetch).
     if (event.kind === "state_change") {
-      if (this.branch.ids.has(parentId)) this.tailChanged(this.branch.headId);
+      if (this.branch.ids.has(parentId)) this.tailChanged(transcript ?? [], this.branch.headId);
     } else if (parentId === this.branch.headId || (!this.branch.headId && parentId === null)) {
-      this.branch.headId = event.id;
-      this.tailChanged(event.id);
+      this.tailChanged(transcript ?? [], event.id);
     } else if (head !== this.branch.headId) {
       this.headMoved(head);
     }
   }
 
-  /** Fetch the end of the transcript again (the server pairs results with their calls), at
-   * most one request at a time: frames that come meanwhile are covered by one more. */
-  async tailChanged(headId) {
-    this.tailWanted = headId;
-    if (this.tailLoading) return;
-    this.tailLoading = true;
-    try {
-      while (this.tailWanted) {
-        const wanted = this.tailWanted;
-        this.tailWanted = null;
-        const ids = this.transcript.windowIds();
-        const following = this.transcript.isFollowing();
-        const timeline = this.branch;
-        await timeline.refreshTail(wanted);
-        if (this.closed || timeline !== this.branch) return;
-        this.transcript.tailRebuilt(ids, following);
-        this.steering.update();
-        this.transcript.refresh();
-      }
-    } catch (error) {
-      toast(error.message, "error");
-    } finally {
-      this.tailLoading = false;
+  /** Apply a frame's transcript updates at once; the window is drawn again once per
+   * animation frame, however many frames came meanwhile (a catch-up). */
+  tailChanged(updates, headId) {
+    if (!this.tailIds) {
+      this.tailIds = this.transcript.windowIds();
+      this.tailFollowing = this.transcript.isFollowing();
+      requestAnimationFrame(() => this.drawTail());
     }
+    this.branch.apply(updates, headId);
   }
 
-  liveStatus({ status, reason }) {
+  drawTail() {
+    const ids = this.tailIds;
+    this.tailIds = null;
+    if (this.closed) return;
+    this.transcript.tailRebuilt(ids, this.tailFollowing);
+    this.steering.update();
+    this.transcript.refresh();
+  }
+
+  liveStatus({ status, reason, controls }) {
     if (status === this.status && (reason ?? null) === this.statusReason) return;
-    this.setStatus(status, reason);
+    this.setStatus(status, reason, controls);
     this.syncListEntry();
     this.steering.update();
-    this.transcript.refresh(); // calls show their state from the status (waiting, running)
   }
 
   runFinished() {

@@ -1,7 +1,7 @@
 // The conversation list (title, status, last activity; newest activity first) and the form
 // that creates a conversation.
-import { api } from "./api.js";
-import { $, clear, el, relativeTime } from "./dom.js";
+import { api, conversationPath } from "./api.js";
+import { $, clear, el, relativeTime, toast } from "./dom.js";
 
 const LIST_LIMIT = 200;
 
@@ -66,18 +66,25 @@ export function setUpCreate(created) {
     $("#create-error").textContent = "";
     showKind();
     dialog.showModal();
-    form.elements.title.focus();
+    form.elements.task.focus();
   });
   $("#create-cancel").addEventListener("click", () => dialog.close());
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
+      const task = form.elements.task.value.trim();
       const view = await api.post("/api/conversations", createBody(form.elements));
       dialog.close();
       form.reset();
       created(view);
+      if (task) {
+        // The conversation exists now: a failure below is told on its own screen.
+        await api.post(conversationPath(view.id, "/messages"), { text: task });
+        await api.post(conversationPath(view.id, "/run"), {});
+      }
     } catch (error) {
-      $("#create-error").textContent = error.message;
+      if (dialog.open) $("#create-error").textContent = error.message;
+      else toast(error.message, "error");
     }
   });
 }

@@ -30,6 +30,29 @@ function setProp(node, name, value) {
   }
 }
 
+const SVG_NS = "http://www.w3.org/2000/svg";
+const SVG_ATTRIBUTES = new Set([
+  "viewBox", "width", "height", "x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "d",
+  "role", "tabindex", "aria-label", "text-anchor", "preserveAspectRatio",
+]);
+
+/** An SVG element, built as `el` builds HTML: text as text nodes, attributes from an
+ * allow-list (no `href`, no handler from data). */
+export function svg(tag, props = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.setAttribute("class", value);
+    else if (name === "text") node.textContent = String(value);
+    else if (name === "dataset") Object.assign(node.dataset, value);
+    else if (name.startsWith("on") && typeof value === "function") node.addEventListener(name.slice(2), value);
+    else if (SVG_ATTRIBUTES.has(name)) node.setAttribute(name, String(value));
+    else throw new Error(`svg(): attribute ${name} is not allowed`);
+  }
+  append(node, ...children);
+  return node;
+}
+
 export function append(node, ...children) {
   for (const child of children.flat()) {
     if (child === undefined || child === null || child === false) continue;

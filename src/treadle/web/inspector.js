@@ -1,5 +1,6 @@
 // The inspector: one event's raw JSON, its parent and children, the audit's word on it, and
 // what can be done from it (show it in the transcript, continue from it, fork from it).
+import { diffBlock } from "./diffs.js";
 import { api, conversationPath, query } from "./api.js";
 import { describeEvent } from "./cards.js";
 import { append, clear, clockTime, el } from "./dom.js";
@@ -88,18 +89,10 @@ function files(event, path) {
     }
     body.replaceChildren(
       el("p", { class: "note", text: `${found.changed.length} file(s) changed: ${found.changed.join(", ")}` }),
-      el("pre", { class: "diff" }, found.diff.split("\n").map((line) => el("span", { class: diffLine(line), text: `${line}\n` }))),
+      diffBlock(found.diff),
     );
   }).catch((error) => body.replaceChildren(el("p", { class: "note", text: error.message })));
   return [el("h4", { text: "Files" }), body];
-}
-
-function diffLine(line) {
-  if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ")) return "diff-file";
-  if (line.startsWith("+")) return "diff-add";
-  if (line.startsWith("-")) return "diff-del";
-  if (line.startsWith("@@")) return "diff-hunk";
-  return "";
 }
 
 function parentLink(screen, event, path) {

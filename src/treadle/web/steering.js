@@ -55,8 +55,7 @@ export class Steering {
   }
 
   waitingCalls() {
-    if (this.screen.status !== "waiting_for_confirmation") return [];
-    return this.screen.branch.pendingCalls();
+    return this.screen.branch.waitingCalls();
   }
 
   async send(run) {

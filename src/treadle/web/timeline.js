@@ -1,15 +1,13 @@
 // The active branch's transcript as the server computes it (GET .../transcript, the core's
-// events.view): items in order, the newest page first, older pages on demand; live frames ask
-// for the tail again. Batching calls, pairing results and resolving parents are the server's
-// rules: nothing here re-derives them.
+// events.view): items in order, the newest page first, older pages on demand; each live frame
+// says what its event changes in it (its `transcript` updates: a new item, a call changed,
+// items folded by a condensation), applied here as they are. Batching calls, pairing results,
+// the calls' states and what a condensation folds are the server's rules: nothing here
+// re-derives them.
 import { api, conversationPath, query } from "./api.js";
 
 export const FIRST_PAGE = 100;
 export const OLDER_PAGE = 300;
-const TAIL_AGAIN = 60; // the newest items fetched again on live events (their calls' states change)
-
-// The server's item types as the cards name them.
-const CARD_TYPES = { system_prompt: "system", result: "orphan", state_change: "other", foreign: "other" };
 
 export class Timeline {
   constructor(conversationId, headId) {
@@ -50,30 +48,40 @@ export class Timeline {
     return true;
   }
 
-  /** The branch went on to `headId` (a live frame): fetch the end of the transcript again
-   * and put it in place of the loaded items from its first one on. */
-  async refreshTail(headId) {
+  /** The branch went on to `headId` (a live frame): apply what its event changes in the
+   * transcript (docs/stream.md, `transcript`), as the server says it. */
+  apply(updates, headId) {
     this.headId = headId;
-    const page = await this.fetch({ limit: TAIL_AGAIN });
-    const first = page.items[0]?.event_id;
-    const at = first === undefined ? -1 : this.raw.findIndex((item) => item.event_id === first);
-    if (at >= 0) {
-      this.raw = [...this.raw.slice(0, at), ...page.items];
-    } else {
-      // More came than the tail holds (or nothing was loaded): start again from the newest.
-      this.raw = page.items;
-      this.nextBefore = page.next_before_seq;
+    for (const update of updates) {
+      if (update.op === "item") this.addItem(update.item);
+      else if (update.op === "call") {
+        const item = this.raw.find((raw) => raw.event_id === update.item);
+        // a call the page does not hold (an older page's): the next page load brings it
+        if (item && update.index <= item.calls.length) item.calls[update.index] = update.call;
+      } else if (update.op === "fold") {
+        const folded = new Set(update.items);
+        for (const item of this.raw) if (folded.has(item.event_id)) item.folded_by = update.by;
+      }
     }
     this.build();
   }
 
-  /** Calls the server says have no result yet, oldest first (LINK-PENDING). */
-  pendingCalls() {
+  /** A new item is the newest; a state change goes after the item showing its parent (and
+   * the state changes shown there already), as the server's page places it. */
+  addItem(item) {
+    const shown = item.type === "state_change" ? this.itemOf.get(item.parent_id) : null;
+    let at = shown ? this.raw.indexOf(shown.raw) + 1 : this.raw.length;
+    while (shown && at < this.raw.length && this.raw[at].type === "state_change") at += 1;
+    this.raw.splice(at, 0, item);
+  }
+
+  /** Calls the server says wait for a confirmation, oldest first. */
+  waitingCalls() {
     return this.items
       .flatMap((item) => (item.type === "condensed" ? item.children : [item]))
       .filter((item) => item.type === "response")
       .flatMap((item) => item.calls)
-      .filter((call) => call.state === "pending");
+      .filter((call) => call.state === "waiting");
   }
 
   /** Index in `items` of the item showing event `id` (a condensed span for a forgotten one). */
@@ -83,20 +91,35 @@ export class Timeline {
     return (item.span ?? item).index;
   }
 
+  /** The cards' items: the server's, with each run of items a condensation folded (their
+   * `folded_by`, the server's) shown as one collapsed span. */
   build() {
     this.ids = new Set();
     this.itemOf = new Map();
-    const items = this.raw.map((raw) => this.cardItem(raw));
-    const forgotten = forgottenIds(items);
-    this.items = forgotten.size ? collapseForgotten(items, forgotten) : items;
+    this.items = [];
+    let span = null;
+    for (const raw of this.raw) {
+      const item = this.cardItem(raw);
+      if (!raw.folded_by) {
+        span = null;
+        this.items.push(item);
+        continue;
+      }
+      if (!span) {
+        span = { type: "condensed", key: `span-${item.key}`, children: [], version: 0, entry: item.entry };
+        this.items.push(span);
+      }
+      span.children.push(item);
+      item.span = span;
+    }
     this.items.forEach((item, index) => { item.index = index; });
   }
 
-  /** A server item in the shape the cards draw: `entry` ({seq, event}) is its first event. */
+  /** A server item as the cards draw it: `entry` ({seq, event}) is its first event. */
   cardItem(raw) {
-    const item = { type: CARD_TYPES[raw.type] ?? raw.type, key: raw.event_id, version: 0 };
+    const item = { type: raw.type, key: raw.event_id, version: 0, raw };
     if (raw.type === "response") {
-      item.calls = raw.calls.map((call) => ({ ...call, extra: [] }));
+      item.calls = raw.calls;
       item.entry = item.calls[0].action;
       item.responseId = raw.llm_response_id;
       for (const call of item.calls) this.show(item, call.action, call.result);
@@ -114,40 +137,4 @@ export class Timeline {
       this.itemOf.set(entry.event.id, item);
     }
   }
-}
-
-// -- condensation: runs of forgotten items are collapsed (display only) ----------------------
-
-function forgottenIds(items) {
-  const ids = new Set();
-  for (const item of items) {
-    const event = item.entry.event;
-    if (event.kind === "condensation") for (const id of event.forgotten_event_ids ?? []) ids.add(id);
-  }
-  return ids;
-}
-
-function isForgotten(item, forgotten) {
-  if (item.type === "response") return item.calls.every((call) => forgotten.has(call.action.event.id));
-  return forgotten.has(item.entry.event.id);
-}
-
-/** Runs of items whose events are all forgotten become one collapsed span item. */
-function collapseForgotten(items, forgotten) {
-  const out = [];
-  let span = null;
-  for (const item of items) {
-    if (!isForgotten(item, forgotten)) {
-      span = null;
-      out.push(item);
-      continue;
-    }
-    if (!span) {
-      span = { type: "condensed", key: `span-${item.key}`, children: [], version: 0, entry: item.entry };
-      out.push(span);
-    }
-    span.children.push(item);
-    item.span = span;
-  }
-  return out;
 }

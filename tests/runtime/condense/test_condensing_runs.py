@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from support.provider_history import assert_valid_provider_history
-from support.scripts import think_steps
+from support.scripts import think_steps, write_script
 from treadle.events.audit import audit_events
 from treadle.events.projection import condensed_view, project_messages
 from treadle.runtime.condense.context import ContextView, TokenSizes
@@ -49,11 +49,19 @@ class RecordingModel:
         return self.inner.summarize(messages, number=number)
 
 
-def run_scripted(store, workspace: Path, responses, *, budget, summaries=(), fail=False, **kw):
+def run_scripted(
+    store, workspace: Path, responses, *, budget, summaries=(), fail=False, script_in=None, **kw
+):
+    """``script_in``: a folder to write the script to, for settings that name the file rather
+    than carry the responses inline (the run reads its conversation's settings at each step)."""
     model = RecordingModel(ScriptedModel.from_responses(responses, summaries), fail)
-    settings = ConversationSettings.scripted_inline(
-        responses, workspace, context_tokens=budget, **kw
-    )
+    if script_in is not None:
+        script = write_script(script_in, responses)
+        settings = ConversationSettings.scripted(script, workspace, context_tokens=budget, **kw)
+    else:
+        settings = ConversationSettings.scripted_inline(
+            responses, workspace, context_tokens=budget, **kw
+        )
     conversation = Conversation.create(store, settings, model=model)
     return conversation, model
 
@@ -64,7 +72,11 @@ def test_a_long_scripted_run_condenses_stays_under_budget_and_finishes(tmp_path,
     # No fsync per append: this test is about the context, and the machine's disk would
     # make it minutes long.
     store = open_store(f"sqlite:///{tmp_path / 'long.db'}?durability=fast")
-    conversation, model = run_scripted(store, workspace, think_steps(steps), budget=budget)
+    # The script in a file: 2,600 responses inline in the settings, read at every step, made
+    # this test cost minutes of CPU (quadratic in the steps), not the condensing it is about.
+    conversation, model = run_scripted(
+        store, workspace, think_steps(steps), budget=budget, script_in=tmp_path
+    )
     litellm = _import_litellm()
     tools = conversation.agent.tools.openai_schemas()
     tools_tokens = litellm.token_counter(model=model.name, messages=[], tools=tools)

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from support.replays import FINISH, bash, recorded
 from treadle.api.isolation import ISOLATION_KEY
+from treadle.api.settings import SandboxSettings
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.replay.rerun_mode import rerun
 
 NO_SANDBOX = {"sandbox": {"kind": "none"}}
+ALLOW_NONE = SandboxSettings(kind="none")
+"""What ``--sandbox none`` allows: a rerun may run as unconfined as its recording."""
 
 
 def isolation_facts(store, conversation_id):
@@ -24,7 +27,7 @@ def test_a_rerun_records_its_isolation_once_per_run_as_the_recording(store, work
     steps = [bash("echo one"), bash("echo two"), bash("echo three"), FINISH]
     once = recorded(store, workspace, steps, **NO_SANDBOX)
     assert len(isolation_facts(store, once)) == 1
-    report = rerun(store, once, workspace=workspace, into=tmp_path / "once")
+    report = rerun(store, once, workspace=workspace, into=tmp_path / "once", allowed=ALLOW_NONE)
     assert report.same
     (fact,) = isolation_facts(store, report.new_conversation)
     assert fact["sandbox"] == "none"
@@ -37,6 +40,6 @@ def test_a_rerun_records_its_isolation_once_per_run_as_the_recording(store, work
         **NO_SANDBOX,
     )
     assert len(isolation_facts(store, twice)) == 2
-    report = rerun(store, twice, workspace=workspace, into=tmp_path / "twice")
+    report = rerun(store, twice, workspace=workspace, into=tmp_path / "twice", allowed=ALLOW_NONE)
     assert report.same
     assert len(isolation_facts(store, report.new_conversation)) == 2

@@ -17,12 +17,13 @@ from support.processes import host_pids_with
 from support.replays import FINISH, bash, call, calls, raw_rows, recorded
 from support.waiting import wait_until
 from treadle.api.isolation import ISOLATION_KEY
+from treadle.api.settings import SandboxSettings
 from treadle.events.model import ActionEvent, StateChangeEvent
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.replay import ReplayInputError, replay_recorded
-from treadle.runtime.replay.rerun_mode import REPLAY_KEY, WORKSPACE_MARK, rerun
+from treadle.runtime.replay.rerun_mode import REPLAY_KEY, WORKSPACE_MARK, no_weaker, rerun
 from treadle.runtime.snapshots import open_snapshot_store
-from treadle.runtime.workspace import check_bubblewrap
+from treadle.runtime.workspace import check_bubblewrap, seccomp
 
 NO_SANDBOX = {"sandbox": {"kind": "none"}}
 
@@ -120,7 +121,10 @@ def test_a_counter_outside_the_workspace_diverges_on_that_action_and_in_the_file
     conversation = recorded(store, workspace, responses, **NO_SANDBOX)
     assert counter.read_text() == "1\n"
 
-    report = rerun(store, conversation, into=tmp_path / "rerun")
+    # --sandbox none: the counter is outside the workspace, which a sandbox would not show.
+    report = rerun(
+        store, conversation, into=tmp_path / "rerun", allowed=SandboxSettings(kind="none")
+    )
 
     bump_action = action_of(store, conversation, bump)
     (divergence,) = report.divergences
@@ -145,14 +149,20 @@ def test_results_that_name_the_workspace_folder_compare_without_it(store, worksp
     assert WORKSPACE_MARK not in first_output(report.new_conversation)
 
 
-def test_replays_leave_no_process_thread_file_or_folder_behind(store, workspace, tmp_path):
+def test_replays_leave_no_process_thread_file_or_folder_behind(
+    store, workspace, tmp_path, monkeypatch
+):
     marker = f"replay-marker-{tmp_path.name}"
     conversation = recorded(
         store, workspace, [bash(f"echo {marker}"), bash("sleep 0.1"), FINISH], **NO_SANDBOX
     )
-    temp = Path(tempfile.gettempdir())
+    temp = tmp_path / "tmp"  # a temp folder of this test's own: others' replays are not counted
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("TMPDIR", str(temp))
     folders = set(temp.glob("treadle-replay-*"))
     gc.collect()  # what the recording's run left to the collector is not the replays'
+    seccomp.filter_file()  # the sandbox's one sealed filter per process, made at first use
     fds = len(os.listdir("/proc/self/fd"))
     threads = threading.active_count()
 
@@ -275,3 +285,57 @@ def test_a_rerun_up_to_an_earlier_head_compares_with_the_files_there(store, work
     assert report.file_changes == []  # against the snapshot covering that head: a.txt = one
     assert (tmp_path / "rerun" / "a.txt").read_text() == "one\n"
     assert (workspace / "a.txt").read_text() == "one\ntwo\n"
+
+
+def test_no_weaker_raises_a_recordings_isolation_to_what_the_command_allows():
+    """A log may come from anywhere: what it recorded is no permission (the rule, whole)."""
+    none, sandboxed = SandboxSettings(kind="none"), SandboxSettings()
+    assert no_weaker(none, none) == (none, None)  # --sandbox none allows it
+    raised, why = no_weaker(none, sandboxed)
+    assert raised == sandboxed
+    assert why is not None
+    assert "--sandbox none" in why
+    networked = SandboxSettings(network="on", mounts_ro=("/opt",))
+    raised, why = no_weaker(networked, sandboxed)
+    assert raised == networked.model_copy(update={"network": "off"})  # mounts kept
+    assert why is not None
+    assert "network on" in why
+    assert "--network" in why
+    listed = SandboxSettings(network="allow=pypi.org")
+    assert no_weaker(listed, SandboxSettings(network="allow=pypi.org,example.com")) == (
+        listed,
+        None,
+    )
+    raised, why = no_weaker(listed, SandboxSettings(network="allow=example.com"))
+    assert raised.network == "allow=example.com"
+    assert why is not None
+    assert "pypi.org" in why
+    assert no_weaker(networked, SandboxSettings(network="on")) == (networked, None)
+
+
+def test_an_unsandboxed_recording_is_rerun_in_the_sandbox_unless_allowed(
+    store, workspace, tmp_path
+):
+    try:
+        check_bubblewrap()
+    except Exception as problem:  # CI installs bubblewrap (make test)
+        pytest.skip(f"bubblewrap cannot run here: {problem}")
+    conversation = recorded(store, workspace, [bash("echo $HOME"), FINISH], **NO_SANDBOX)
+    assert facts(store, conversation, ISOLATION_KEY)[-1]["sandbox"] == "none"
+
+    report = rerun(store, conversation, into=tmp_path / "raised")
+
+    (started, _done) = facts(store, report.new_conversation, REPLAY_KEY)
+    assert "recorded without a sandbox" in started["isolation_raised"]
+    isolation = facts(store, report.new_conversation, ISOLATION_KEY)
+    assert isolation
+    assert all(fact["sandbox"] == "bubblewrap" for fact in isolation)
+    first = store.path_to_root(report.new_conversation, store.head(report.new_conversation))
+    assert "/home/sandbox" in next(e.content for e in first if e.kind == "observation")
+
+    allowed = rerun(
+        store, conversation, into=tmp_path / "as-recorded", allowed=SandboxSettings(kind="none")
+    )
+    (started, _done) = facts(store, allowed.new_conversation, REPLAY_KEY)
+    assert "isolation_raised" not in started
+    assert facts(store, allowed.new_conversation, ISOLATION_KEY)[-1]["sandbox"] == "none"

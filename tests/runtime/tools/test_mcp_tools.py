@@ -11,6 +11,7 @@ from typing import TextIO
 
 import pytest
 
+from support.server_process import unassigned_port
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
 from treadle.runtime.tools.mcp import (
     MCPConnectionError,
@@ -146,19 +147,13 @@ def test_spec_needs_exactly_one_transport() -> None:
         MCPServerSpec(name="none")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_streamable_http_server(context: ToolContext, errlog: TextIO) -> None:
-    port = _free_port()
+    port = unassigned_port()
     server = subprocess.Popen(
         [sys.executable, str(SERVER), "http", str(port)], stdout=errlog, stderr=errlog
     )
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # its start imports the MCP SDK: seconds when loaded
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

@@ -10,6 +10,7 @@ summary, and the event's ``note`` says why (the run goes on with a shorter conte
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +31,15 @@ SUMMARY_INPUT_SHARE = 0.5
 """The most of the budget the summary request may take (older forgotten items are cut)."""
 ITEM_CHARS = 2000
 """Each forgotten item is shown to the summarizer cut to this many characters."""
+
+CONTEXT_LIMIT_KEY = "context_limit"
+"""State-change key: the context window a provider's refusal taught the condenser,
+``{tokens, source: "provider"|"halved", refused_tokens, budget}``; kept for the conversation."""
+_STATED_LIMIT = re.compile(
+    r"(?:maximum context length|context window|context length)(?: is| of)?\s+(?:only\s+)?"
+    r"([\d,]{3,})\s*tokens",
+    re.IGNORECASE,
+)
 
 SUMMARY_PROMPT = (
     "You condense the history of a software agent's conversation so that it can go on with a "
@@ -60,6 +70,8 @@ class Condenser:
         self._window = window
         self._budget: int | None = None
         self._budget_known = False
+        self._limit: int | None = None
+        """The window a refusal taught (None: none yet): the budget never exceeds its share."""
 
     @property
     def budget(self) -> int | None:
@@ -70,7 +82,31 @@ class Condenser:
                 window = self._window()
             self._budget = budget_for(self._context_tokens, window)
             self._budget_known = True
+        if self._limit is not None:
+            learned = int(self._limit * BUDGET_SHARE_OF_WINDOW)
+            return learned if self._budget is None else min(self._budget, learned)
         return self._budget
+
+    def learn_limit(self, tokens: int) -> None:
+        """Take ``tokens`` as the provider's window (the smallest taught so far wins)."""
+        self._limit = tokens if self._limit is None else min(self._limit, tokens)
+
+    def learn_from_refusal(self, refused_tokens: int, message: str) -> dict[str, Any]:
+        """After a provider refused a request of about ``refused_tokens`` as too long: its
+        window, as the refusal states it ("maximum context length is 8000 tokens"), else half
+        the refused request; learned, and returned as the ``context_limit`` fact to record."""
+        stated = stated_limit(message)
+        if stated is not None and stated < refused_tokens:
+            tokens, source = stated, "provider"
+        else:  # unstated (or a number that cannot be the window): halve what was refused
+            tokens, source = max(1, refused_tokens // 2), "halved"
+        self.learn_limit(tokens)
+        return {
+            "tokens": tokens,
+            "source": source,
+            "refused_tokens": refused_tokens,
+            "budget": self.budget,
+        }
 
     def sizes(self) -> TokenSizes:
         return TokenSizes(self.count)
@@ -87,9 +123,15 @@ class Condenser:
             context.attach(self.sizes())
         sizes = context.item_sizes()
         target = self.budget if self.budget is not None else context.total
-        room = target - sum(sizes[: head_end(context.view)])
-        keep = max(0, int(room * RECENT_SHARE))
-        return plan_condensation(context.view, sizes, keep_recent_tokens=keep)
+        kept_head = sum(sizes[: head_end(context.view)])
+        keep = max(0, int((target - kept_head) * RECENT_SHARE))
+        plan = plan_condensation(context.view, sizes, keep_recent_tokens=keep)
+        # What is kept must fit the budget (with room for the summary): a smaller recent
+        # window until it does, or until only the last whole unit is left.
+        while plan is not None and keep > 0 and kept_head + sum(sizes[plan.tail :]) > target:
+            keep //= 2
+            plan = plan_condensation(context.view, sizes, keep_recent_tokens=keep) or plan
+        return plan
 
     def condensation(
         self, context: ContextView, plan: CondensationPlan, reason: str
@@ -163,6 +205,16 @@ def _summary_response(
         response: ModelResponse = summarize(messages, number=number)
         return response
     return model.complete(messages, [])
+
+
+def stated_limit(message: str) -> int | None:
+    """The context window a provider's refusal states ("maximum context length is 8000
+    tokens"), or None."""
+    found = _STATED_LIMIT.search(message)
+    if found is None:
+        return None
+    digits = found.group(1).replace(",", "")
+    return int(digits) if digits.isdigit() else None
 
 
 def budget_for(context_tokens: int | None, window: int | None) -> int | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from treadle.events.model import MODEL_VISIBLE_KINDS, CondensationEvent, EventBase
 from treadle.events.projection import Summary, ViewItem
+from treadle.runtime.llm.base import ResponseCounter
 
 TokenCount = Callable[[str], int]
 """Tokens of a text for the model (LiteLLM's counter)."""
@@ -74,14 +75,18 @@ class ContextView:
         self.view: list[ViewItem] = []
         self.total = 0
         """Tokens of the view's items (0 while no counter is attached)."""
-        self.model_responses = 0
         self.condensations = 0
         self.may_condense = True
         """CONDENSE-LOOP: False right after a condensation, until a model-visible event."""
         self.call_ids: set[str] = set()
         """The tool call ids on the path, forgotten ones included (LINK-UNIQUE: a new call
         must not reuse one). Read it, never change it."""
-        self._responses: set[str] = set()
+        self._responses = ResponseCounter()
+
+    @property
+    def model_responses(self) -> int:
+        """The model responses on the path, forgotten ones included (``ResponseCounter``)."""
+        return self._responses.count
 
     def attach(self, sizes: TokenSizes) -> None:
         """Count tokens from now on (e.g. when a provider refused a request)."""
@@ -116,30 +121,26 @@ class ContextView:
         self._last_id = path[-1].id if path else None
 
     def _reset(self) -> None:
-        self.view, self.total, self.model_responses, self.condensations = [], 0, 0, 0
+        self.view, self.total, self.condensations = [], 0, 0
         self.may_condense = True
         self.call_ids = set()
-        self._responses = set()
+        self._responses = ResponseCounter()
 
     def _add(self, event: EventBase) -> None:
         kind = event.kind
         if kind == "condensation":
+            self._responses.add(event)  # closes a batch, as in the projection
             self._condense(event)  # type: ignore[arg-type]  # its kind says so
             return
         if kind not in MODEL_VISIBLE_KINDS:
             return
         self.may_condense = True
         self.view.append(event)
+        self._responses.add(event)
         if self._sizes is not None:
             self.total += self._sizes.size(event)
         if kind == "action":
             self.call_ids.add(event.tool_call_id)  # type: ignore[attr-defined]
-            response = event.llm_response_id  # type: ignore[attr-defined]
-            if response not in self._responses:
-                self._responses.add(response)
-                self.model_responses += 1
-        elif kind == "message" and event.source == "agent":
-            self.model_responses += 1
 
     def _condense(self, condensation: CondensationEvent) -> None:
         forgotten = frozenset(condensation.forgotten_event_ids)

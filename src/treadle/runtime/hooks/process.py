@@ -12,6 +12,7 @@ sandbox's own process namespace and cgroup go with it): nothing of a hook outliv
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import select
@@ -173,7 +174,9 @@ def _shell(command: str, workspace: Workspace, private: Path, mount_files: bool)
         if extra:
             mounts = (*sandbox.mounts_ro, *(m for m in extra if m not in sandbox.mounts_ro))
             workspace = SandboxedWorkspace(
-                workspace.root, sandbox.model_copy(update={"mounts_ro": mounts})
+                workspace.root,
+                sandbox.model_copy(update={"mounts_ro": mounts}),
+                user=workspace.user,
             )
     shell = workspace.shell_command(argv, private)
     env = dict(shell.env)
@@ -183,14 +186,7 @@ def _shell(command: str, workspace: Workspace, private: Path, mount_files: bool)
         # A cgroup of its own, when this process can make one, finds even a process that left
         # the hook's session and was reparented (a double fork); a sandbox's namespace does.
         cgroup = PidsCgroup.create(UNCOUNTED_PROCESSES)
-    return ShellCommand(
-        argv=shell.argv,
-        env=env,
-        private_dir_inside=shell.private_dir_inside,
-        rlimits=shell.rlimits,
-        cgroup=cgroup,
-        sandboxed=shell.sandboxed,
-    )
+    return dataclasses.replace(shell, env=env, cgroup=cgroup)
 
 
 def _named_files(command: str, root: Path) -> tuple[str, ...]:

@@ -78,10 +78,38 @@ class PlacedModel(Protocol):
 
 def responses_given(messages: Sequence[dict[str, Any]], responses_before: int | None) -> int:
     """How many responses a placed model already gave: ``responses_before`` when the runtime
-    says (forgotten ones included), else the assistant messages it was sent."""
+    says (forgotten ones included, counted by ``ResponseCounter``), else the assistant
+    messages it was sent."""
     if responses_before is not None:
         return responses_before
     return sum(1 for message in messages if message.get("role") == "assistant")
+
+
+class ResponseCounter:
+    """The model responses on a path, counted by the events they made, as the projection
+    batches them (PROJECT-BATCH): an agent message is one; so is each run of consecutive
+    actions with one response id. Never by distinct response ids: a provider may repeat
+    one, and the recorded and scripted models answer by this count. Fed each model-visible
+    event of the path in order (``add``); a condensation closes a batch too."""
+
+    __slots__ = ("_batch", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._batch: str | None = None
+        """The response id of the batch the last event belongs to (None: not an action)."""
+
+    def add(self, event: Any) -> None:
+        kind = event.kind
+        if kind == "action":
+            response = event.llm_response_id
+            if response != self._batch:
+                self.count += 1
+            self._batch = response
+            return
+        if kind == "message" and event.source == "agent":
+            self.count += 1
+        self._batch = None
 
 
 class Summarizer(Protocol):

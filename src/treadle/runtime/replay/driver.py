@@ -5,6 +5,7 @@ confirmed or rejected as the recorded user did. The run loop is the runtime's ow
 
 from __future__ import annotations
 
+from contextlib import suppress
 from itertools import groupby
 
 from treadle.events.model import ActionEvent, PauseEvent, UserRejectionEvent
@@ -68,7 +69,9 @@ def run_steps(
         made = model.steps_asked - asked + _paused_on_budget(conversation, head)
         left -= max(1, made)  # at least one: a replay that goes wrong still ends
         if not crashed:
-            answer_confirmations(conversation, recording)
+            # A ReplayedCrash there: it died in a confirmed call; the next run closes it.
+            with suppress(ReplayedCrash):
+                answer_confirmations(conversation, recording)
 
 
 def _paused_on_budget(conversation: Conversation, head_before: str | None) -> int:
@@ -80,7 +83,9 @@ def _paused_on_budget(conversation: Conversation, head_before: str | None) -> in
 
 def answer_confirmations(conversation: Conversation, recording: Recording) -> None:
     """Confirm or reject the calls waiting for confirmation as the recording did, in the
-    order their results were recorded; a call the recording never answered stays pending."""
+    order their results were recorded; a call the recording never answered stays pending.
+    ``ReplayedCrash`` when the recorded run died in a confirmed call (the status stays
+    running, the call open, as the kill left them)."""
     while conversation.status is ConversationStatus.WAITING_FOR_CONFIRMATION:
         pending = [
             action

@@ -59,9 +59,11 @@ class RecordedModel:
         with self._lock:
             if number in self._recording.refused_before and number not in self._refused:
                 self._refused.add(number)
+                stated = self._recording.refusal_limits.get(number)
+                said = f": its maximum context length is {stated} tokens" if stated else ""
                 raise ContextWindowExceeded(
                     "the recorded provider refused this request as longer than its context "
-                    "window (replayed)"
+                    f"window (replayed){said}"
                 )
             self.steps_asked += 1
             failures = self._recording.failed_before.get(number, [])

@@ -27,7 +27,13 @@ from treadle.events.model import (
     UserRejectionEvent,
 )
 from treadle.runtime.llm.base import ModelResponse, ToolCall
-from treadle.runtime.snapshots.facts import SnapshotFact, covering, facts, snapshot_facts
+from treadle.runtime.snapshots.facts import (
+    BEFORE_RESTORE,
+    SnapshotFact,
+    covering,
+    facts,
+    snapshot_facts,
+)
 from treadle.store.base import EventStore
 
 CALL_IDS_KEY = "tool_call_ids"
@@ -41,6 +47,9 @@ MODEL_ERROR_KEY = "model_error"
 (``runtime.conversation.MODEL_ERROR_KEY``)."""
 BUDGET_NAMES = ("max_cost_usd", "max_total_tokens")
 """The budgets a ``budget`` fact may raise (``runtime.budget.Budget``'s fields)."""
+CONTEXT_LIMIT_KEY = "context_limit"
+"""The condenser's fact of a window a refusal stated (``condense.condenser.CONTEXT_LIMIT_KEY``;
+not imported, as ``CALL_IDS_KEY``): a replayed refusal states it again."""
 REFUSAL_NOTE = "the provider refused the request"
 """How a condensation made after a context-window refusal starts its note (the condenser's
 reason), so that the replay refuses at the same place."""
@@ -81,6 +90,8 @@ class Recording:
     """The condensations in path order: their summaries answer the summary calls."""
     refused_before: set[int] = field(default_factory=set)
     """Indexes of responses asked after a provider refused the request as too long."""
+    refusal_limits: dict[int, int] = field(default_factory=dict)
+    """The window each of those refusals stated (``context_limit`` facts from the provider)."""
     failed_before: dict[int, list[dict[str, str]]] = field(default_factory=dict)
     """Indexes of responses asked after model calls that failed (``model_error`` facts:
     ``{error, raw_response}``, in order), each failing again once in the replay."""
@@ -171,7 +182,7 @@ def read_recording(store: EventStore, conversation_id: str, head: str | None) ->
     recording.snapshots = [
         fact
         for fact in snapshot_facts(store, conversation_id)
-        if fact.after_event in on_path and fact.value.get("reason") != "before restore"
+        if fact.after_event in on_path and fact.value.get("reason") != BEFORE_RESTORE
     ]
     isolation = facts(store, conversation_id, ISOLATION_KEY)
     if isolation and isinstance(isolation[-1][1].value, dict):
@@ -185,6 +196,15 @@ def read_recording(store: EventStore, conversation_id: str, head: str | None) ->
         _renamed_originals(store, conversation_id),
         [event for _seq, event in replayed],
     )
+    # The k-th refusal on the path learned the k-th limit recorded on it.
+    limits = [
+        event.value
+        for _seq, event in _dict_facts(store, conversation_id, CONTEXT_LIMIT_KEY)
+        if event.parent_id in on_path
+    ]
+    for number, value in zip(sorted(recording.refused_before), limits, strict=False):
+        if value.get("source") == "provider" and isinstance(value.get("tokens"), int):
+            recording.refusal_limits[number] = value["tokens"]
     return recording
 
 

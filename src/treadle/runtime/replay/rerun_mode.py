@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import SETTINGS_KEY, ConversationSettings
+from treadle.api.network import network_looser
+from treadle.api.settings import SETTINGS_KEY, ConversationSettings, SandboxSettings
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.replay.compare import compare_results
@@ -55,17 +56,19 @@ def rerun(
     workspace: Path | None = None,
     into: Path | None = None,
     policy: SettingsPolicy | None = None,
+    allowed: SandboxSettings | None = None,
 ) -> ReplayReport:
     """Run ``conversation_id``'s recorded responses up to ``head`` again with real tools.
     ``workspace``: the starting files when the conversation has no first snapshot; ``into``:
     the rerun's own folder (absent or empty; default: a new one in the temp folder, kept: it
-    is the new conversation's workspace). ``ReplayInputError`` before anything is written
-    when the rerun cannot start."""
+    is the new conversation's workspace); ``allowed``: the least isolation this command allows
+    (default: bubblewrap, network off), below which the recording's is raised (``no_weaker``).
+    ``ReplayInputError`` before anything is written when the rerun cannot start."""
     policy = policy or SettingsPolicy()
     recording = read_recording(store, conversation_id, head)
     objects = open_snapshot_store(store, policy.snapshot_data_dir)
     start = _starting_files(recording, objects, workspace)
-    sandbox = recording.sandbox()
+    sandbox, raised = no_weaker(recording.sandbox(), allowed or SandboxSettings())
     if sandbox.kind == "bubblewrap":
         check_bubblewrap()  # SandboxUnavailable: refused before anything is made
     target = _fresh_folder(into, conversation_id)
@@ -76,7 +79,7 @@ def rerun(
             shutil.rmtree(target, ignore_errors=True)
         raise
     settings = recording.settings.model_copy(update={"workspace": str(target), "sandbox": sandbox})
-    log = _linked_conversation(store, recording, settings, start)
+    log = _linked_conversation(store, recording, settings, start, raised)
     model = RecordedModel(recording, recorded_model_name(recording))
     with Conversation.open(store, log.id, model=model, policy=policy) as conversation:
         # The model gets the skills the recording got, whatever the starting files hold now.
@@ -107,8 +110,38 @@ def rerun(
     return report
 
 
+def no_weaker(
+    recorded: SandboxSettings, allowed: SandboxSettings
+) -> tuple[SandboxSettings, str | None]:
+    """The sandbox a rerun runs under: the recording's, but never less isolated than
+    ``allowed`` (what the command allows). A log may come from anywhere (an import, another
+    machine): its ``isolation`` fact saying ``none`` or ``network on`` is no permission here.
+    Returns the sandbox and, when it differs from the recording's, why."""
+    if recorded.kind == "none":
+        if allowed.kind == "none":
+            return recorded, None
+        return (
+            allowed,
+            f"recorded without a sandbox; rerun under {allowed.kind} (use --sandbox none to allow less)",
+        )
+    if allowed.kind == "none":
+        return recorded, None
+    looser = network_looser(recorded.network, allowed.network)
+    if looser is None:
+        return recorded, None
+    stricter = recorded.model_copy(update={"network": allowed.network})
+    return (
+        stricter,
+        f"recorded with {looser}; rerun with network {allowed.network} (use --network to allow more)",
+    )
+
+
 def _linked_conversation(
-    store: EventStore, recording: Recording, settings: ConversationSettings, start: StartingFiles
+    store: EventStore,
+    recording: Recording,
+    settings: ConversationSettings,
+    start: StartingFiles,
+    raised: str | None = None,
 ) -> ConversationLog:
     """The rerun's new conversation (the original's metadata, ``settings``, an ``origin``
     naming what it reruns) and its first ``replay`` fact; its log."""
@@ -127,6 +160,7 @@ def _linked_conversation(
             "mode": "rerun",
             "starting_files": start.describe(),
             "phase": "started",
+            **({"isolation_raised": raised} if raised else {}),
         },
     )
     return log

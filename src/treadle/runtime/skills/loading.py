@@ -6,13 +6,18 @@ a file that cannot be used is skipped with the reason, and the others still load
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from treadle.runtime.skills.front_matter import FrontMatterError, checked_name, split_front_matter
+from treadle.runtime.workspace.confined import (
+    ConfinedPathError,
+    ConfinedRoot,
+    NotARegularFile,
+    PathChanged,
+)
 
 MAX_SKILL_FILE_BYTES = 64 * 1024
 """A skill file over this is not loaded (always-on text is sent with every request)."""
@@ -148,7 +153,7 @@ class _Reader:
         if not os.path.lexists(path):
             return
         try:
-            text, size = self._text(self.inside(path))
+            text, size = self._text(self.root, self.inside(path))
             parsed = split_front_matter(text)
             meta = parsed.front_matter
             name = meta.name if meta.name is not None else _name_from_file(default_name)
@@ -177,17 +182,21 @@ class _Reader:
         )
 
     @staticmethod
-    def _text(real: Path) -> tuple[str, int]:
-        """The text of the file at ``real`` (resolved, inside the workspace), read without
-        following a link that replaced it since and without blocking on a FIFO or device; at
-        most MAX_SKILL_FILE_BYTES are read."""
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    def _text(root: Path, real: Path) -> tuple[str, int]:
+        """The text of the file at ``real`` (resolved, inside the workspace ``root``), opened
+        below the workspace's descriptor (``ConfinedRoot``: a folder swapped for a link since
+        the check cannot lead out) without blocking on a FIFO or device; at most
+        MAX_SKILL_FILE_BYTES are read."""
+        relative = PurePosixPath(real.relative_to(root).as_posix())
         try:
-            fd = os.open(real, flags)
-        except OSError as error:
-            if error.errno == errno.ELOOP:
-                raise _Refused("is a link that changed while it was read: refused") from None
-            raise _Refused(f"cannot be read: {error.strerror or error}") from None
+            with ConfinedRoot(root) as files:
+                fd = files.open_regular(relative)
+        except PathChanged:
+            raise _Refused("is a link that changed while it was read: refused") from None
+        except NotARegularFile:
+            raise _Refused("is not a regular file: refused") from None
+        except ConfinedPathError as error:
+            raise _Refused(f"cannot be read: {error}") from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):

@@ -15,6 +15,8 @@ SNAPSHOT_KEY = "snapshot"
 """State-change key: ``{id, after_event, files, bytes_added, skipped, ...}``."""
 RESTORE_KEY = "restore"
 """State-change key: ``{snapshot, previous_snapshot, changed, phase, ...}``."""
+BEFORE_RESTORE = "before restore"
+"""The reason of the snapshot a restore takes of the files it replaces (its undo)."""
 PAGE = 500
 
 
@@ -82,11 +84,14 @@ def covering(path: Sequence[Event], snapshots: Sequence[SnapshotFact]) -> Snapsh
     returned after that event (such a result means files may have changed that no snapshot
     holds). A batch of file-safe calls records no snapshot: the one before it covers it.
 
-    Among several snapshots after the same event (e.g. one taken before a restore), the last
-    taken wins: it is the newest record of those files."""
+    A snapshot a restore took first (``reason: "before restore"``) never covers its event:
+    it holds whatever was on disk then (files an earlier restore or a switch without files
+    put there, which need not be that event's), and it is kept as the restore's undo, named
+    by its id. Among several snapshots of a batch after the same event, the last taken wins."""
     by_event: dict[str, SnapshotFact] = {}
     for fact in snapshots:
-        by_event[fact.after_event] = fact
+        if fact.value.get("reason") != BEFORE_RESTORE:
+            by_event[fact.after_event] = fact
     found: SnapshotFact | None = None
     for event in path:
         if found is not None and may_have_changed_files(event):

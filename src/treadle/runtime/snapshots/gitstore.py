@@ -12,17 +12,20 @@ what no ref reaches. The user's git configuration is never read (``GIT_CONFIG_NO
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from treadle.errors import TreadleError
+from treadle.runtime.workspace.confined import ConfinedPathError, ConfinedRoot
 
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
 """Files larger than this are not snapshotted (and the snapshot says so)."""
@@ -192,17 +195,19 @@ class GitSnapshotStore:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         never: Sequence[Path] = (),
         extra_skipped: Sequence[str] = (),
+        exclude: Sequence[str] = (),
     ) -> TreeSnapshot:
         """Record the files of ``work_tree`` (its ``.gitignore``d paths, its ``.git`` and
         files over ``max_file_bytes`` skipped; ``never``: paths never recorded nor touched,
-        e.g. the store's own files). ``previous``: the tree ``changed`` is counted from
+        e.g. the store's own files; ``exclude``: .gitignore patterns skipped as ignored).
+        ``previous``: the tree ``changed`` is counted from
         (default: the tree this workspace's index held)."""
         self._ensure()
         work_tree = Path(os.path.realpath(work_tree))
         index = self.index_of(work_tree)
         with self._lock(str(index)):
-            exclude = self._write_excludes(work_tree, never)
-            config = ["-c", f"core.excludesFile={exclude}"]
+            excludes = self._write_excludes(work_tree, never, exclude)
+            config = ["-c", f"core.excludesFile={excludes}"]
             before = previous or self._index_tree(work_tree, index)
             # The two walks of the workspace run side by side: what changed, what is ignored.
             ignoring = self._start(
@@ -232,6 +237,12 @@ class GitSnapshotStore:
                     info = os.lstat(work_tree / path)
                 except FileNotFoundError:
                     update.append(path)  # deleted: --remove drops it from the index
+                    continue
+                if not (stat.S_ISREG(info.st_mode) or _is_link(info.st_mode)):
+                    # A FIFO, socket or device: git cannot store it (it would fail the whole
+                    # snapshot), and a restore never makes one.
+                    skipped.append(f"{path} (not a regular file)")
+                    remove.append(path)
                     continue
                 if info.st_size > max_file_bytes and not _is_link(info.st_mode):
                     skipped.append(f"{path} (over {max_file_bytes} bytes)")
@@ -282,10 +293,13 @@ class GitSnapshotStore:
         self._trees[str(index)] = (tree, _signature(index))
         return tree
 
-    def _write_excludes(self, work_tree: Path, never: Sequence[Path]) -> Path:
+    def _write_excludes(
+        self, work_tree: Path, never: Sequence[Path], patterns: Sequence[str] = ()
+    ) -> Path:
         """A per-workspace excludes file naming ``never`` (the store's files when they lie in
-        the workspace: a restore must never write over the store it is recorded in)."""
-        lines = []
+        the workspace: a restore must never write over the store it is recorded in), then the
+        settings' ``patterns``."""
+        lines = list(patterns)
         for path in never:
             real = Path(os.path.realpath(path))
             if real.is_relative_to(work_tree) and real != work_tree:
@@ -361,41 +375,90 @@ class GitSnapshotStore:
     def checkout(self, work_tree: Path, changes: Sequence[Change]) -> None:
         """Apply ``changes`` (from ``changes(current, target)``) to ``work_tree``: write the
         target's version of each added or changed path, delete each deleted one; nothing else
-        is touched, and the index keeps the stat of every other file (so the next snapshot
-        reads only these). Idempotent: a restore cut short runs it again whole."""
+        is touched. Idempotent: a restore cut short runs it again whole.
+
+        The files are read from the object store (``cat-file``) and written by this process
+        through ``ConfinedRoot`` (below the folder's descriptor, no symlink followed), never
+        by git on the host path: a sandboxed agent swapping a folder for a link meanwhile gets
+        the restore refused (``SnapshotError``), never a write outside. New files belong to
+        the folder's owner. The index gets the target's entries without their stat, so the
+        next snapshot reads these paths again (and only these)."""
         self._ensure()
-        work_tree = Path(os.path.realpath(work_tree))
+        work_tree = Path(work_tree)
         index = self.index_of(work_tree)
         write = [c for c in changes if c.status != "D"]
         delete = [c.path for c in changes if c.status == "D"]
+        # These update-index calls change the index only (no work-tree file is read or
+        # written), but git wants a work tree: the store's own folder, never the workspace.
+        placeholder = self.root
         with self._lock(str(index)):
             self._trees.pop(str(index), None)
             if delete:
                 self._run(
                     ["update-index", "--force-remove", "-z", "--stdin"],
-                    work_tree=work_tree,
+                    work_tree=placeholder,
                     index=index,
                     input=b"\0".join(os.fsencode(p) for p in delete) + b"\0",
                 )
-                for path in delete:
-                    _remove(work_tree, path)
             if write:
                 self._run(
-                    ["update-index", "-z", "--index-info"],
-                    work_tree=work_tree,
+                    ["update-index", "--add", "-z", "--index-info"],
+                    work_tree=placeholder,
                     index=index,
                     input=b"".join(
                         f"{c.mode} {c.blob}\t".encode() + os.fsencode(c.path) + b"\0" for c in write
                     ),
                 )
-                for change in write:  # a folder where a file goes, or the other way round
-                    _clear_way(work_tree, change.path)
-                self._run(
-                    ["checkout-index", "-f", "-u", "-z", "--stdin"],
-                    work_tree=work_tree,
-                    index=index,
-                    input=b"\0".join(os.fsencode(c.path) for c in write) + b"\0",
-                )
+            if not delete and not write:
+                return
+            if not os.path.lexists(work_tree):
+                os.mkdir(work_tree, 0o755)  # a fork's new .git: never through a link
+            try:
+                with ConfinedRoot(work_tree) as files, self._blobs() as read_blob:
+                    for path in delete:
+                        _remove(files, path)
+                    for change in write:
+                        _put(files, change, read_blob)
+            except ConfinedPathError as error:
+                raise SnapshotError(
+                    f"the restore into {work_tree} was refused: {error}; the workspace changed "
+                    "while it was restored (a link in the way?): remove it and restore again"
+                ) from None
+
+    @contextlib.contextmanager
+    def _blobs(self) -> Iterator[Callable[[str], bytes]]:
+        """A reader of blob contents by id: one ``cat-file --batch`` for the whole restore,
+        asked one blob at a time (never the whole restore in memory)."""
+        self._ensure()
+        process = subprocess.Popen(
+            [self._git or "git", "cat-file", "--batch"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=self._env(),
+            cwd=str(self.root),
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        stdin, stdout = process.stdin, process.stdout
+
+        def read(blob: str) -> bytes:
+            stdin.write(blob.encode() + b"\n")
+            stdin.flush()
+            header = stdout.readline().split()
+            if len(header) != 3 or header[1] != b"blob":
+                raise SnapshotError(f"the snapshot store has no file {blob} (it is damaged?)")
+            data = stdout.read(int(header[2]))
+            stdout.read(1)  # the newline after each object
+            return data
+
+        try:
+            yield read
+        finally:
+            with contextlib.suppress(OSError):
+                stdin.close()
+            stdout.close()
+            process.wait()
 
     # -- refs ------------------------------------------------------------------------------
 
@@ -455,8 +518,6 @@ def _signature(path: Path) -> tuple[int, int, int]:
 
 
 def _is_link(mode: int) -> bool:
-    import stat
-
     return stat.S_ISLNK(mode)
 
 
@@ -474,32 +535,54 @@ def _index_entries(index: Path) -> int:
     return int.from_bytes(header[8:12], "big") if len(header) == 12 else 0
 
 
-def _remove(work_tree: Path, path: str) -> None:
+def _remove(files: ConfinedRoot, path: str) -> None:
     """Delete ``path`` and then its parent folders that became empty (never the workspace)."""
-    target = work_tree / path
-    try:
-        if target.is_dir() and not target.is_symlink():
-            return  # a folder holding files no snapshot tracks: kept
-        target.unlink()
-    except FileNotFoundError:
-        pass
-    parent = target.parent
-    while parent != work_tree and parent.is_relative_to(work_tree):
-        try:
-            parent.rmdir()
-        except OSError:
+    target = PurePosixPath(path)
+    info = files.lstat(target)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        return  # a folder holding files no snapshot tracks: kept
+    if info is not None:
+        files.unlink(target)
+    for parent in target.parents:
+        if not parent.parts or not files.rmdir(parent):
             break
-        parent = parent.parent
 
 
-def _clear_way(work_tree: Path, path: str) -> None:
-    """A file whose place is taken by an empty folder (or a parent by a file) cannot be
-    written: clear what is in the way when it holds nothing."""
-    target = work_tree / path
-    if target.is_dir() and not target.is_symlink():
-        with contextlib.suppress(OSError):  # not empty: checkout-index says what is wrong
-            target.rmdir()
-    for parent in reversed(target.relative_to(work_tree).parents):
-        folder = work_tree / parent
-        if folder != work_tree and (folder.is_file() or folder.is_symlink()):
-            folder.unlink()
+def _put(files: ConfinedRoot, change: Change, read_blob: Callable[[str], bytes]) -> None:
+    """Write the target's version of ``change.path``: a file with its mode, a symlink, or
+    (a submodule) an empty folder. What is in the way is cleared when it holds nothing."""
+    target = PurePosixPath(change.path)
+    # A parent that is a file or a link: removed (a folder goes there).
+    for parent in reversed(target.parents):
+        if not parent.parts:
+            continue
+        found = files.lstat(parent)
+        if found is None:
+            break
+        if not stat.S_ISDIR(found.st_mode):
+            files.unlink(parent)
+            break
+    files.mkdirs(target.parent)
+    if change.mode == "160000":
+        files.mkdirs(target)
+        return
+    info = files.lstat(target)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        files.rmdir(target)  # not empty: the write below says what is wrong
+    data = read_blob(change.blob)
+    if change.mode == "120000":
+        files.symlink(target, os.fsdecode(data))
+        return
+    if info is not None and not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
+        # A link (never what it names), a FIFO or a socket where a file goes: it goes.
+        files.unlink(target)
+    mode = (0o755 if change.mode == "100755" else 0o644) & ~_umask()
+    files.write(target, data, mode=mode, chmod=True)
+
+
+@functools.cache
+def _umask() -> int:
+    """This process's umask (read once: reading it means setting it)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current

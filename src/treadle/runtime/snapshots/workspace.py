@@ -67,6 +67,7 @@ class WorkspaceSnapshots:
             max_file_bytes=self.settings.max_file_bytes,
             never=never,
             extra_skipped=skipped,
+            exclude=self.settings.exclude,
         )
         if not with_git:
             return files, None

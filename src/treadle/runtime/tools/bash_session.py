@@ -3,10 +3,12 @@ working directory and environment persist; a command that times out is interrupt
 
 How it works. bash runs with job control on a pty it owns as controlling terminal, so each command
 is a foreground process group: Ctrl-C written to the pty interrupts exactly that command, and
-``tcgetpgrp`` names the group to SIGKILL if it ignores the interrupt. A command is written to a
-private file and ``source``d (so multi-line scripts and long lines work, with stdin from /dev/null so
-it cannot swallow the next command); bash's PROMPT_COMMAND then prints a marker carrying a fresh
-random nonce, the exit code and the working directory. Output before the marker is the command's.
+``tcgetpgrp`` names the group to SIGKILL if it ignores the interrupt. A command is handed to
+bash through a FIFO in the terminal's private folder, which bash ``source``s (so multi-line
+scripts and long lines work, with stdin from /dev/null so it cannot swallow the next command; the
+text passes through the kernel's pipe and never lies in a file); bash's PROMPT_COMMAND then
+prints a marker carrying a fresh random nonce, the exit code and the working directory. Output
+before the marker is the command's.
 
 Where it runs is the workspace's choice (``Workspace.shell_command``): as is, or behind a sandbox
 (bubblewrap), with the environment, resource limits and pids cgroup the workspace gives; the
@@ -19,6 +21,12 @@ children and the background jobs it started, not those of earlier commands) is k
 until the shell prints its marker. The shell survives, with its cwd and variables; if it does not
 answer within ``INTERRUPT_GRACE`` it is killed, and the next command starts a new one. The same
 happens when an exception (Ctrl-C's KeyboardInterrupt) unwinds out of ``run``.
+
+Lifetime: the shell (and its sandbox) is forked by the process-wide spawner thread
+(``workspace.spawner``), so it belongs to whoever holds the session, not to the thread that
+first ran a command: on a server it lives from one run to the next. The private folder is
+locked by this process while the shell lives (``terminal_folders``): after a kill, the next
+process that opens a store removes it and the shell's cgroup.
 
 Limits: ``close`` (and interpreter exit) hangs up the terminal, which ends bash and its jobs. If
 the Python process is killed outright mid-command, the hangup still ends bash and that command;
@@ -40,9 +48,9 @@ import select
 import shlex
 import shutil
 import signal
+import stat
 import struct
 import subprocess
-import tempfile
 import termios
 import threading
 import time
@@ -54,6 +62,8 @@ from typing import Protocol
 
 from treadle.errors import TreadleError
 from treadle.runtime.tools.process_tree import Mark, kill_started_since, mark
+from treadle.runtime.tools.terminal_folders import COMMAND_FIFO, TerminalFolder
+from treadle.runtime.workspace import spawner
 from treadle.runtime.workspace.shell import (
     PidsCgroup,
     ShellCommand,
@@ -70,6 +80,9 @@ INTERRUPT_GRACE = 1.0
 _KILL_SWEEP_S = 0.05
 """While an interrupted command's shell has not printed its marker, how often what the command
 started (or what bash started next, before it saw the SIGINT) is killed again."""
+
+_HAND_OVER_POLL_S = 0.0005
+"""How often the FIFO is tried while bash is about to open it (it takes well under 1 ms)."""
 
 _MARKER_SLACK = 512
 """Bytes kept beyond the tail limit so a marker split across reads is still found whole."""
@@ -236,15 +249,24 @@ class BashSession:
             raise BashSessionError("bash was not found in /usr/bin or /bin: install bash")
         self._max_output = max_output_bytes
         self._exported: dict[str, str] = {}
-        self._tmpdir = Path(tempfile.mkdtemp(prefix="treadle-terminal-"))
+        folder = TerminalFolder.create()
+        self._tmpdir = folder.path
         try:
             shell = start([bash, *_BASH_FLAGS], self._tmpdir)
         except BaseException:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            folder.remove()
+            raise
+        try:
+            folder.record_cgroup(shell.cgroup)  # so that a sweep after a kill finds it
+            folder.follow_owner()  # a sandbox run as another user was given the folder
+        except BaseException:
+            folder.remove()
+            if shell.cgroup is not None:
+                shell.cgroup.kill()
             raise
         self._cgroup = shell.cgroup
-        self._script = self._tmpdir / "command.sh"
-        self._script_inside = shell.private_dir_inside / "command.sh"
+        self._fifo = folder.fifo
+        self._fifo_inside = shell.private_dir_inside / COMMAND_FIFO
         master, slave = os.openpty()
         # A wide terminal, so tools that format to the width do not wrap lines.
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 250, 0, 0))
@@ -256,7 +278,9 @@ class BashSession:
         try:
             # No start_new_session: setsid makes the session (it would fork in a group leader).
             # restore_signals (the default) gives the shell SIGPIPE and SIGXFSZ back.
-            self._process = subprocess.Popen(
+            # Forked by the spawner thread: a sandbox's parent-death signal follows the
+            # thread that forked it, and a run's thread ends with the run.
+            self._process = spawner.popen(
                 launch_argv(shell),
                 stdin=slave,
                 stdout=slave,
@@ -267,7 +291,7 @@ class BashSession:
         except OSError as error:
             os.close(master)
             os.close(slave)
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            folder.remove()
             if shell.cgroup is not None:
                 shell.cgroup.kill()
             raise BashSessionError(f"could not start bash in {cwd}: {error}") from error
@@ -275,7 +299,7 @@ class BashSession:
         self._fd = master
         self._alive = True
         self._finalizer = weakref.finalize(
-            self, _terminate, self._process, master, self._tmpdir, shell.cgroup
+            self, _terminate, self._process, master, folder, shell.cgroup
         )
         # ``wake`` writes here so that a ``run`` waiting for output checks its ``stop`` now.
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -338,7 +362,6 @@ class BashSession:
             raise BashSessionError("the shell has exited: start a new session")
         early = _STALE_MARKER.sub(b"", self._drain())
         since = mark()
-        self._script.write_text(command if command.endswith("\n") else command + "\n")
         nonce = secrets.token_hex(8)
         marker = re.compile(rb"\n__TREADLE_" + nonce.encode() + rb"__ (\d+) ([^\n]*)\n")
         output = _BoundedOutput(self._max_output // 2, self._max_output - self._max_output // 2)
@@ -350,8 +373,15 @@ class BashSession:
         if stop is not None and stop.is_set():  # stopped before it started: never run it
             return CommandOutcome("", "", None, None, False, 0, 0, True, interrupted=True)
         self._write(
-            f"__treadle_nonce={nonce}; source {shlex.quote(str(self._script_inside))} </dev/null\n"
+            f"__treadle_nonce={nonce}; source {shlex.quote(str(self._fifo_inside))} </dev/null\n"
         )
+        text = command if command.endswith("\n") else command + "\n"
+        try:
+            self._hand_over(text.encode(), time.monotonic() + STARTUP_TIMEOUT)
+        except BaseException:
+            # bash may be left waiting on the FIFO, out of step with the next command.
+            self.close()
+            raise
         try:
             match = self._read_until(marker, output, time.monotonic() + timeout, stop, so_far)
         except BaseException:  # Ctrl-C in this thread: the command must not outlive the call
@@ -390,6 +420,41 @@ class BashSession:
             shell_alive=True,
             interrupted=interrupted,
         )
+
+    def _hand_over(self, data: bytes, deadline: float) -> None:
+        """Write the command into the FIFO bash is opening (``source``), then close it: bash
+        reads it to the end and runs it. ``BashSessionError`` when bash does not take it."""
+        fd: int | None = None
+        while fd is None:
+            try:
+                # Non-blocking: ENXIO until bash has the FIFO open for reading.
+                flags = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
+                fd = os.open(self._fifo, flags)
+            except OSError as error:
+                if error.errno != errno.ENXIO:
+                    raise BashSessionError(f"cannot hand the command to bash: {error}") from None
+                if self._process.poll() is not None or time.monotonic() >= deadline:
+                    raise BashSessionError(
+                        "bash did not take the command (it exited or stopped answering)"
+                    ) from None
+                time.sleep(_HAND_OVER_POLL_S)
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # replaced: never write a file
+                raise BashSessionError(f"{self._fifo} is no longer the terminal's FIFO")
+            view = memoryview(data)
+            while view:
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    remaining = deadline - time.monotonic()
+                    poller = select.poll()
+                    poller.register(fd, select.POLLOUT)
+                    if remaining <= 0 or not poller.poll(math.ceil(remaining * 1000)):
+                        raise BashSessionError("bash stopped reading the command") from None
+                except BrokenPipeError:
+                    raise BashSessionError("bash stopped reading the command") from None
+        finally:
+            os.close(fd)
 
     def wake(self) -> None:
         """Make a ``run`` in progress check its ``stop`` event now. Any thread may call it."""
@@ -561,7 +626,7 @@ def _close_fds(*fds: int) -> None:
 
 
 def _terminate(
-    process: subprocess.Popen[bytes], fd: int, tmpdir: Path, cgroup: PidsCgroup | None
+    process: subprocess.Popen[bytes], fd: int, folder: TerminalFolder, cgroup: PidsCgroup | None
 ) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
@@ -574,4 +639,4 @@ def _terminate(
             process.wait(timeout=INTERRUPT_GRACE)
     if cgroup is not None:
         cgroup.kill()  # whatever is left of the sandbox (a fork bomb's children)
-    shutil.rmtree(tmpdir, ignore_errors=True)
+    folder.remove()

@@ -1,16 +1,24 @@
 """The ``file_editor`` tool: view (numbered lines, folders), create, str_replace (one exact match),
-insert after a line, and undo_edit, on text files inside the workspace only."""
+insert after a line, and undo_edit, on regular text files inside the workspace only.
+
+It runs in Treadle's own process, so every file operation goes through
+``workspace.confined.ConfinedRoot``: a path is checked (``Workspace.resolve``) and then opened
+below the workspace folder's descriptor with no symlink followed, so a folder swapped for a link
+in between cannot lead out; a FIFO, socket or device is refused at once."""
 
 from __future__ import annotations
 
+import stat
 import threading
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from treadle.runtime.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from treadle.runtime.workspace.base import Workspace
+from treadle.runtime.workspace.base import Workspace, WorkspacePathError
+from treadle.runtime.workspace.confined import ConfinedRoot
 
 MAX_FILE_BYTES = 5_000_000
 """Larger files are refused: reading them into the model's context would not help anyway."""
@@ -90,17 +98,22 @@ class FileEditorTool(Tool[FileEditorArguments]):
         path = context.workspace.resolve(arguments.path)
         shown = context.workspace.display(path)
         key = (context.conversation_id, path)
-        with self._lock:
+        root = context.workspace.root
+        # The check above resolved every symlink; from here each step is confined by the
+        # kernel (openat2 below the workspace folder, no symlink followed), so a folder
+        # swapped for a link since the check is refused, never followed out.
+        target = _File(shown, PurePosixPath(path.relative_to(root).as_posix()))
+        with self._lock, ConfinedRoot(root) as files:
             if arguments.command == "view":
-                content = _view(path, shown, arguments.view_range, context.workspace)
+                content = _view(files, target, arguments.view_range, context.workspace)
             elif arguments.command == "create":
-                content = self._create(key, shown, arguments)
+                content = self._create(key, files, target, arguments)
             elif arguments.command == "str_replace":
-                content = self._str_replace(key, shown, arguments)
+                content = self._str_replace(key, files, target, arguments)
             elif arguments.command == "insert":
-                content = self._insert(key, shown, arguments)
+                content = self._insert(key, files, target, arguments)
             else:
-                content = self._undo(key, shown)
+                content = self._undo(key, files, target)
         return ToolResult(content=content, data={"command": arguments.command, "path": shown})
 
     def _remember(self, key: tuple[str, Path], previous: str | None) -> None:
@@ -108,33 +121,45 @@ class FileEditorTool(Tool[FileEditorArguments]):
         steps.append(previous)
         del steps[:-MAX_UNDO_STEPS]
 
-    def _create(self, key: tuple[str, Path], shown: str, arguments: FileEditorArguments) -> str:
-        path = key[1]
+    def _create(
+        self,
+        key: tuple[str, Path],
+        files: ConfinedRoot,
+        target: _File,
+        arguments: FileEditorArguments,
+    ) -> str:
+        shown = target.shown
         text = arguments.file_text or ""
         previous: str | None = None
-        if path.is_dir():
+        info = files.lstat(target.path)
+        if info is not None and stat.S_ISDIR(info.st_mode):
             raise ValueError(f"{shown} is a folder: give a file path to create")
-        if path.exists():
+        if info is not None:
             if not arguments.overwrite:
                 raise ValueError(
                     f"{shown} already exists: edit it with str_replace or insert, "
                     "or set overwrite: true to replace its whole content"
                 )
-            previous = _read_text(path, shown)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text.encode("utf-8"))
+            previous = _read_text(files, target)
+        files.mkdirs(target.path.parent)
+        # A new file only when none was there (a file appearing meanwhile is refused).
+        files.write(target.path, text.encode("utf-8"), exclusive=previous is None)
         self._remember(key, previous)
         verb = "Overwrote" if previous is not None else "Created"
         return f"{verb} {shown} ({len(_split_lines(text))} lines)."
 
     def _str_replace(
-        self, key: tuple[str, Path], shown: str, arguments: FileEditorArguments
+        self,
+        key: tuple[str, Path],
+        files: ConfinedRoot,
+        target: _File,
+        arguments: FileEditorArguments,
     ) -> str:
-        path = key[1]
+        shown = target.shown
         old, new = arguments.old_str or "", arguments.new_str or ""
         if not old:
             raise ValueError("old_str is empty: give the exact text to replace (or use insert)")
-        text = _read_text(path, shown)
+        text = _read_text(files, target)
         starts = _occurrences(text, old)
         if not starts:
             raise ValueError(
@@ -151,15 +176,21 @@ class FileEditorTool(Tool[FileEditorArguments]):
         if old == new:
             raise ValueError("old_str and new_str are the same: nothing would change")
         updated = text[:start] + new + text[start + len(old) :]
-        path.write_bytes(updated.encode("utf-8"))
+        files.write(target.path, updated.encode("utf-8"), create=False)
         self._remember(key, text)
         first = _line_of(updated, start)
         return _edited(shown, updated, first, first + new.count("\n"))
 
-    def _insert(self, key: tuple[str, Path], shown: str, arguments: FileEditorArguments) -> str:
-        path = key[1]
+    def _insert(
+        self,
+        key: tuple[str, Path],
+        files: ConfinedRoot,
+        target: _File,
+        arguments: FileEditorArguments,
+    ) -> str:
+        shown = target.shown
         after = arguments.insert_line or 0
-        text = _read_text(path, shown)
+        text = _read_text(files, target)
         lines = _split_lines(text)
         if after > len(lines):
             raise ValueError(
@@ -172,31 +203,43 @@ class FileEditorTool(Tool[FileEditorArguments]):
         if after == len(lines) and lines and not lines[-1].endswith("\n"):
             lines[-1] += "\n"
         updated = "".join([*lines[:after], block, *lines[after:]])
-        path.write_bytes(updated.encode("utf-8"))
+        files.write(target.path, updated.encode("utf-8"), create=False)
         self._remember(key, text)
         return _edited(shown, updated, after + 1, after + block.count("\n"))
 
-    def _undo(self, key: tuple[str, Path], shown: str) -> str:
+    def _undo(self, key: tuple[str, Path], files: ConfinedRoot, target: _File) -> str:
+        shown = target.shown
         steps = self._history.get(key)
         if not steps:
             raise ValueError(f"no edit of {shown} to undo (in this conversation and process)")
         previous = steps.pop()
-        path = key[1]
         if previous is None:
-            path.unlink(missing_ok=True)
+            files.unlink(target.path)
             return f"Undid the creation of {shown}: the file was removed."
-        path.write_bytes(previous.encode("utf-8"))
+        files.write(target.path, previous.encode("utf-8"))
         return f"Undid the last edit of {shown}; it has {len(_split_lines(previous))} lines again."
 
 
-def _view(path: Path, shown: str, view_range: list[int] | None, workspace: Workspace) -> str:
-    if path.is_dir():
+@dataclass(frozen=True)
+class _File:
+    shown: str
+    """How the model sees the path."""
+    path: PurePosixPath
+    """Its real path relative to the workspace folder."""
+
+
+def _view(
+    files: ConfinedRoot, target: _File, view_range: list[int] | None, workspace: Workspace
+) -> str:
+    shown = target.shown
+    info = files.lstat(target.path)
+    if info is None:
+        raise ValueError(f"{shown} does not exist: check the path (view '.' lists the workspace)")
+    if stat.S_ISDIR(info.st_mode):
         if view_range is not None:
             raise ValueError(f"{shown} is a folder: view_range applies to files only")
-        return _list_folder(path, shown, workspace)
-    if not path.exists():
-        raise ValueError(f"{shown} does not exist: check the path (view '.' lists the workspace)")
-    lines = _split_lines(_read_text(path, shown))
+        return _list_folder(files, target, workspace)
+    lines = _split_lines(_read_text(files, target))
     if not lines:
         return f"{shown} is empty."
     first, last = 1, len(lines)
@@ -228,58 +271,88 @@ def _view(path: Path, shown: str, view_range: list[int] | None, workspace: Works
     return f"{shown}, lines {first}-{last} of {len(lines)}:\n" + "\n".join(numbered)
 
 
-def _list_folder(path: Path, shown: str, workspace: Workspace) -> str:
+def _list_folder(files: ConfinedRoot, target: _File, workspace: Workspace) -> str:
     entries: list[str] = []
     omitted = 0
-    for child in _visible_children(path):
-        inside = _leads_inside(child, workspace)
-        nested = _visible_children(child) if inside and child.is_dir() else []
-        for entry in [child, *nested]:
+    for name, kind, real in _visible_children(files, target.path, workspace):
+        nested = (
+            [
+                (f"{name}/{child}", child_kind)
+                for child, child_kind, _real in _visible_children(files, real, workspace)
+            ]
+            if kind == "dir" and real is not None
+            else []
+        )
+        for shown, shown_kind in [(name, kind), *nested]:
             if len(entries) >= MAX_DIRECTORY_ENTRIES:
                 omitted += 1
                 continue
-            name = str(entry.relative_to(path))
-            if not _leads_inside(entry, workspace):
-                entries.append(f"{name}@ (a symlink leading outside the workspace: not followed)")
+            if shown_kind == "outside":
+                entries.append(f"{shown}@ (a symlink leading outside the workspace: not followed)")
             else:
-                entries.append(name + "/" if entry.is_dir() else name)
-    header = f"Files and folders in {shown} (two levels deep, hidden items skipped):"
+                entries.append(shown + "/" if shown_kind == "dir" else shown)
+    header = f"Files and folders in {target.shown} (two levels deep, hidden items skipped):"
     if not entries:
         return f"{header}\n(empty)"
     footer = f"\n[... {omitted} more entries not shown]" if omitted else ""
     return header + "\n" + "\n".join(entries) + footer
 
 
-def _leads_inside(entry: Path, workspace: Workspace) -> bool:
-    """Whether a listed entry stays in the workspace (only a symlink can lead out)."""
-    if not entry.is_symlink():
-        return True
+def _visible_children(
+    files: ConfinedRoot, folder: PurePosixPath, workspace: Workspace
+) -> list[tuple[str, str, PurePosixPath | None]]:
+    """(name, kind, real relative path) of the folder's visible entries; kind ``dir``,
+    ``file`` or ``outside`` (a symlink leading out, or broken); a symlink leading inside is
+    listed as what it names."""
     try:
-        workspace.resolve(entry)
+        found = files.entries(folder)
+    except (OSError, WorkspacePathError):
+        return []  # unreadable folder (or swapped meanwhile): listed, not entered
+    children: list[tuple[str, str, PurePosixPath | None]] = []
+    for entry in found:
+        if entry.name.startswith("."):
+            continue
+        real: PurePosixPath | None = folder / entry.name
+        kind = "dir" if entry.kind == "dir" else "file"
+        if entry.kind == "link":
+            kind, real = _link_leads(files, folder / entry.name, workspace)
+        children.append((entry.name, kind, real))
+    return children
+
+
+def _link_leads(
+    files: ConfinedRoot, link: PurePosixPath, workspace: Workspace
+) -> tuple[str, PurePosixPath | None]:
+    """Where a listed symlink leads: (``dir`` or ``file``, its real path) when inside the
+    workspace, (``outside``, None) when out or broken (only ever listed, never read)."""
+    try:
+        real = workspace.resolve(workspace.root / link)
     except ValueError:  # outside, or a loop
-        return False
-    return True
-
-
-def _visible_children(path: Path) -> list[Path]:
+        return "outside", None
+    relative = PurePosixPath(real.relative_to(workspace.root).as_posix())
     try:
-        return sorted(child for child in path.iterdir() if not child.name.startswith("."))
-    except OSError:
-        return []  # unreadable folder: listed, not entered
+        info = files.lstat(relative)
+    except (OSError, WorkspacePathError):
+        return "outside", None
+    if info is None:
+        return "file", None  # a broken link inside: listed by its name
+    return ("dir" if stat.S_ISDIR(info.st_mode) else "file"), relative
 
 
-def _read_text(path: Path, shown: str) -> str:
-    if not path.exists():
+def _read_text(files: ConfinedRoot, target: _File) -> str:
+    shown = target.shown
+    info = files.lstat(target.path)
+    if info is None:
         raise ValueError(f"{shown} does not exist: create it first, or check the path")
-    if path.is_dir():
+    if stat.S_ISDIR(info.st_mode):
         raise ValueError(f"{shown} is a folder, not a file")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
+    if info.st_size > MAX_FILE_BYTES:
         raise ValueError(
-            f"{shown} is too large for the file editor ({size} bytes); "
+            f"{shown} is too large for the file editor ({info.st_size} bytes); "
             "use the terminal (head, sed -n, grep) to read or change it"
         )
-    data = path.read_bytes()
+    # Type and size are checked again on the opened file itself (FIFOs and devices refused).
+    data = files.read(target.path, MAX_FILE_BYTES)
     if b"\0" in data[:8192]:
         raise ValueError(f"{shown} looks binary: the file editor handles text files only")
     try:

@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import jsonschema
 import mcp_types
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treadle.errors import TreadleError
 from treadle.runtime.tools.base import Tool, ToolArguments, ToolCallError, ToolContext, ToolResult
+from treadle.runtime.tools.stderr_relay import StderrRelay
 from treadle.runtime.workspace.shell import PidsCgroup
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class MCPConnection:
         self._calls_lock = threading.Lock()
         self._stopping: asyncio.Event | None = None
         self._failure: BaseException | None = None
+        self._relays: list[StderrRelay] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"mcp-{spec.name}", daemon=True
@@ -136,7 +138,10 @@ class MCPConnection:
             env=dict(self.spec.env) or None,
             cwd=self.spec.cwd,
         )
-        return stdio_client(parameters, errlog=self._errlog)
+        # The server's stderr is a pipe of its own, never this process's (see stderr_relay).
+        relay = StderrRelay(f"mcp {self.spec.name}", self._errlog)
+        self._relays.append(relay)
+        return stdio_client(parameters, errlog=cast(TextIO, relay.writer))
 
     async def _serve(self, ready: concurrent.futures.Future[list[mcp_types.Tool]]) -> None:
         self._stopping = asyncio.Event()
@@ -148,6 +153,7 @@ class MCPConnection:
                         create_mcp_http_client(headers=self.spec.headers)
                     )
                 client = await stack.enter_async_context(Client(self._transport(http_client)))
+                self._close_relay_writers()  # the server holds its own copy now
                 tools = await _list_all_tools(client)
                 self._client = client
                 ready.set_result(tools)
@@ -160,6 +166,11 @@ class MCPConnection:
                 logger.warning("MCP server %r disconnected: %s", self.spec.name, error)
         finally:
             self._client = None
+            self._close_relay_writers()
+
+    def _close_relay_writers(self) -> None:
+        for relay in self._relays:
+            relay.close_writer()
 
     @property
     def alive(self) -> bool:
@@ -232,6 +243,9 @@ class MCPConnection:
         if not self._thread.is_alive():
             self._loop.close()
         self._free_cgroup()
+        for relay in self._relays:  # the server is gone: its stderr ends
+            relay.close_writer()
+            relay.join(_CLOSE_TIMEOUT)
 
     def _free_cgroup(self) -> None:
         """Kill whatever of the server is left in its cgroup and remove it (safe twice)."""

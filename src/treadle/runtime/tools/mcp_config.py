@@ -25,20 +25,30 @@ from treadle.api.mcp import (
     check_server_names,
     mcp_tool_name,
 )
+from treadle.api.network import allow_list
 from treadle.api.settings import SandboxLimits
 from treadle.errors import TreadleError
 from treadle.files import read_regular_file
+from treadle.runtime.mcp_servers import MCPTools
 from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
 from treadle.runtime.tools.mcp import MCPServerSpec, MCPTool, connect_mcp_tools
+from treadle.runtime.workspace.base import SandboxUnavailable
+from treadle.runtime.workspace.network_proxy import SandboxNetwork, proxy_problem
 from treadle.runtime.workspace.sandbox import (
     BWRAP,
     SANDBOX_HOME,
     SYSTEM_DIRS,
+    SandboxLayout,
+    bwrap_argv,
     check_bubblewrap,
+    memory_limit,
     processes_limit,
+    sandbox_cgroup,
+    sandbox_files,
     sandbox_rlimits,
-    system_mounts,
+    tmpfs_bytes,
 )
+from treadle.runtime.workspace.sandbox_user import SandboxUser
 from treadle.runtime.workspace.shell import DEFAULT_PATH, PidsCgroup, ShellCommand, launch_argv
 
 logger = logging.getLogger(__name__)
@@ -122,16 +132,6 @@ class MCPLaunch:
     the sandbox's ``mounts_ro`` (the operator's choice), where the command must lie."""
 
 
-@dataclass
-class MCPTools:
-    """What connecting gave: the live tools, and why each server that did not start failed."""
-
-    tools: list[MCPTool]
-    unavailable: dict[str, str]
-    servers: list[dict[str, Any]] = field(default_factory=list)
-    """Each server as the ``mcp_servers`` fact records it (``server_fact``), in launch order."""
-
-
 def connect_servers(
     launches: Sequence[MCPLaunch],
     *,
@@ -140,16 +140,17 @@ def connect_servers(
     mounts_ro: Sequence[str] = (),
     limits: SandboxLimits | None = None,
     errlog: TextIO | None = None,
+    user: SandboxUser | None = None,
 ) -> MCPTools:
     """Connect every server at once (each in its own thread: a slow one does not delay the
     others). Resolved secret values are registered with ``secrets`` (masked, not exported)
     before any server starts; a failure is kept as a masked reason, never raised.
     ``limits``: a sandboxed server's resource limits (the sandboxed terminal's; None: the
-    defaults)."""
+    defaults); ``user``: the host user a sandboxed server runs as (None: this process's)."""
     prepared: list[tuple[MCPLaunch, MCPServerSpec | str]] = []
     for launch in launches:
         try:
-            spec = server_spec(launch, secrets, workspace, mounts_ro, limits)
+            spec = server_spec(launch, secrets, workspace, mounts_ro, limits, user)
         except MCPConfigError as error:
             prepared.append((launch, secrets.mask(str(error))))
         else:
@@ -189,7 +190,7 @@ def server_fact(launch: MCPLaunch, tools: list[str], error: str | None) -> dict[
     if http:
         sandbox, network = None, None
     elif launch.sandboxed:
-        sandbox, network = "bubblewrap", "on" if launch.config.network else "off"
+        sandbox, network = "bubblewrap", launch.config.network_choice
     else:
         sandbox, network = "none", "on"
     return {
@@ -213,6 +214,7 @@ def server_spec(
     workspace: Path,
     mounts_ro: Sequence[str] = (),
     limits: SandboxLimits | None = None,
+    user: SandboxUser | None = None,
 ) -> MCPServerSpec:
     """The connection spec of a launch: references resolved (their values registered with
     ``secrets``), a sandboxed stdio command wrapped in bubblewrap under the sandbox's
@@ -235,7 +237,7 @@ def server_spec(
             cwd=config.cwd or str(workspace),
             call_timeout=timeout,
         )
-    check_bubblewrap()  # SandboxUnavailable: never a silent fallback to no sandbox
+    check_bubblewrap(user=user)  # SandboxUnavailable: never a silent fallback to no sandbox
     executable = _executable(launch.name, command, launch.environ)
     real = Path(os.path.realpath(executable))
     hidden = [path for path in dict.fromkeys((executable, real))
@@ -251,14 +253,28 @@ def server_spec(
         config.args,
         workspace=workspace,
         cwd=config.cwd,
-        network=config.network,
+        network=config.network_choice,
         mounts=_mounts(executable, config, launch.extra_mounts, mounts_ro, workspace),
+        tmpfs_size=tmpfs_bytes(limits or SandboxLimits()),
     )
     env = {"PATH": f"{executable.parent}:{DEFAULT_PATH}", "HOME": SANDBOX_HOME, "TERM": "dumb"}
     env["LANG"] = launch.environ.get("LANG") or "C.UTF-8"
     env.update(config.env)
+    allow = allow_list(config.network_choice)
+    if allow is not None and (problem := proxy_problem()):
+        raise MCPConfigError(f"MCP server {launch.name!r} cannot start: {problem}")
+    network = SandboxNetwork(allow) if allow is not None else None
+    if network is not None:
+        # Its own proxy, bound inside this server's sandbox; it ends when the sandbox does.
+        argv = list(network.wrap(argv))
+        env.update(network.environment)
     # Last: the cgroup is this spec's to free (its connection removes it when it closes).
-    limited = _limited(launch.name, argv, limits or SandboxLimits())
+    try:
+        limited = _limited(launch.name, argv, limits or SandboxLimits(), user)
+    except BaseException:
+        if network is not None:
+            network.close()
+        raise
     return MCPServerSpec(
         name=launch.name,
         command=limited.argv[0],
@@ -276,16 +292,17 @@ class _Limited:
     cgroup: PidsCgroup | None
 
 
-def _limited(name: str, argv: Sequence[str], limits: SandboxLimits) -> _Limited:
+def _limited(
+    name: str, argv: Sequence[str], limits: SandboxLimits, user: SandboxUser | None
+) -> _Limited:
     """``argv`` (bubblewrap's) started under ``limits``, as the sandboxed terminal's shell:
-    resource limits set and the cgroup joined by exec, so every process of it inherits them."""
-    wanted = processes_limit(limits.processes)
-    cgroup = PidsCgroup.create(wanted) if wanted is not None else None
-    if wanted is not None and cgroup is None:
-        raise MCPConfigError(
-            f"MCP server {name!r} cannot start: the pids cgroup that caps it at {wanted} "
-            "processes could not be made now; free cgroups or set limits.processes null"
-        )
+    resource limits set, the cgroups joined and the seccomp filter opened by exec, so every
+    process of it inherits them."""
+    try:
+        files = sandbox_files()
+        cgroup = sandbox_cgroup(processes_limit(limits.processes), memory_limit(limits.memory_mib))
+    except SandboxUnavailable as error:
+        raise MCPConfigError(f"MCP server {name!r} cannot start: {error}") from None
     command = ShellCommand(
         argv=tuple(argv),
         env={},
@@ -293,6 +310,8 @@ def _limited(name: str, argv: Sequence[str], limits: SandboxLimits) -> _Limited:
         rlimits=sandbox_rlimits(limits),
         cgroup=cgroup,
         sandboxed=True,
+        files=files,
+        user=user,
     )
     return _Limited(launch_argv(command, controlling_terminal=False), cgroup)
 
@@ -388,22 +407,20 @@ def sandbox_argv(
     *,
     workspace: Path,
     cwd: str | None,
-    network: bool,
+    network: str,
     mounts: Sequence[str],
+    tmpfs_size: int | None = None,
     bwrap: str = BWRAP,
 ) -> list[str]:
-    """bubblewrap's command line for a stdio server: the system and ``mounts`` read-only, the
-    workspace read-write at its own path, private HOME and /tmp, its own process namespace,
-    every capability dropped; no network unless ``network``. ``--die-with-parent``: it ends
-    with the process that started it."""
-    argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
-    argv += ["--unshare-uts", "--hostname", "sandbox", "--unshare-cgroup-try"]
-    if not network:
-        argv.append("--unshare-net")
-    argv += ["--cap-drop", "ALL", *system_mounts()]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", SANDBOX_HOME]
-    for mount in mounts:
-        argv += ["--ro-bind", mount, mount]
-    root = str(workspace)
-    argv += ["--bind", root, root, "--chdir", cwd or root, "--", str(executable), *args]
-    return argv
+    """bubblewrap's command line for a stdio server: the sandbox's own layers
+    (``workspace.sandbox.bwrap_argv``), with ``mounts`` read-only, starting in ``cwd`` (default
+    the workspace); the host's network only when ``network`` is ``on`` (an allow list keeps a
+    namespace of its own, reached through a proxy)."""
+    layout = SandboxLayout(
+        workspace=workspace,
+        network=network,
+        mounts_ro=mounts,
+        tmpfs_bytes=tmpfs_size,
+        chdir=cwd,
+    )
+    return [*bwrap_argv(layout, bwrap), str(executable), *args]

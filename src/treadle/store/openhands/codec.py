@@ -100,17 +100,7 @@ def event_to_sdk(
     refuses unknown fields: use it for events that came from elsewhere). Raises
     UnwritableEvent when no side entry can make it so (``extra`` changes its kind).
     """
-    extra: Mapping[str, Any] = event.extra
-    mapping = BY_TREADLE_KIND.get(event.kind)
-    foreign_keys = False
-    if sdk_fields_only and mapping is not None and extra:
-        rank = mapping.key_rank()
-        kept = {k: v for k, v in extra.items() if k in rank or k in ("kind", ABSENT_KEY)}
-        foreign_keys = len(kept) != len(extra)
-        extra = kept
-    written = _laid_over(canonical_sdk_event(event), extra)
-    if mapping is not None and extra:
-        written = _in_sdk_order(written, mapping.key_rank())
+    written, foreign_keys = _written(event, sdk_fields_only)
     try:
         reread = event_from_sdk(written).event
     except InvalidSdkEvent as error:
@@ -126,6 +116,39 @@ def event_to_sdk(
     if foreign_keys:
         side["extra"] = thaw(event.extra)
     return written, side or None
+
+
+def sdk_event_json(event: EventBase) -> SdkEvent:
+    """The SDK event for ``event`` as a client that reads SDK 1.58.2's JSON takes it: what
+    ``event_to_sdk(sdk_fields_only=True)`` writes, without reading it back (no side entry:
+    for sending, not for a folder that must restore Treadle's fields). Raises
+    UnwritableEvent when its ``extra`` would give it another kind."""
+    written, _foreign = _written(event, True)
+    expected = event.foreign_kind if isinstance(event, ForeignEvent) else None
+    if expected is None:
+        expected = BY_TREADLE_KIND[event.kind].sdk_kind
+    if written.get("kind") != expected:
+        raise UnwritableEvent(
+            f"event {event.id!r} ({event.kind}) would be written as {written.get('kind')!r}"
+        )
+    return written
+
+
+def _written(event: EventBase, sdk_fields_only: bool) -> tuple[SdkEvent, bool]:
+    """The SDK event for ``event`` (its ``extra`` laid over the canonical form, in the SDK's
+    key order), and whether ``sdk_fields_only`` left some of its ``extra`` out."""
+    extra: Mapping[str, Any] = event.extra
+    mapping = BY_TREADLE_KIND.get(event.kind)
+    foreign_keys = False
+    if sdk_fields_only and mapping is not None and extra:
+        rank = mapping.key_rank()
+        kept = {k: v for k, v in extra.items() if k in rank or k in ("kind", ABSENT_KEY)}
+        foreign_keys = len(kept) != len(extra)
+        extra = kept
+    written = _laid_over(canonical_sdk_event(event), extra)
+    if mapping is not None and extra:
+        written = _in_sdk_order(written, mapping.key_rank())
+    return written, foreign_keys
 
 
 def canonical_sdk_event(event: EventBase) -> SdkEvent:

@@ -1,0 +1,188 @@
+"""Group commit: write units from many threads of one process share a transaction and its
+fsync, each acknowledged only once that commit is durable.
+
+A durable SQLite commit costs one fsync of the WAL, whatever it holds, so a process whose many
+conversations append at once would otherwise pay one fsync per append, one after another. Here
+the first thread to arrive while no commit is under way becomes the *leader*: it takes every
+unit waiting (its own among them, up to ``max_units``), runs each under a SAVEPOINT of one
+transaction, commits once, and then hands each caller its own outcome. Units that arrive
+meanwhile wait for the next leader, who is one of them. So:
+
+- a unit's result (or error) reaches its caller only after the COMMIT returned: nothing is
+  acknowledged before it is as durable as the connection's ``synchronous`` setting makes it;
+- a unit that fails (a refused append) is rolled back to its savepoint alone: the others of
+  its group commit as if it had never run;
+- a failed COMMIT (disk full, I/O error) fails every unit of the group with it: none of them
+  was stored, and each caller may append again;
+- one thread alone pays only a lock and a list: with a single unit there is no savepoint.
+
+Units run on the leader's thread and connection, in arrival order; a unit must not block on
+anything but the database.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Generic, TypeVar
+
+from treadle.store.base import StoreError
+
+T = TypeVar("T")
+
+DEFAULT_MAX_UNITS = 64
+"""Units one commit holds at most: bounds the time a unit waits behind others' work."""
+
+
+_generation = 0
+"""Counts forks: a child must not wait for a leader (or a lock) of its parent's threads."""
+
+
+def _after_fork_in_child() -> None:
+    global _generation
+    _generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class AbandonedCommit(StoreError):
+    """The leader of a unit's group was interrupted (KeyboardInterrupt, SystemExit) before its
+    commit: the unit was rolled back with the group, nothing of it was stored."""
+
+
+ABANDONED = (
+    "the commit shared with this append was interrupted: nothing of it was stored; append it again"
+)
+
+
+class _Ticket(Generic[T]):
+    __slots__ = ("done", "error", "unit", "value")
+
+    def __init__(self, unit: Callable[[sqlite3.Connection], T]) -> None:
+        self.unit = unit
+        self.done = False
+        self.value: T | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]  # set with done, None only for a None result
+
+
+class GroupCommit:
+    """Runs units in shared transactions on the connection ``connection()`` lends (the
+    calling thread's, held for the transaction); ``lock`` is held around each group's
+    transaction (the store's write lock, so its other writes never interleave);
+    ``after_commit`` runs after each successful COMMIT."""
+
+    def __init__(
+        self,
+        connection: Callable[[], AbstractContextManager[sqlite3.Connection]],
+        lock: threading.Lock,
+        *,
+        after_commit: Callable[[], None] = lambda: None,
+        max_units: int = DEFAULT_MAX_UNITS,
+    ) -> None:
+        self._connection = connection
+        self._lock = lock
+        self._after_commit = after_commit
+        self._max_units = max_units
+        self._state = threading.Condition(threading.Lock())
+        self._waiting: list[_Ticket[object]] = []
+        self._leading = False
+        self._generation = _generation
+        self.groups = 0
+        """Commits made (each holding one or more units): for benchmarks and tests."""
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent's waiting units and leader are not this process's."""
+        self._state = threading.Condition(threading.Lock())
+        self._waiting = []
+        self._leading = False
+        self._generation = _generation
+
+    def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``unit(conn)`` inside a transaction shared with the units of other threads;
+        its result once the transaction committed, or the error it (or the commit) raised."""
+        if self._generation != _generation:
+            self._reset_after_fork()
+        ticket: _Ticket[T] = _Ticket(unit)
+        state = self._state
+        with state:
+            self._waiting.append(ticket)  # type: ignore[arg-type]  # outcomes stay per ticket
+        while True:
+            with state:
+                while not ticket.done and self._leading:
+                    state.wait()
+                if ticket.done:
+                    return ticket.outcome()
+                self._leading = True
+                group = self._waiting[: self._max_units]
+                del self._waiting[: len(group)]
+            try:
+                self._commit(group)
+            finally:
+                with state:
+                    self._leading = False
+                    state.notify_all()
+            # FIFO: when more than max_units waited before this ticket, lead again.
+
+    def _commit(self, group: list[_Ticket[object]]) -> None:
+        """One transaction for ``group``; every ticket is settled when this returns, also when
+        it raises (a BaseException of this thread, re-raised after the others are told)."""
+        outcomes: list[tuple[object, BaseException | None]] = []
+        try:
+            with self._lock, self._connection() as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if len(group) == 1:
+                        outcomes.append((group[0].unit(conn), None))
+                    else:
+                        for ticket in group:
+                            outcomes.append(_in_savepoint(conn, ticket.unit))
+                    conn.execute("COMMIT")
+                    self.groups += 1
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                self._after_commit()
+        except Exception as failure:
+            # Nothing of the group is stored (a lone unit's own refusal, or a failed commit):
+            # each caller gets that error and may try again.
+            for ticket in group:
+                _settle(ticket, None, failure)
+            return
+        except BaseException:
+            for ticket in group:
+                _settle(ticket, None, AbandonedCommit(ABANDONED))
+            raise
+        for ticket, (value, error) in zip(group, outcomes, strict=True):
+            _settle(ticket, value, error)
+
+
+def _in_savepoint(
+    conn: sqlite3.Connection, unit: Callable[[sqlite3.Connection], object]
+) -> tuple[object, BaseException | None]:
+    """Run one unit of a group under its own savepoint: its failure undoes only its writes.
+    A failure of SQLite itself (the transaction may be gone) is raised for the whole group."""
+    conn.execute("SAVEPOINT treadle_unit")
+    try:
+        value = unit(conn)
+    except sqlite3.Error:
+        raise
+    except Exception as error:
+        conn.execute("ROLLBACK TO treadle_unit")
+        conn.execute("RELEASE treadle_unit")
+        return None, error
+    conn.execute("RELEASE treadle_unit")
+    return value, None
+
+
+def _settle(ticket: _Ticket[object], value: object, error: BaseException | None) -> None:
+    ticket.value, ticket.error, ticket.done = value, error, True

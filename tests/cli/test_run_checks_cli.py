@@ -1,0 +1,117 @@
+"""``treadle run`` checks before anything is created or spent (issue 26): the workspace is the
+current folder by default and a missing one is refused unless --create-workspace; a misspelt
+model and a missing key are refused before a conversation exists; --api-key-file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from support.cli import invoke_treadle
+from treadle.store.urls import open_store
+
+FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "ok"}}]}
+
+
+def _script(tmp_path: Path) -> Path:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"responses": [FINISH]}))
+    return path
+
+
+def _conversations(url: str) -> int:
+    store = open_store(url)
+    try:
+        return len(store.list_conversations())
+    finally:
+        store.close()
+
+
+def test_a_missing_workspace_is_refused_unless_create_workspace(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    typo = tmp_path / "wrokspace"
+    args = ("--script", str(_script(tmp_path)), "--sandbox", "none", "--store", url)
+    refused = invoke_treadle("run", "x", "--workspace", str(typo), *args)
+    assert refused.returncode == 2
+    assert "does not exist" in refused.stderr
+    assert "--create-workspace" in refused.stderr
+    assert not typo.exists()
+    made = invoke_treadle("run", "x", "--workspace", str(typo), "--create-workspace", *args)
+    assert made.returncode == 0, made.stderr
+    assert typo.is_dir()
+
+
+def test_the_workspace_defaults_to_the_current_folder(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    here = tmp_path / "here"
+    here.mkdir()
+    script = _script(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "treadle", "run", "x", "--script", str(script), "--sandbox",
+         "none", "--store", url],
+        cwd=here, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    store = open_store(url)
+    (info,) = store.list_conversations()
+    store.close()
+    assert info.metadata["settings"]["workspace"] == str(here.resolve())
+
+
+def test_a_misspelt_model_and_a_missing_key_are_refused_before_anything_is_stored(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    invoke_treadle("store", "info", "--store", url)
+    bare = {"TREADLE_API_KEY": "", "OPENAI_API_KEY": "", "TREADLE_BASE_URL": ""}
+    misspelt = invoke_treadle(
+        "run", "x", "--workspace", str(tmp_path), "--model", "gtp-4o-mni", "--store", url,
+        env=bare, drop=("TREADLE_STORE", "TREADLE_API_KEY", "OPENAI_API_KEY", "TREADLE_BASE_URL"),
+    )  # fmt: skip
+    assert misspelt.returncode == 2
+    assert "LiteLLM does not know this model" in misspelt.stderr
+    keyless = invoke_treadle(
+        "run", "x", "--workspace", str(tmp_path), "--model", "gpt-4o-mini", "--store", url,
+        drop=("TREADLE_STORE", "TREADLE_API_KEY", "OPENAI_API_KEY", "TREADLE_BASE_URL"),
+    )  # fmt: skip
+    assert keyless.returncode == 2
+    assert "needs an API key: set TREADLE_API_KEY or give --api-key-file FILE" in keyless.stderr
+    assert not Path(url.removeprefix("sqlite:///")).exists() or _conversations(url) == 0
+
+
+def test_api_key_file_gives_the_key_and_bad_files_are_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    empty = tmp_path / "empty.key"
+    empty.write_text("\n")
+    refused = invoke_treadle(
+        "run", "x", "--workspace", str(tmp_path), "--script", str(_script(tmp_path)),
+        "--sandbox", "none", "--store", url, "--api-key-file", str(empty),
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "must hold one key" in refused.stderr
+    key = tmp_path / "model.key"
+    key.write_text("sk-from-a-file-12345\n")
+    done = invoke_treadle(
+        "run", "x", "--workspace", str(tmp_path), "--model", "gpt-4o-mini", "--store", url,
+        "--api-key-file", str(key), "--model-deadline", "0.5",
+        drop=("TREADLE_STORE", "TREADLE_API_KEY", "OPENAI_API_KEY", "TREADLE_BASE_URL"),
+    )  # fmt: skip
+    # The key check passed (no model is reachable here: the run itself may fail after).
+    assert "needs an API key" not in done.stderr
+    assert "sk-from-a-file-12345" not in done.stdout + done.stderr
+
+
+def test_eval_run_reads_its_key_from_a_file_too(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.key"
+    empty.write_text("# no key here\n")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("")
+    refused = invoke_treadle(
+        "eval", "run", str(tasks), "--store", f"sqlite:///{tmp_path / 's.db'}",
+        "--api-key-file", str(empty),
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "--api-key-file" in refused.stderr
+    assert "must hold one key" in refused.stderr
