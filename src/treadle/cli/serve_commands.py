@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import faulthandler
 import ipaddress
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -222,6 +224,9 @@ def serve(
         sandbox_user=chosen_user,
     )
     _banner(host, port, store, keys)
+    # `kill -USR1 PID` prints where every thread of the server waits (to its stderr): what an
+    # operator, or a test whose run never ended, needs to see without stopping the server.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
 
 

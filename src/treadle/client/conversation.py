@@ -153,7 +153,9 @@ class RemoteConversation:
         if _settled(info):
             return info.status
         try:
-            return self._wait_on_stream(info.event_count - 1, deadline, poll_s)
+            # From the event before the last: the last may be the run's end, stored before its
+            # thread let go (not settled yet); its run_finished frame must come again.
+            return self._wait_on_stream(max(-1, info.event_count - 2), deadline, poll_s)
         except StreamClosed:
             pass  # no stream (a proxy without WebSockets, refused): the view tells it too
         while time.monotonic() < deadline:

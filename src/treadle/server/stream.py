@@ -238,6 +238,11 @@ class ConversationHub:
         """Its last listener has left: it follows no more and takes no new listener."""
         return self._stop.is_set()
 
+    @property
+    def listener_count(self) -> int:
+        with self._lock:
+            return len(self._listeners)
+
     def start(self) -> None:
         self._thread.start()
 
@@ -373,6 +378,12 @@ class Hubs:
             if last_seq is not None:
                 listener.hub = hub
             return last_seq
+
+    def listeners(self, conversation_id: str) -> int:
+        """How many streams of the conversation this process serves now."""
+        with self._lock:
+            hub = self._hubs.get(conversation_id)
+        return 0 if hub is None else hub.listener_count
 
     def publish_transient(self, conversation_id: str, frame: dict) -> None:
         """Hand a transient frame to the conversation's listeners in this process, if any.

@@ -1,0 +1,78 @@
+"""``RemoteConversation.wait`` against a run whose last status is stored before its thread lets
+go of the conversation: the wait ends on that run's end, not at its deadline.
+
+The window (the run's final status stored, the server not yet saying the run let go) is a few
+milliseconds; CI hit it twice (a wait ran to its 300 s deadline). Here the run's thread is held
+in that window until the wait follows the stream, so the order is certain, not timing luck.
+The server is the real app on a real socket, in this process so that the window can be held.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from support.server_process import unassigned_port
+from support.waiting import wait_until
+from treadle.client import TreadleClient
+from treadle.runtime.status import ConversationStatus
+from treadle.server import create_app
+from treadle.server.runs import RunManager
+
+
+@pytest.fixture
+def app_and_client(tmp_path: Path) -> Iterator[tuple[object, TreadleClient]]:
+    app = create_app(f"sqlite:///{tmp_path / 'wait.db'}")
+    port = unassigned_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
+    thread.start()
+    wait_until(lambda: server.started)
+    try:
+        with TreadleClient(f"http://127.0.0.1:{port}") as client:
+            yield app, client
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+def test_a_wait_begun_after_the_runs_last_status_ends_with_the_run(
+    app_and_client, settings_for, monkeypatch
+):
+    app, client = app_and_client
+    let_go = threading.Event()
+    release = RunManager._deliver_if_free
+
+    def held_after_the_run(self: RunManager, conversation_id: str) -> None:
+        if threading.current_thread().name.startswith("treadle-run-"):
+            let_go.wait(timeout=60)  # the run ended; its thread still holds the conversation
+        release(self, conversation_id)
+
+    monkeypatch.setattr(RunManager, "_deliver_if_free", held_after_the_run)
+    conversation = client.create_conversation(settings_for([{"text": "done"}]))
+    conversation.send_message("hi")
+    conversation.run(wait=False)
+    wait_until(lambda: conversation.info().status is ConversationStatus.FINISHED)
+    assert conversation.info().running_here  # the window: stored as finished, not let go
+
+    outcome: list[object] = []
+    waiter = threading.Thread(target=lambda: outcome.append(_waited(conversation)))
+    waiter.start()
+    hubs = app.state.treadle.hubs  # type: ignore[attr-defined]
+    wait_until(lambda: hubs.listeners(conversation.id) > 0)  # the wait follows the stream now
+    let_go.set()
+    waiter.join(timeout=90)
+    assert outcome == [ConversationStatus.FINISHED]
+
+
+def _waited(conversation) -> object:
+    try:
+        return conversation.wait(timeout_s=20)
+    except TimeoutError as error:
+        return error
