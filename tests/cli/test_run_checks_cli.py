@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.cli import invoke_treadle
+from support.cli import invoke_treadle, run_treadle
 from treadle.store.urls import open_store
 
 FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "ok"}}]}
@@ -79,6 +79,22 @@ def test_a_misspelt_model_and_a_missing_key_are_refused_before_anything_is_store
     assert keyless.returncode == 2
     assert "needs an API key: set TREADLE_API_KEY or give --api-key-file FILE" in keyless.stderr
     assert not Path(url.removeprefix("sqlite:///")).exists() or _conversations(url) == 0
+
+
+def test_the_model_check_reads_litellms_prices_offline(tmp_path: Path) -> None:
+    """A process of its own (LiteLLM not yet imported), with LiteLLM's own switch unset: a bare
+    ``import litellm`` fetched its price map from GitHub first, three tries and three warnings
+    (7 s offline) before the check could answer."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    keyless = run_treadle(
+        "run", "x", "--workspace", str(tmp_path), "--model", "gpt-4o-mini", "--store", url,
+        drop=("TREADLE_STORE", "TREADLE_API_KEY", "OPENAI_API_KEY", "TREADLE_BASE_URL",
+              "LITELLM_LOCAL_MODEL_COST_MAP"),
+    )  # fmt: skip
+    assert keyless.returncode == 2
+    assert "needs an API key" in keyless.stderr
+    assert "cost map" not in keyless.stderr
+    assert "raw.githubusercontent.com" not in keyless.stderr
 
 
 def test_api_key_file_gives_the_key_and_bad_files_are_refused(tmp_path: Path) -> None:

@@ -35,7 +35,9 @@ def check_model(model: str, base_url: str | None, api_key: str | None) -> None:
     one's own) takes any name and may need no key."""
     if base_url is not None:
         return
-    import litellm
+    from treadle.runtime.llm.litellm_model import import_litellm
+
+    litellm = import_litellm()
 
     try:
         _model, provider, _key, _base = litellm.get_llm_provider(model)

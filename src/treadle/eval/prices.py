@@ -42,9 +42,9 @@ def prices_from_settings(given: str | None) -> tuple[float, float] | None:
 
 def litellm_can_price(model: str) -> bool:
     """Whether LiteLLM's own price map (read offline) prices ``model``'s tokens."""
-    from treadle.runtime.llm.litellm_model import _import_litellm
+    from treadle.runtime.llm.litellm_model import import_litellm
 
-    litellm = _import_litellm()
+    litellm = import_litellm()
     try:
         prompt, completion = litellm.cost_per_token(
             model=model, prompt_tokens=1_000_000, completion_tokens=1_000_000

@@ -13,7 +13,7 @@ from treadle.events.audit import audit_events
 from treadle.events.projection import condensed_view, project_messages
 from treadle.runtime.condense.context import ContextView, TokenSizes
 from treadle.runtime.conversation import Conversation
-from treadle.runtime.llm.litellm_model import _import_litellm
+from treadle.runtime.llm.litellm_model import import_litellm
 from treadle.runtime.llm.scripted import DEFAULT_SUMMARY, ScriptedModel
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import ConversationStatus
@@ -77,7 +77,7 @@ def test_a_long_scripted_run_condenses_stays_under_budget_and_finishes(tmp_path,
     conversation, model = run_scripted(
         store, workspace, think_steps(steps), budget=budget, script_in=tmp_path
     )
-    litellm = _import_litellm()
+    litellm = import_litellm()
     tools = conversation.agent.tools.openai_schemas()
     tools_tokens = litellm.token_counter(model=model.name, messages=[], tools=tools)
     message_tokens: dict[str, int] = {}

@@ -136,8 +136,10 @@ def _parse_deadline(text: str | None) -> float | None:
     return value
 
 
-def _import_litellm() -> Any:
-    # Configures the library, reads nothing: LiteLLM's price map from its package (offline).
+def import_litellm() -> Any:
+    """LiteLLM, configured: every import of it in Treadle goes through here. Its price map is
+    read from its package: a bare ``import litellm`` first tries to fetch the map from GitHub,
+    three attempts with back-off (7 s and three warnings offline) before it falls back."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -152,7 +154,7 @@ def litellm_token_counter(model: str) -> Callable[[str], int]:
 
     def count(text: str) -> int:
         if not imported:
-            imported.append(_import_litellm())
+            imported.append(import_litellm())
         return int(imported[0].token_counter(model=model, text=text))
 
     return count
@@ -184,7 +186,7 @@ class LiteLLMModel:
     def context_window(self) -> int | None:
         """The model's input window in tokens from LiteLLM's model info; None when LiteLLM
         does not know the model (a local endpoint's own name)."""
-        litellm = self._litellm = self._litellm or _import_litellm()
+        litellm = self._litellm = self._litellm or import_litellm()
         try:
             info = litellm.get_model_info(self.settings.model)
         except Exception:  # not mapped: LiteLLM raises for every model it does not know
@@ -195,13 +197,13 @@ class LiteLLMModel:
     def count_tokens(self, text: str) -> int:
         """``text``'s tokens with LiteLLM's counter for this model (its tokenizer when LiteLLM
         knows one, else its default)."""
-        litellm = self._litellm = self._litellm or _import_litellm()
+        litellm = self._litellm = self._litellm or import_litellm()
         return int(litellm.token_counter(model=self.settings.model, text=text))
 
     def complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
     ) -> ModelResponse:
-        litellm = self._litellm = self._litellm or _import_litellm()
+        litellm = self._litellm = self._litellm or import_litellm()
         import openai  # installed with litellm; its errors are the base of LiteLLM's
 
         transient = (
