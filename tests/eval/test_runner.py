@@ -5,6 +5,7 @@ too), the workspace gone afterwards, and the tool processes with it."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -159,3 +160,24 @@ def test_a_killed_workers_attempt_folders_are_removed_by_the_next_attempt(tmp_pa
     result = run_task_attempt(job(tmp_path, task(tmp_path, [FINISH])))
     assert result["status"] == "finished"
     assert sorted(work.iterdir()) == [mine]
+
+
+def test_an_attempt_folders_path_has_the_same_length_whatever_the_pid(tmp_path):
+    """The path is in the model's requests (the terminal's cwd): its length, and so a task's
+    token count, must not change with the number of digits of the worker's pid."""
+    from treadle.eval.workspace import make_attempt_folder
+
+    folder = make_attempt_folder(task(tmp_path, [FINISH]), tmp_path / "work")
+    try:
+        name = folder.root.name
+        assert re.fullmatch(r"treadle-eval-\d{7}-t-[a-z0-9_]{8}", name), name
+        assert int(name.split("-")[2]) == os.getpid()
+    finally:
+        folder.remove()
+    # a killed worker's folder, named the same way, is still found and removed
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead = tmp_path / "work" / f"treadle-eval-{ended.pid:07d}-t-def"
+    dead.mkdir()
+    assert run_task_attempt(job(tmp_path, task(tmp_path, [FINISH])))["status"] == "finished"
+    assert not dead.exists()

@@ -67,6 +67,8 @@ class AttemptFolder:
 
 
 FOLDER_PREFIX = "treadle-eval-"
+PID_DIGITS = 7
+"""Digits of the largest pid Linux gives (``pid_max`` is at most 4,194,304)."""
 
 
 def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFolder:
@@ -78,7 +80,9 @@ def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFo
     parent.mkdir(parents=True, exist_ok=True)
     remove_orphans(parent)
     safe = task.id.replace(":", "_")[:60]
-    prefix = f"{FOLDER_PREFIX}{os.getpid()}-{safe}-"
+    # The pid at a fixed width: the folder's path is in what the model reads (the terminal's
+    # cwd), so a pid with one more digit made the same task cost one more token.
+    prefix = f"{FOLDER_PREFIX}{os.getpid():0{PID_DIGITS}d}-{safe}-"
     folder = AttemptFolder(Path(tempfile.mkdtemp(prefix=prefix, dir=parent)))
     try:
         if task.workspace is not None:
