@@ -166,3 +166,50 @@ def test_help_shows_the_defaults_that_live_in_heavy_modules() -> None:
     assert str(ArchiveLimits.max_bytes) == ARCHIVE_BYTES_SHOWN
     assert str(ArchiveLimits.max_members) == ARCHIVE_MEMBERS_SHOWN
     assert DEFAULT_SERVER_USER_SHOWN == DEFAULT_SERVER_USER
+
+
+def _registering_modules(command: object) -> set[str]:
+    """The modules whose functions make up ``command`` (a click command or group)."""
+    children = getattr(command, "commands", None)
+    if children:
+        return set().union(*(_registering_modules(child) for child in children.values()))
+    callback = getattr(command, "callback", None)
+    return {callback.__module__} if callback is not None else set()
+
+
+def test_every_command_is_mapped_to_the_modules_that_register_it() -> None:
+    """``treadle.cli.COMMAND_MODULES`` is what a process loads for a command: a command it
+    forgot would be "No such command" once run alone, a module it forgot a missing option."""
+    import typer.main
+
+    from treadle.cli import ALL_MODULES, COMMAND_MODULES, app
+
+    root = typer.main.get_command(app)
+    assert set(COMMAND_MODULES) == set(root.commands)  # type: ignore[attr-defined]
+    for name, command in root.commands.items():  # type: ignore[attr-defined]
+        needed = {module.removeprefix("treadle.cli.") for module in _registering_modules(command)}
+        assert needed <= set(COMMAND_MODULES[name]), name
+    assert set(ALL_MODULES) == {m for modules in COMMAND_MODULES.values() for m in modules}
+
+
+@pytest.mark.parametrize(
+    ("args", "module", "other"),
+    [
+        (("log", "--help"), "treadle.cli.store_commands", "treadle.cli.run_commands"),
+        (("run", "--help"), "treadle.cli.run_commands", "treadle.cli.eval_commands"),
+        (("eval", "run", "-h"), "treadle.cli.eval_commands", "treadle.cli.bench_commands"),
+    ],
+)
+def test_a_command_loads_its_own_module_and_not_the_others(
+    args: tuple[str, ...], module: str, other: str
+) -> None:
+    modules, out = imported_modules(*args)
+    assert module in modules
+    assert other not in modules
+    assert f"Usage: treadle {' '.join(args[:-1])}" in out
+
+
+def test_the_version_loads_no_command_module() -> None:
+    modules, out = imported_modules("--version")
+    assert out.startswith("treadle ")
+    assert not [m for m in modules if m.startswith("treadle.cli.") and m.endswith("_commands")]

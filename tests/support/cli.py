@@ -57,7 +57,7 @@ def invoke_treadle(
     environment (for the call only), standard input (empty without ``stdin``), and the exit
     code, stdout and stderr. An exception that escapes the command is written to stderr as
     a traceback with exit code 1, as the process would (tests assert there is none)."""
-    from treadle.cli.app import app
+    from treadle.cli import app
 
     wanted = _child_environment(env, columns, drop)
     changes: dict[str, str | None] = {name: None for name in os.environ if name not in wanted}

@@ -9,10 +9,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from treadle.cli.app import app
 from treadle.cli.output import print_json
+from treadle.cli.root import app, command_group
 
-bench_app = typer.Typer(help="Benchmarks (figures as seconds and as ratios within one run).")
+bench_app = command_group(help="Benchmarks (figures as seconds and as ratios within one run).")
 app.add_typer(bench_app, name="bench")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object")]

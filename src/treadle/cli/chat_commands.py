@@ -20,12 +20,12 @@ import typer
 from rich.console import Console
 
 from treadle.api.choices import ConfirmationPolicy
-from treadle.cli.app import app
 from treadle.cli.output import EXIT_BAD_INPUT, fail
+from treadle.cli.root import app
 from treadle.cli.run_commands import SandboxKind, _ModelOptions, _SandboxOptions
 from treadle.cli.store_options import StoreOption
 
-if TYPE_CHECKING:  # the rest is imported by the command (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command (cli/root.py)
     from treadle.api.settings import ModelChoice
     from treadle.runtime.conversation import Conversation
     from treadle.runtime.settings import ConversationSettings

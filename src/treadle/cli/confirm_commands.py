@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from treadle.api.status import ConversationStatus
-from treadle.cli.app import app
 from treadle.cli.live_view import LiveView, describe
 from treadle.cli.output import EXIT_BAD_INPUT, fail
+from treadle.cli.root import app
 from treadle.cli.run_commands import (
     _exit_code,
     _quiet_logs,
@@ -27,7 +27,7 @@ from treadle.cli.run_commands import (
 from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import TreadleError
 
-if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/root.py)
     from treadle.runtime.conversation import Conversation
     from treadle.store.base import EventStore
 

@@ -13,12 +13,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from treadle.cli.app import app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.root import app
 from treadle.cli.store_commands import conversations_or_damage
 from treadle.cli.store_options import StoreOption, open_existing_store
 
-if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from treadle.cli.overview import Overview
 
 

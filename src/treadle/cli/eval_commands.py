@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from treadle.cli.app import app
 from treadle.cli.model_checks import key_from_file
 from treadle.cli.output import EXIT_BAD_INPUT, fail, print_json
+from treadle.cli.root import app, command_group
 from treadle.cli.store_options import StoreOption, open_store_or_exit
 from treadle.errors import TreadleError
 
-if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from rich.progress import Progress
 
     from treadle.api.settings import ModelChoice
 
-eval_app = typer.Typer(help="Evals: many frozen tasks run as conversations at once, on Ray.")
+eval_app = command_group(help="Evals: many frozen tasks run as conversations at once, on Ray.")
 app.add_typer(eval_app, name="eval")
 
 EXIT_SOME_NOT_RUN = 1
@@ -509,7 +509,7 @@ def eval_compare_command(
         print_comparison(Console(highlight=False), comparison)
 
 
-export_app = typer.Typer(help="Write a stored eval in another tool's format.")
+export_app = command_group(help="Write a stored eval in another tool's format.")
 eval_app.add_typer(export_app, name="export")
 
 

@@ -18,7 +18,7 @@ from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
 from treadle.cli.store_options import StoreOption, open_store_or_exit
 from treadle.errors import TreadleError
 
-if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from treadle.events.model import Event
     from treadle.store.base import EventStore
 

@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from treadle.cli.app import app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.root import app, command_group
 from treadle.cli.store_options import StoreOption, open_store_or_exit
 
-if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from treadle.store.openhands import ImportResult
 
-import_app = typer.Typer(
+import_app = command_group(
     name="import", help="Import conversations made elsewhere into a store.", no_args_is_help=True
 )
-export_app = typer.Typer(
+export_app = command_group(
     name="export", help="Export stored conversations to other formats.", no_args_is_help=True
 )
 app.add_typer(import_app, name="import")

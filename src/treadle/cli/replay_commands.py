@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from treadle.cli.app import app
 from treadle.cli.ids import resolve_conversation, resolve_event
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.root import app
 from treadle.cli.run_commands import SandboxKind, network_option
 from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import TreadleError
 
-if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from treadle.runtime.replay import Divergence, ReplayReport
 
 SHOWN_CHARS = 300

@@ -28,7 +28,6 @@ from rich.markup import escape
 from treadle.api.choices import CondenseMode, ConfirmationPolicy
 from treadle.api.network import NetworkChoiceError, normalize_network
 from treadle.api.status import ConversationStatus
-from treadle.cli.app import app
 from treadle.cli.ids import resolve_conversation
 from treadle.cli.last_conversation import last_conversation_id
 from treadle.cli.live_output import LiveOutputView
@@ -36,10 +35,11 @@ from treadle.cli.live_view import LiveView, describe
 from treadle.cli.mcp_options import mcp_servers_option
 from treadle.cli.model_checks import check_model, key_from_file
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
+from treadle.cli.root import app
 from treadle.cli.store_options import StoreOption, open_existing_store, open_store_or_exit
 from treadle.errors import TreadleError
 
-if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/root.py)
     from treadle.api.hooks import HookSettings
     from treadle.api.mcp import MCPServerConfig
     from treadle.api.settings import ModelChoice

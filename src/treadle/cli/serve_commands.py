@@ -14,9 +14,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from treadle.cli.app import app
 from treadle.cli.mcp_options import mcp_servers_option
 from treadle.cli.output import EXIT_BAD_INPUT, fail
+from treadle.cli.root import app
 from treadle.cli.run_commands import SandboxKind, network_option
 from treadle.cli.store_options import StoreOption
 from treadle.files import read_regular_file

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from treadle.cli.app import app
 from treadle.cli.openhands_commands import export_app
 from treadle.cli.output import EXIT_BAD_INPUT, fail
+from treadle.cli.root import app
 from treadle.cli.store_options import StoreOption, open_existing_store
 
 if TYPE_CHECKING:

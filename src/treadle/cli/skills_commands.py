@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from treadle.cli.app import app
 from treadle.cli.output import fail, print_json
+from treadle.cli.root import app
 
-if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from treadle.runtime.skills import LoadedSkills
 
 

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from treadle.cli.app import app
 from treadle.cli.ids import resolve, resolve_conversation, resolve_event, short_ids
 from treadle.cli.output import EXIT_BAD_INPUT, fail, print_json
+from treadle.cli.root import app
 from treadle.cli.store_commands import all_conversations
 from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import TreadleError
 
-if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from treadle.runtime.conversation import Conversation
     from treadle.runtime.settings import SettingsPolicy
     from treadle.runtime.snapshots import RestoreResult

@@ -16,18 +16,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from treadle.cli.app import app
 from treadle.cli.bench_commands import JsonOption, bench_app, print_figures
 from treadle.cli.openhands_commands import export_app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.root import app, command_group
 from treadle.cli.store_options import StoreOption
 from treadle.cli.store_options import open_existing_store as open_existing_store
 
-if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/app.py)
+if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from treadle.events.model import CondensationEvent, Event
     from treadle.store.base import ConversationInfo, EventStore, StoreError
 
-store_app = typer.Typer(
+store_app = command_group(
     name="store", help="Inspect and check a store of conversations.", no_args_is_help=True
 )
 app.add_typer(store_app, name="store")

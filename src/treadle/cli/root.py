@@ -1,4 +1,5 @@
-"""The root typer app; each layer's commands register themselves from their own module.
+"""The root typer app; each layer's commands register themselves from their own module
+(``treadle.cli`` imports the ones a process needs).
 
 Start-up is part of the interface: ``treadle --help``, ``--version`` and every command's help
 load typer and the command modules only. A command module imports at its top what its option
@@ -8,13 +9,22 @@ uses it; tests/cli/test_startup.py keeps LiteLLM, mcp, FastAPI, uvicorn and Ray 
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
 
 import treadle
 
-app = typer.Typer(
+
+def command_group(**options: Any) -> typer.Typer:
+    """A typer app for ``treadle`` or one of its command groups: help and usage errors drawn as
+    plain text (click's). typer's boxed help imports rich's big parts (markdown, syntax,
+    tracebacks: 50 ms of every start-up) to draw them; plain help also reads well in a pipe."""
+    return typer.Typer(rich_markup_mode=None, **options)
+
+
+app = command_group(
     name="treadle",
     help="Treadle: a durable, branchable, auditable event stream for AI agents.",
     no_args_is_help=True,
@@ -45,5 +55,5 @@ def _root(
     """Treadle: a durable, branchable, auditable event stream for AI agents."""
 
 
-def main() -> None:
-    app()
+def main(args: Sequence[str] | None = None) -> None:
+    app(args=None if args is None else list(args), prog_name="treadle")  # `python -m` too
