@@ -4,6 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
+# Python may write its bytecode cache (src/**/__pycache__, ignored by git) even where the
+# environment forbids it: without it every one of the suite's hundreds of `python -m treadle`
+# and server processes compiles Treadle's modules again (0.1-0.5 s of CPU each).
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: demo examples test test-fast soak lint typecheck format bench clean browser sandbox
 
 # The OpenHands SDK's own client (tests/interop/test_sdk_client*.py drive Treadle with it), in
