@@ -123,14 +123,24 @@ def test_a_secret_in_the_output_is_masked_in_every_frame(keyed_server, settings_
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     (workspace / "key.txt").write_text(secret)
-    # Its first 9 characters, a pause long enough for a frame, then the rest.
-    command = "echo start; head -c 9 key.txt; sleep 0.6; tail -c +10 key.txt; echo; sleep 1"
+    # Once the client follows the stream (output frames are live only: a client that joins
+    # later never gets them), the key's first 9 characters, a pause long enough for a frame,
+    # then the rest.
+    command = (
+        "until [ -e release ]; do sleep 0.05; done; "
+        "echo start; head -c 9 key.txt; sleep 0.6; tail -c +10 key.txt; echo; sleep 1"
+    )
+    release = workspace / "release"
+
+    def release_once_joined(_frame) -> None:
+        release.touch()  # any frame: the client has joined the conversation's stream
+
     with TreadleClient(keyed_server.base_url, api_key=secret) as client:
         conversation = client.create_conversation(settings_for(terminal_then_finish(command)))
         conversation.send_message("print the key")
         subscription = conversation.subscribe()
         conversation.run(wait=False)
-        seen = collect_frames(subscription)
+        seen = collect_frames(subscription, on_frame=release_once_joined)
     texts = [frame.text for _, frame in seen if isinstance(frame, OutputFrame)]
     assert "".join(texts) == "start\n<secret:TREADLE_SERVER_API_KEY_1>\n"
     for text in texts:
