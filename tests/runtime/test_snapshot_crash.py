@@ -111,3 +111,36 @@ def test_killed_before_the_log_said_started_the_next_start_rolls_back(store, sto
         pass
     assert contents(workspace) == version("new")  # untouched: the old state
     assert restore_phases(store, conversation_id) == [("rolled_back", None)]
+
+
+HOLD_LOCK = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    handle = os.open(sys.argv[1], os.O_RDWR)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+    """
+)
+
+
+def test_the_next_start_waits_for_a_restore_lock_still_held_by_a_going_process(
+    store, store_file, workspace
+):
+    """What held the killed restore's lock may take a moment to go (a child of the killed
+    process): the next start waits for it and finishes the restore, where it used to give up
+    at once and leave the log saying "started" for good."""
+    conversation_id = killed_restore(store, store_file, workspace, "midway")
+    (lock,) = store_file.parent.glob("*.snapshots/restores/*.lock")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(lock), "1.5"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"  # held before the next start begins
+        with Conversation.open(store, conversation_id):
+            pass
+    finally:
+        holder.wait(timeout=30)
+    assert contents(workspace) == version("old")
+    assert restore_phases(store, conversation_id) == [("started", None), ("done", True)]

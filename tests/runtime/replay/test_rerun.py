@@ -5,6 +5,7 @@ tools run under the recorded isolation (bubblewrap when it ran sandboxed)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import tempfile
@@ -188,10 +189,8 @@ def _fd_targets() -> set[tuple[str, str]]:
     """This process's open descriptors, each with what it leads to (a new one shows what)."""
     targets = set()
     for fd in os.listdir("/proc/self/fd"):
-        try:
+        with contextlib.suppress(OSError):  # closed meanwhile (the listing's own among them)
             targets.add((fd, os.readlink(f"/proc/self/fd/{fd}")))
-        except OSError:
-            pass  # closed meanwhile (the listing's own descriptor among them)
     return targets
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,8 @@ from treadle.store.base import ConversationNotFound, EventStore
 
 CHANGED_SHOWN = 1000
 """At most this many changed paths are listed in a restore's record (the count is exact)."""
+BUSY_POLL_S = 0.05
+"""How often ``recover`` tries a workspace's restore lock again while another holds it."""
 
 
 class NoSnapshot(ConversationError):
@@ -132,16 +135,25 @@ def restore(
         return RestoreResult(target, previous, changed, kept, restore_id)
 
 
-def recover(objects: GitSnapshotStore, workspace: Path, store: EventStore) -> str | None:
+def recover(
+    objects: GitSnapshotStore, workspace: Path, store: EventStore, *, busy_wait_s: float = 10.0
+) -> str | None:
     """Finish or roll back a restore of ``workspace`` a killed process left unfinished:
-    "done", "rolled_back", or None (nothing unfinished, or a restore is running now)."""
-    if not _journal(objects, workspace).exists():
-        return None
-    try:
-        with _workspace_lock(objects, workspace, wait=False):
-            return _finish_unfinished(objects, workspace, store)
-    except RestoreBusy:
-        return None  # a live restore: it finishes by itself
+    "done", "rolled_back", or None (nothing unfinished, or a restore still running after
+    ``busy_wait_s``: it finishes by itself). The lock is waited for (polled) rather than given
+    up at once: what held it may be going (the process of a restore that just ended, or was
+    killed, with a child not yet gone), and giving up left the log saying "started" for good."""
+    journal = _journal(objects, workspace)
+    deadline = time.monotonic() + busy_wait_s
+    while journal.exists():
+        try:
+            with _workspace_lock(objects, workspace, wait=False):
+                return _finish_unfinished(objects, workspace, store)
+        except RestoreBusy:
+            if time.monotonic() >= deadline:
+                return None  # a live restore: it finishes by itself
+            time.sleep(BUSY_POLL_S)
+    return None
 
 
 def _finish_unfinished(objects: GitSnapshotStore, workspace: Path, store: EventStore) -> str | None:
