@@ -13,15 +13,36 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
+from typer import _click as click
+from typer.core import TyperGroup
 
 import treadle
+
+
+class _Group(TyperGroup):
+    """Lists each command with the first sentence of its help whole, wrapped under it (click
+    cuts it to what fits on the line, ending in "...")."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=_WHOLE)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+_WHOLE = 10_000
+"""A short-help length no first sentence reaches."""
 
 
 def command_group(**options: Any) -> typer.Typer:
     """A typer app for ``treadle`` or one of its command groups: help and usage errors drawn as
     plain text (click's). typer's boxed help imports rich's big parts (markdown, syntax,
     tracebacks: 50 ms of every start-up) to draw them; plain help also reads well in a pipe."""
-    return typer.Typer(rich_markup_mode=None, **options)
+    return typer.Typer(rich_markup_mode=None, cls=_Group, **options)
 
 
 app = command_group(
