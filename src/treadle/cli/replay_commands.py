@@ -84,10 +84,20 @@ def replay(
             callback=network_option,
         ),
     ] = "off",
+    mount_ro: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--mount-ro",
+            help="rerun: a host path the sandbox may show read-only (repeatable); a recorded "
+            "mount not given here is left out",
+        ),
+    ] = None,
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """Replay CONVERSATION: exit 0 when the replay is the same, 1 when it diverges."""
+    from pydantic import ValidationError
+
     from treadle.environment import shell_environment
     from treadle.runtime.replay import replay_recorded
     from treadle.runtime.replay.rerun_mode import rerun
@@ -107,7 +117,14 @@ def replay(
             policy = SettingsPolicy(
                 snapshot_data_dir=default_store_dir(), shell_environment=shell_environment()
             )
-            allowed = SandboxSettings(kind=sandbox.value, network=network)
+            try:
+                allowed = SandboxSettings(
+                    kind=sandbox.value,
+                    network=network,
+                    mounts_ro=tuple(str(path.resolve()) for path in mount_ro or ()),
+                )
+            except ValidationError as error:
+                fail(f"--sandbox/--mount-ro: {error.errors()[0]['msg']}", EXIT_BAD_INPUT)
             report = rerun(
                 opened,
                 conversation,

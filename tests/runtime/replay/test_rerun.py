@@ -19,7 +19,7 @@ from support.processes import host_pids_with
 from support.replays import FINISH, bash, call, calls, raw_rows, recorded
 from support.waiting import wait_until
 from treadle.api.isolation import ISOLATION_KEY
-from treadle.api.settings import SandboxSettings
+from treadle.api.settings import SandboxLimits, SandboxSettings
 from treadle.events.model import ActionEvent, StateChangeEvent
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.replay import ReplayInputError, replay_recorded
@@ -173,10 +173,14 @@ def test_replays_leave_no_process_thread_file_or_folder_behind(
 
     assert set(temp.glob("treadle-replay-*")) == folders  # the replay's temporary store
     wait_until(lambda: threading.active_count() <= threads, what="the replays' threads ended")
-    # Polled: a thread that is ending (a shell's reader) closes its descriptor as it goes.
-    gc.collect()
+    # Polled: a thread that is ending (a shell's reader) closes its descriptor as it goes, and
+    # an ended thread's store connection closes when its thread state is collected.
     deadline = time.monotonic() + 30
-    while (opened := _fd_targets() - fds) and time.monotonic() < deadline:
+    while True:
+        gc.collect()
+        opened = _fd_targets() - fds
+        if not opened or time.monotonic() >= deadline:
+            break
         time.sleep(0.05)
     assert not opened, f"descriptors the replays left open: {sorted(opened)}"
     wait_until(
@@ -312,10 +316,26 @@ def test_no_weaker_raises_a_recordings_isolation_to_what_the_command_allows():
     assert "--sandbox none" in why
     networked = SandboxSettings(network="on", mounts_ro=("/opt",))
     raised, why = no_weaker(networked, sandboxed)
-    assert raised == networked.model_copy(update={"network": "off"})  # mounts kept
+    # A host path the log mounted is no permission either: dropped unless the command lists it.
+    assert raised == SandboxSettings()
     assert why is not None
     assert "network on" in why
     assert "--network" in why
+    assert "/opt" in why
+    assert "--mount-ro" in why
+    allowing_opt = SandboxSettings(mounts_ro=("/opt",))
+    raised, why = no_weaker(networked, allowing_opt)
+    assert raised == networked.model_copy(update={"network": "off"})  # the listed mount kept
+    assert why is not None
+    assert "/opt" not in why
+    lifted = SandboxSettings(limits=SandboxLimits(memory_mib=None, processes=100_000))
+    raised, why = no_weaker(lifted, sandboxed)
+    assert raised.limits == SandboxLimits()  # each limit back within the command's
+    assert why is not None
+    assert "memory_mib None" in why
+    assert "processes 100000" in why
+    tighter = SandboxSettings(limits=SandboxLimits(memory_mib=512))
+    assert no_weaker(tighter, sandboxed) == (tighter, None)  # stricter than allowed: kept
     listed = SandboxSettings(network="allow=pypi.org")
     assert no_weaker(listed, SandboxSettings(network="allow=pypi.org,example.com")) == (
         listed,
@@ -325,7 +345,10 @@ def test_no_weaker_raises_a_recordings_isolation_to_what_the_command_allows():
     assert raised.network == "allow=example.com"
     assert why is not None
     assert "pypi.org" in why
-    assert no_weaker(networked, SandboxSettings(network="on")) == (networked, None)
+    assert no_weaker(networked, SandboxSettings(network="on", mounts_ro=("/opt",))) == (
+        networked,
+        None,
+    )
 
 
 def test_an_unsandboxed_recording_is_rerun_in_the_sandbox_unless_allowed(

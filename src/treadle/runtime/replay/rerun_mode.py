@@ -115,8 +115,9 @@ def no_weaker(
 ) -> tuple[SandboxSettings, str | None]:
     """The sandbox a rerun runs under: the recording's, but never less isolated than
     ``allowed`` (what the command allows). A log may come from anywhere (an import, another
-    machine): its ``isolation`` fact saying ``none`` or ``network on`` is no permission here.
-    Returns the sandbox and, when it differs from the recording's, why."""
+    machine): its ``isolation`` fact saying ``none`` or ``network on``, a host path it mounted,
+    a limit it lifted, is no permission here. Returns the sandbox and, when it differs from
+    the recording's, why."""
     if recorded.kind == "none":
         if allowed.kind == "none":
             return recorded, None
@@ -126,14 +127,31 @@ def no_weaker(
         )
     if allowed.kind == "none":
         return recorded, None
+    changes: dict[str, Any] = {}
+    why: list[str] = []
     looser = network_looser(recorded.network, allowed.network)
-    if looser is None:
+    if looser is not None:
+        changes["network"] = allowed.network
+        why.append(
+            f"recorded with {looser}; rerun with network {allowed.network} "
+            "(use --network to allow more)"
+        )
+    unlisted = [mount for mount in recorded.mounts_ro if mount not in allowed.mounts_ro]
+    if unlisted:
+        changes["mounts_ro"] = tuple(m for m in recorded.mounts_ro if m in allowed.mounts_ro)
+        why.append(
+            f"recorded with host paths {', '.join(unlisted)} shown read-only; rerun without "
+            "them (use --mount-ro PATH to allow one)"
+        )
+    lifted = recorded.limits.within(allowed.limits)
+    if lifted:
+        bounds = {name: getattr(allowed.limits, name) for name in lifted}
+        changes["limits"] = recorded.limits.model_copy(update=bounds)
+        shown = ", ".join(f"{name} {getattr(recorded.limits, name)}" for name in lifted)
+        why.append(f"recorded with looser limits ({shown}); rerun within this command's")
+    if not changes:
         return recorded, None
-    stricter = recorded.model_copy(update={"network": allowed.network})
-    return (
-        stricter,
-        f"recorded with {looser}; rerun with network {allowed.network} (use --network to allow more)",
-    )
+    return recorded.model_copy(update=changes), "; ".join(why)
 
 
 def _linked_conversation(
