@@ -185,7 +185,17 @@ def test_confirm_and_reject_without_a_terminal(tmp_path):
     assert confirmed.returncode == 3, confirmed.stdout + confirmed.stderr  # cb still waits
     assert (workspace / "a.txt").exists()
     assert not (workspace / "b.txt").exists()
-    rejected = invoke_treadle("reject", info.id, "cb", "--reason", "not b", *common)
+    # The conversation by a prefix of its id, the call by a prefix of its action id.
+    store = open_store(store_url)
+    try:
+        with Conversation.open(store, info.id) as opened:
+            (waiting,) = opened.pending_actions()
+    finally:
+        store.close()
+    unknown = invoke_treadle("reject", info.id[:8], "zzzzzz", *common)
+    assert unknown.returncode == 2
+    assert waiting.id in unknown.stderr  # refused, naming what does wait
+    rejected = invoke_treadle("reject", info.id[:8], waiting.id[:10], "--reason", "not b", *common)
     assert rejected.returncode == 3, rejected.stdout + rejected.stderr  # idle: run to go on
     assert f"treadle run --conversation {info.id}" in rejected.stdout
     again = invoke_treadle("reject", info.id, *common)

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from treadle.api.status import ConversationStatus
+from treadle.cli.ids import MIN_PREFIX, resolve_conversation
 from treadle.cli.live_view import LiveView, describe
 from treadle.cli.output import EXIT_BAD_INPUT, fail
 from treadle.cli.root import app
@@ -31,10 +32,14 @@ if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/root
     from treadle.runtime.conversation import Conversation
     from treadle.store.base import EventStore
 
-ConversationArg = Annotated[str, typer.Argument(help="The conversation waiting for an answer")]
+ConversationArg = Annotated[
+    str, typer.Argument(help="The conversation waiting for an answer (its id or a unique prefix)")
+]
 CallsArg = Annotated[
     list[str] | None,
-    typer.Argument(help="Action ids or tool call ids of pending calls (default: all of them)"),
+    typer.Argument(
+        help="Action ids or tool call ids of pending calls, or unique prefixes (default: all)"
+    ),
 ]
 
 
@@ -68,6 +73,7 @@ def _answer(
     _quiet_logs()
     opened = open_existing_store(store_url)
     try:
+        conversation_id = resolve_conversation(opened, conversation_id)
         status = _answer_in(console, opened, conversation_id, calls, reason)
         why = read_status(opened, conversation_id)[1]
     finally:
@@ -123,12 +129,28 @@ def _answer_in(
 
 
 def _action_ids(conversation: Conversation, calls: list[str] | None) -> list[str] | None:
-    """The action ids ``calls`` name (by action id or tool call id); unknown ones as given,
-    for ``check_pending`` to refuse with the list of pending calls."""
+    """The action ids ``calls`` name (an action id or a tool call id, whole or a unique prefix
+    of at least ``MIN_PREFIX`` characters); unknown ones as given, for ``check_pending`` to
+    refuse with the list of pending calls. An ambiguous prefix exits 2 naming the calls."""
     if not calls:
         return None
-    by_call = {action.tool_call_id: action.id for action in conversation.pending_actions()}
-    return [by_call.get(call, call) for call in calls]
+    pending = conversation.pending_actions()
+    by_name = {action.id: action.id for action in pending}
+    by_name.update({action.tool_call_id: action.id for action in pending})
+    chosen = []
+    for call in calls:
+        if call in by_name or len(call) < MIN_PREFIX:
+            chosen.append(by_name.get(call, call))
+            continue
+        named = sorted({action for name, action in by_name.items() if name.startswith(call)})
+        if len(named) > 1:
+            fail(
+                f"call prefix {call!r} is ambiguous in conversation {conversation.id}: it "
+                f"starts {', '.join(named)}; give more characters",
+                EXIT_BAD_INPUT,
+            )
+        chosen.append(named[0] if named else call)
+    return chosen
 
 
 def _say_status(console: Console, conversation: Conversation) -> None:
