@@ -131,3 +131,32 @@ def test_eval_run_reads_its_key_from_a_file_too(tmp_path: Path) -> None:
     assert refused.returncode == 2
     assert "--api-key-file" in refused.stderr
     assert "must hold one key" in refused.stderr
+
+
+def test_eval_run_checks_each_model_before_anything_runs(tmp_path: Path) -> None:
+    """A misspelt model in one task, or the eval's model without a key: exit 2 before Ray
+    starts or any task runs (each attempt was spent on it, and the tasks showed not_run)."""
+    start = tmp_path / "start"
+    start.mkdir()
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    task = {"instruction": "go", "workspace": str(start), "verify": "true"}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        json.dumps({**task, "id": "a"})
+        + "\n"
+        + json.dumps({**task, "id": "b", "model": {"kind": "litellm", "model": "gtp-4o-mni"}})
+        + "\n"
+    )
+    bare = ("TREADLE_STORE", "TREADLE_API_KEY", "OPENAI_API_KEY", "TREADLE_BASE_URL")
+    misspelt = invoke_treadle(
+        "eval", "run", str(tasks), "--store", url, "--model", "gpt-4o-mini",
+        env={"TREADLE_API_KEY": "sk-test-0123456789"}, drop=bare[:1] + bare[2:],
+    )  # fmt: skip
+    assert misspelt.returncode == 2, misspelt.stdout + misspelt.stderr
+    assert "'gtp-4o-mni': LiteLLM does not know this model" in misspelt.stderr
+    keyless = invoke_treadle(
+        "eval", "run", str(tasks), "--store", url, "--model", "gpt-4o-mini", drop=bare
+    )  # fmt: skip
+    assert keyless.returncode == 2
+    assert "needs an API key: set TREADLE_API_KEY" in keyless.stderr
+    assert not Path(url.removeprefix("sqlite:///")).exists() or _conversations(url) == 0

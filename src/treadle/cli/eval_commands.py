@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from treadle.cli.model_checks import key_from_file
+from treadle.cli.model_checks import check_model, key_from_file
 from treadle.cli.output import EXIT_BAD_INPUT, fail, print_json
 from treadle.cli.root import app, command_group
 from treadle.cli.store_options import StoreOption, open_store_or_exit
@@ -255,6 +255,7 @@ def eval_run(
             "TREADLE_MODEL) or --script FILE, or a model in each task",
             EXIT_BAD_INPUT,
         )
+    _check_models(task_file, choice)  # a misspelt model, a missing key: before Ray or a task
     logging.getLogger("treadle").addHandler(logging.NullHandler())
     logging.getLogger("treadle").propagate = False
     opened = open_store_or_exit(url)
@@ -291,6 +292,22 @@ def eval_run(
             )
     print_report(console, report)
     raise typer.Exit(EXIT_SOME_NOT_RUN if report["summary"]["not_run"] else 0)
+
+
+def _check_models(task_file: Any, choice: ModelChoice | None) -> None:
+    """``treadle run``'s check of each LiteLLM model the eval uses (exit 2 naming a misspelt
+    one or a missing key), as the workers will resolve it: its base URL or
+    TREADLE_BASE_URL, the key of TREADLE_API_KEY."""
+    from treadle.environment import model_environment
+
+    environment = model_environment()
+    seen: set[tuple[str, str | None]] = set()
+    for model in [choice, *(task.model for task in task_file.tasks)]:
+        if model is None or model.kind != "litellm" or not model.model:
+            continue
+        if (model.model, model.base_url) not in seen:
+            seen.add((model.model, model.base_url))
+            check_model(model.model, model.base_url or environment.base_url, environment.api_key)
 
 
 def _unpriced_models(task_file: Any, choice: ModelChoice | None) -> list[str]:
