@@ -62,6 +62,32 @@ def test_store_info(url: str) -> None:
     assert "worked example 1" in table.stdout
 
 
+def test_store_info_shows_whole_short_ids_at_80_columns(tmp_path: Path) -> None:
+    """Ids as the short unique prefixes the other commands take, never cut with "…"."""
+    url = f"sqlite:///{tmp_path / 'ids.db'}"
+    store = open_store(url)
+    infos = [store.create_conversation(title=f"conversation {n}") for n in range(3)]
+    heads: dict[str, str | None] = {}
+    for info in infos:
+        store.append(info.id, MessageEvent(source="user", text="hi"))
+        heads[info.id] = store.head(info.id)
+    store.close()
+    table = invoke_treadle("store", "info", "--store", url, columns=80)
+    assert table.returncode == 0, table.stderr
+    assert "…" not in table.stdout
+    rows = [line.split("│") for line in table.stdout.splitlines() if "conversation " in line]
+    assert len(rows) == 3
+    for row in rows:
+        short, head = row[1].strip(), row[4].strip()
+        (whole,) = [cid for cid in heads if cid.startswith(short)]  # one conversation
+        expected = heads[whole]
+        assert expected is not None
+        assert expected.startswith(head)
+        shown = invoke_treadle("log", short, "--head", head, "--store", url, "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)[-1]["id"] == expected
+
+
 def test_log_prints_the_active_path(url: str) -> None:
     result = treadle("log", "seed", "--store", url, "--json")
     assert result.returncode == 0, result.stderr

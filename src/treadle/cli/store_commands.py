@@ -85,6 +85,25 @@ def all_events(store: EventStore, conversation: str, count: int) -> Iterator[Eve
             yield stored.event
 
 
+def _short_heads(store: EventStore, conversations: list[ConversationInfo]) -> dict[str, str]:
+    """Each conversation's head as its short prefix, unique among that conversation's events
+    (what ``treadle switch`` and ``log --head`` take); a log that cannot be read keeps its id
+    whole."""
+    from treadle.cli.ids import short_ids
+    from treadle.store.base import StoreError
+
+    shown = {}
+    for info in conversations:
+        if info.head_id is None:
+            continue
+        try:
+            universe = [shape.id for shape in store.shapes(info.id)]
+        except StoreError:
+            continue
+        shown[info.id] = short_ids([info.head_id], universe)[info.head_id]
+    return shown
+
+
 # -- treadle store info | check --------------------------------------------------------------
 
 
@@ -100,11 +119,12 @@ def store_info(
     try:
         rows = list(conversations_or_damage(event_store))
         facts = _store_facts(event_store)
+        conversations = [row for row in rows if isinstance(row, ConversationInfo)]
+        heads = {} if as_json else _short_heads(event_store, conversations)
     except StoreError as error:
         fail(str(error), EXIT_BAD_INPUT)
     finally:
         event_store.close()
-    conversations = [row for row in rows if isinstance(row, ConversationInfo)]
     damaged = [str(row) for row in rows if isinstance(row, StoreError)]
     total = sum(info.event_count for info in conversations)
     if as_json:
@@ -132,16 +152,24 @@ def store_info(
     console = Console()
     for name, value in facts.items():
         console.print(f"{name}: {escape(str(value))}")
+    # Ids as their short unique prefixes, whole (they are copied into the next command): a
+    # conversation's among the store's, a head's among its conversation's events.
+    from treadle.cli.ids import short_ids
+
+    ids = short_ids(info.id for info in conversations)
     table = Table(title=f"{len(conversations)} conversation(s), {total} event(s)")
-    for column in ("id", "title", "events", "head", "updated"):
-        table.add_column(column, justify="right" if column == "events" else "left")
+    table.add_column("id", no_wrap=True)
+    table.add_column("title", ratio=1, overflow="fold")
+    table.add_column("events", justify="right")
+    table.add_column("head", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
     for info in conversations:
         table.add_row(  # ids and titles are anyone's text: never read as markup
-            escape(info.id),
+            escape(ids[info.id]),
             escape(info.title or ""),
             str(info.event_count),
-            escape(info.head_id or "-"),
-            info.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+            escape(heads.get(info.id, info.head_id or "-")),
+            info.updated_at.strftime("%m-%d %H:%M"),
         )
     console.print(table)
     for message in damaged:
