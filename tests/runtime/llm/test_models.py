@@ -193,3 +193,24 @@ def test_the_deadline_comes_from_the_environment_and_is_checked(monkeypatch):
     with pytest.raises(ModelError, match="TREADLE_MODEL_DEADLINE='soon' is not a positive"):
         ModelSettings.resolve(bad, model="openai/x")
     assert ModelSettings.resolve(bad, model="openai/x", deadline_s=3).deadline_s == 3  # unused
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        ('[{"text": "hi"}]', "the file: Input should be a valid dictionary"),
+        ('{"responses": [{"tool_calls": [{"arguments": {}}]}]}', "responses.0.tool_calls.0.name"),
+    ],
+)
+def test_a_script_of_another_shape_is_one_line_saying_where_and_the_shape(tmp_path, content, where):
+    """Not pydantic's dump (several lines ending in a link to its docs): where, and what a
+    script looks like."""
+    script = tmp_path / "script.json"
+    script.write_text(content)
+    with pytest.raises(ModelError) as caught:
+        ScriptedModel.from_file(script)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert where in message
+    assert '"responses": [' in message
+    assert "errors.pydantic.dev" not in message

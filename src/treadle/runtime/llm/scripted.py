@@ -39,6 +39,22 @@ class Script(BaseModel):
     """The texts of the summaries the condenser asks for, in order (then a fixed text)."""
 
 
+SCRIPT_SHAPE = (
+    'a script is {"responses": [{"text": ...} or {"tool_calls": [{"name": ..., "arguments": '
+    '{...}}]}, ...], "summaries": [...]}'
+)
+
+
+def _where(error: ValidationError, shown: int = 3) -> str:
+    """Pydantic's problems as one line: where each is and what is wrong, then the shape."""
+    problems = [
+        f"{'.'.join(str(part) for part in item['loc']) or 'the file'}: {item['msg']}"
+        for item in error.errors()[:shown]
+    ]
+    more = f" (and {error.error_count() - shown} more)" if error.error_count() > shown else ""
+    return "; ".join(problems) + more + f"; {SCRIPT_SHAPE}"
+
+
 class ScriptedModel:
     """Answers the n-th model call with the n-th scripted response."""
 
@@ -58,7 +74,9 @@ class ScriptedModel:
             # json.loads in a RecursionError.
             data = load_json(read_regular_file(path, MAX_SCRIPT_BYTES).decode("utf-8"))
             return cls(Script.model_validate(data), source=str(path))
-        except (OSError, ValueError) as error:  # FileRefused, bad UTF-8, JSON or shape
+        except ValidationError as error:  # JSON of another shape: say where, and the shape
+            raise ModelError(f"cannot read model script {path}: {_where(error)}") from None
+        except (OSError, ValueError) as error:  # FileRefused, bad UTF-8 or JSON
             raise ModelError(f"cannot read model script {path}: {error}") from None
 
     @classmethod
@@ -72,7 +90,7 @@ class ScriptedModel:
                 Script.model_validate({"responses": list(responses), "summaries": list(summaries)})
             )
         except ValidationError as error:
-            raise ModelError(f"bad scripted responses: {error}") from None
+            raise ModelError(f"bad scripted responses: {_where(error)}") from None
 
     @property
     def name(self) -> str:
