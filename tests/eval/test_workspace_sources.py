@@ -104,3 +104,28 @@ def test_the_patch_never_reads_through_the_agents_links(tmp_path):
     assert "diff --git a/link b/link\nnew file mode 120000" in patch
     assert "+/proc/self/pagemap" in patch
     assert "GIT binary patch" in patch  # a.txt, not UTF-8, travels as binary
+
+
+def test_a_urls_branch_is_resolved_to_the_commit_it_points_at_now(repo: Path, tmp_path: Path):
+    """A repository by URL (file:// here: git's URL path, no network) names a branch or a tag:
+    the eval's inputs record the commit it points at, so a branch that moved makes another
+    eval id instead of resuming the old one. A full id is taken as it is; a name the remote
+    does not have, or a remote that cannot be reached, is kept as given."""
+    from treadle.eval.environment import resolved_commit
+
+    url = f"file://{repo}"
+    head = git("rev-parse", "HEAD", cwd=repo).strip()
+    v1 = git("rev-parse", "v1^{commit}", cwd=repo).strip()
+    assert resolved_commit(url, _branch(repo)) == head
+    assert resolved_commit(url, "v1") == v1  # a tag, peeled to its commit
+    (repo / "a.txt").write_text("three\n")
+    git("commit", "-qam", "three", cwd=repo)
+    moved = git("rev-parse", "HEAD", cwd=repo).strip()
+    assert resolved_commit(url, _branch(repo)) == moved != head
+    assert resolved_commit(url, head) == head  # whole: not asked of the remote
+    assert resolved_commit(url, "no-such-branch") == "no-such-branch"
+    assert resolved_commit(f"file://{tmp_path / 'gone'}", "main") == "main"
+
+
+def _branch(repo: Path) -> str:
+    return git("rev-parse", "--abbrev-ref", "HEAD", cwd=repo).strip()

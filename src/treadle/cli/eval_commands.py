@@ -96,8 +96,9 @@ def eval_run(
         str | None,
         typer.Option(
             "--eval-id",
-            help="The eval's id (default: a digest of the task file and the model settings: "
-            "the same eval run again resumes)",
+            help="The eval's id (default: a digest of the task file, the model settings and "
+            "every task's inputs: starting files, hidden files, resolved commits; the same "
+            "eval run again resumes)",
         ),
     ] = None,
     output: Annotated[

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import os
 import platform
+import re
 import socket
 import stat
 import subprocess
@@ -58,22 +59,54 @@ def folder_digest(folder: Path, *, what: str) -> str:
 
 
 def resolved_commit(repo: str, commit: str) -> str:
-    """The commit id ``commit`` names in the local repository ``repo`` (``commit`` as given
-    for a URL: it is resolved when the worker clones it, and recorded then)."""
-    if "://" in repo or repo.startswith("git@") or not Path(repo).exists():
+    """The commit id ``commit`` names in ``repo``: a local repository's by ``rev-parse``; a
+    URL's by ``ls-remote`` (a branch or tag name moves: the eval id must change with it). A
+    full commit id is taken as it is; one that cannot be resolved (no network, an unknown
+    name) is kept as given, and the worker that clones it records what it got."""
+    if _FULL_ID.fullmatch(commit):
         return commit
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.devnull,
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",  # a repository that wants a password: unresolved, not a hang
     }
+    if "://" in repo or repo.startswith("git@"):
+        return _remote_commit(repo, commit, env) or commit
+    if not Path(repo).exists():
+        return commit
     done = subprocess.run(
         ["git", "-c", "core.fsmonitor=false", "-c", "safe.directory=*", "-C", repo, "rev-parse",
          "--verify", "--end-of-options", f"{commit}^{{commit}}"],
         capture_output=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     return done.stdout.decode().strip() if done.returncode == 0 else commit
+
+
+_FULL_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+"""A whole SHA-1 or SHA-256 commit id: nothing to resolve."""
+
+
+def _remote_commit(url: str, name: str, env: dict[str, str]) -> str | None:
+    """The commit the remote's ref ``name`` points at (a branch, then a tag, peeled), or None."""
+    try:
+        done = subprocess.run(
+            ["git", "ls-remote", "--end-of-options", url, name],
+            capture_output=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode != 0:
+        return None
+    refs = {}
+    for line in done.stdout.decode(errors="replace").splitlines():
+        sha, _, ref = line.partition("\t")
+        refs[ref] = sha
+    for ref in (f"refs/heads/{name}", f"refs/tags/{name}^{{}}", f"refs/tags/{name}", name):
+        if _FULL_ID.fullmatch(refs.get(ref, "")):
+            return refs[ref]
+    return None
 
 
 def inputs_digest(task_file: TaskFile) -> tuple[str, dict[str, dict[str, str]]]:
