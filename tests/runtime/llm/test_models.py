@@ -214,3 +214,17 @@ def test_a_script_of_another_shape_is_one_line_saying_where_and_the_shape(tmp_pa
     assert where in message
     assert '"responses": [' in message
     assert "errors.pydantic.dev" not in message
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+def test_a_refusal_of_the_request_is_never_retried(status):
+    """A bad key, a model the provider does not have, a request it refuses: asking again gets
+    the same answer (and, for a real provider, is paid for or counts against the account)."""
+    with FakeOpenAIServer([{"status": status}] * 3) as server, pytest.raises(ModelError) as raised:
+        litellm_model(server, max_retries=2).complete(MESSAGES, TOOLS)
+    assert len(server.requests) == 1
+    message = str(raised.value)
+    assert f"HTTP {status} from" in message
+    assert "attempts" not in message  # said as the provider's answer, not as a retry's end
+    if status == 401:
+        assert "check TREADLE_API_KEY" in message
