@@ -211,7 +211,7 @@ def _catches(pid: int, number: int) -> bool:
     interpreter itself dies of any signal before that)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or going while read
         return False
     caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
     return bool(int(caught.split()[1], 16) >> (number - 1) & 1)

@@ -44,7 +44,7 @@ def alive(pid: int) -> bool:
     """The process is running (a zombie, killed and not yet reaped, counts as gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or during the read
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
