@@ -146,6 +146,7 @@ def test_delete_asks_or_needs_yes_and_leaves_the_workspace(tmp_path: Path) -> No
     assert invoke_treadle("log", "keep-me-1", "--store", url).returncode == 0
     done = invoke_treadle("delete", "keep", "--store", url, "--yes")
     assert done.returncode == 0, done.stderr
+    assert "eval" not in done.stderr  # no eval's attempt: nothing to say of one
     gone = invoke_treadle("log", "keep-me-1", "--store", url)
     assert gone.returncode == 2
     assert "no conversation 'keep-me-1'" in gone.stderr
@@ -243,3 +244,32 @@ def test_audit_path_and_project_take_a_stored_id_when_no_such_file_exists(ran) -
     missing = invoke_treadle("audit", "no-such-thing", "--store", url)
     assert missing.returncode == 2
     assert "no conversation 'no-such-thing'" in missing.stderr
+
+
+def test_deleting_an_eval_tasks_conversation_says_the_eval_keeps_its_result(
+    tmp_path: Path,
+) -> None:
+    from treadle.eval.results import EvalRecord, open_eval_results
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = open_store(url)
+    store.create_conversation("attempt-1", title="an attempt")
+    store.append("attempt-1", MessageEvent(source="user", text="fix it"))
+    store.close()
+    results = open_eval_results(url)
+    try:
+        results.begin_eval(
+            EvalRecord(
+                id="eval-x", tasks_file="tasks.jsonl", tasks_sha256="0" * 64, settings={},
+                engine={}, task_ids=("fix-calc",), created_at="2026-12-02T00:00:00+00:00",
+                updated_at="2026-12-02T00:00:00+00:00",
+            )
+        )  # fmt: skip
+        results.start_attempt("eval-x", "fix-calc", 0, "attempt-1")
+    finally:
+        results.close()
+    done = invoke_treadle("delete", "attempt-1", "--store", url, "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "eval eval-x task fix-calc keeps its result" in done.stderr
+    assert "trajectory is gone" in done.stderr
+    assert invoke_treadle("log", "attempt-1", "--store", url).returncode == 2  # deleted

@@ -125,6 +125,7 @@ def delete(
     try:
         found = resolve_conversation(opened, conversation)
         info = opened.get_conversation(found)
+        evals = _eval_results_of(opened.url, found)
         if not yes:
             if not sys.stdin.isatty():
                 fail(
@@ -133,7 +134,8 @@ def delete(
                 )
             typer.confirm(
                 f"delete conversation {found} ({info.title or 'untitled'}, "
-                f"{info.event_count} events)? its workspace files stay",
+                f"{info.event_count} events)? its workspace files stay"
+                + (f"; it is the trajectory of {evals}" if evals else ""),
                 abort=True,
             )
         lease = HeldLease(open_leases(opened.url), found, new_owner(CLI))
@@ -152,3 +154,25 @@ def delete(
     finally:
         opened.close()
     typer.echo(f"deleted conversation {found} ({info.event_count} events)", err=True)
+    if evals:
+        typer.echo(
+            f"{evals} keeps its result (patch, verification, usage); its trajectory is gone",
+            err=True,
+        )
+
+
+def _eval_results_of(url: str, conversation_id: str) -> str:
+    """The eval task results whose attempt the conversation is, said in words ("" if none)."""
+    from treadle.eval.results import open_eval_results
+    from treadle.store.base import StoreError
+
+    try:
+        results = open_eval_results(url)
+    except StoreError:
+        return ""  # a store without eval tables cannot have any
+    try:
+        found = results.results_of(conversation_id)
+    finally:
+        results.close()
+    named = [f"eval {e} task {t}" + (f" (epoch {n})" if n > 1 else "") for e, t, n in found]
+    return ", ".join(named)

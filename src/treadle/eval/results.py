@@ -71,6 +71,7 @@ class EvalResults(Protocol):
     def get_eval(self, eval_id: str) -> EvalRecord: ...
     def list_evals(self, *, limit: int = 100, offset: int = 0) -> list[EvalRecord]: ...
     def tasks(self, eval_id: str) -> list[TaskRecord]: ...
+    def results_of(self, conversation_id: str) -> list[tuple[str, str, int]]: ...
     def start_attempt(
         self, eval_id: str, task_id: str, position: int, conversation_id: str, epoch: int = 1
     ) -> int: ...
@@ -182,6 +183,15 @@ class _SqlResults:
             )
             for row in rows
         ]
+
+    def results_of(self, conversation_id: str) -> list[tuple[str, str, int]]:
+        """The (eval id, task id, epoch) whose attempt ``conversation_id`` is."""
+        rows = self._rows(
+            "SELECT eval_id, task_id, epoch FROM eval_tasks WHERE conversation_id = ? "
+            "ORDER BY eval_id, position, epoch",
+            (conversation_id,),
+        )
+        return [(row[0], row[1], int(row[2])) for row in rows]
 
     def start_attempt(
         self, eval_id: str, task_id: str, position: int, conversation_id: str, epoch: int = 1
