@@ -142,6 +142,21 @@ def test_list_compare_and_export_read_the_stored_evals(tmp_path, url):
     table = invoke_treadle("eval", "compare", "eval-a", "eval-b", "--store", url, columns=200)
     assert "passed in A, failed in B" in table.stdout
     assert "paired difference A - B: +50.0% ± 50.0% over 2 common tasks" in table.stdout
+    # At 80 columns the tables keep every id whole: eval ids, task ids, and each conversation
+    # as the short prefix the other commands take.
+    shown = invoke_treadle("eval", "list", "--store", url, columns=80)
+    assert shown.returncode == 0, shown.stderr
+    assert "…" not in shown.stdout
+    assert "eval-a" in shown.stdout
+    report = invoke_treadle("eval", "report", "eval-a", "--store", url, columns=80)
+    assert report.returncode == 0, report.stderr
+    assert "…" not in report.stdout
+    first = json.loads(invoke_treadle("eval", "report", "eval-a", "--store", url, "--json").stdout)
+    conversation = first["results"][0]["conversation_id"]
+    row = next(line for line in report.stdout.splitlines() if "sed-fix" in line)
+    short = row.split()[-1]
+    assert conversation.startswith(short)
+    assert invoke_treadle("log", short, "--store", url).returncode == 0
     missing = invoke_treadle("eval", "compare", "eval-a", "nope", "--store", url)
     assert missing.returncode == 2
     assert "no eval 'nope'" in missing.stderr

@@ -291,7 +291,7 @@ def eval_run(
                 f"are stored: treadle eval report {plan.eval_id} --json)",
                 EXIT_SOME_NOT_RUN,
             )
-    print_report(console, report)
+    print_report(console, report, _short_conversation_ids(url, report))
     raise typer.Exit(EXIT_SOME_NOT_RUN if report["summary"]["not_run"] else 0)
 
 
@@ -410,7 +410,27 @@ def eval_report_command(
     if as_json:
         print_json(report)
     else:
-        print_report(Console(highlight=False), report)
+        print_report(Console(highlight=False), report, _short_conversation_ids(url, report))
+
+
+def _short_conversation_ids(url: str, report: dict[str, Any]) -> dict[str, str]:
+    """The report's conversation ids as their short prefixes, unique in the store (what
+    ``treadle log`` and the others take); none when the store cannot be read now."""
+    from treadle.cli.ids import conversation_ids, short_ids
+    from treadle.store.base import StoreError
+    from treadle.store.urls import open_store
+
+    ids = [r["conversation_id"] for r in report["results"] if r.get("conversation_id")]
+    try:
+        opened = open_store(url)
+    except StoreError:
+        return {}
+    try:
+        return short_ids(ids, conversation_ids(opened))
+    except StoreError:
+        return {}
+    finally:
+        opened.close()
 
 
 def _resolve_eval(results: Any, text: str, url: str) -> str:
@@ -488,23 +508,37 @@ def eval_list_command(
     if as_json:
         print_json({"items": items})
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="evals", title_justify="left")
-    for name in ("eval", "model", "tasks", "epochs", "pass@1", "cost $", "updated"):
-        table.add_column(name)
+    table.add_column("eval", no_wrap=True)  # whole: copied into eval report and compare
+    table.add_column("model", overflow="fold")
+    for name in ("tasks", "epochs", "pass@1", "cost $"):
+        table.add_column(name, justify="right")
+    table.add_column("updated", no_wrap=True)
     for item in items:
         summary = item["summary"]
         table.add_row(
             item["eval_id"],
-            item["model"],
+            escape(str(item["model"])),  # a task file's text: never read as markup
             str(summary["tasks"]),
             str(summary["epochs"]),
             f"{summary['pass_rate']:.1%} ± {summary['stderr']:.1%}",
             f"{summary['cost_usd']:.4f}",
-            item["updated_at"],
+            _short_time(item["updated_at"]),
         )
     Console(highlight=False).print(table)
+
+
+def _short_time(iso: str) -> str:
+    """``2026-12-02T15:43:36.123+00:00`` as ``12-02 15:43`` (the table's width)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(iso).strftime("%m-%d %H:%M")
+    except ValueError:
+        return iso
 
 
 @eval_app.command("compare")

@@ -8,9 +8,11 @@ import math
 import os
 import statistics
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -141,50 +143,62 @@ def _pass_at_k(passes: list[bool], k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def print_report(console: Console, report: dict[str, Any]) -> None:
+def print_report(
+    console: Console, report: dict[str, Any], shown_ids: Mapping[str, str] | None = None
+) -> None:
     """The results as a table (the reason of every task not passed under it), then the pass
-    rate with its standard error, cost and time."""
+    rate with its standard error, cost and time. ``shown_ids``: each conversation id as the
+    table shows it (its short unique prefix: ``cli/ids.py``); whole when not given."""
+    shown_ids = shown_ids or {}
     epochs = report["summary"].get("epochs", 1) > 1
+    # Fits 80 columns with every id whole: no vertical rules; why a task did not pass (its
+    # verification's exit code among it) and how many attempts it took are said under it.
     table = Table(
-        title=f"eval {report['eval_id']} · model {report.get('model', '?')}", title_justify="left"
+        title=f"eval {report['eval_id']} · model {report.get('model', '?')}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
     )
     columns = [("task", "left")] + ([("epoch", "right")] if epochs else [])
     columns += [
         ("status", "left"),
         ("passed", "left"),
-        ("verify", "right"),
         ("steps", "right"),
         ("tokens", "right"),
         ("cost $", "right"),
         ("s", "right"),
-        ("attempts", "right"),
         ("conversation", "left"),
     ]
     for name, justify in columns:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        # A task's and a conversation's ids whole (copied into the next command).
+        whole = name in ("task", "conversation", "status")
+        table.add_column(name, justify=justify, no_wrap=whole)  # type: ignore[arg-type]
     for result in report["results"]:
-        verify = result["verify"]
         cells = [escape(result["task_id"])]
         if epochs:
             cells.append(str(result.get("epoch", 1)))
         cells += [
             escape(result["status"]) + (" (skipped)" if result.get("skipped") else ""),
             "[green]yes[/]" if result["passed"] else "[red]no[/]",
-            "-" if verify is None else str(verify["exit_code"]),
             str(result["steps"]),
             str(result["tokens"]),
             f"{result['cost_usd']:.4f}",
             f"{result['seconds']:.1f}",
-            str(result.get("attempts", 0)),
-            escape(result["conversation_id"] or "-"),
+            escape(shown_ids.get(result["conversation_id"], result["conversation_id"]) or "-"),
         ]
         table.add_row(*cells)
     console.print(table)
     for result in report["results"]:
+        attempts = result.get("attempts", 0)
+        if result["passed"] and attempts <= 1:
+            continue
+        where = result["task_id"] + (f"#{result.get('epoch', 1)}" if epochs else "")
+        facts = [result["status"]]
+        if attempts > 1:
+            facts.append(f"{attempts} attempts")
+        said = f"  {escape(where)} ({escape(', '.join(facts))})"
         if not result["passed"]:
-            where = result["task_id"] + (f"#{result.get('epoch', 1)}" if epochs else "")
-            reason = _one_line(result.get("reason") or "no reason recorded")
-            console.print(f"  {escape(where)} ({escape(result['status'])}): {escape(reason)}")
+            said += f": {escape(_one_line(result.get('reason') or 'no reason recorded'))}"
+        console.print(said)
     summary = report["summary"]
     engine = report["engine"]
     pass_at = summary.get("pass_at_k", {})
