@@ -98,6 +98,22 @@ def test_errors_are_json_with_the_right_status(client, server, settings_for):
 
 
 def test_openapi_docs_are_served(server):
-    assert httpx.get(f"{server.base_url}/docs").status_code == 200
+    """/docs is the reference drawn by the server itself: every operation, no script, nothing
+    loaded from elsewhere (FastAPI's Swagger UI came from a CDN: blank offline)."""
     schema = httpx.get(f"{server.base_url}/openapi.json").json()
     assert "/api/conversations/{conversation_id}/events" in schema["paths"]
+    docs = httpx.get(f"{server.base_url}/docs")
+    assert docs.status_code == 200
+    assert docs.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in docs.headers["content-security-policy"]
+    page = docs.text
+    assert "<script" not in page
+    assert "http://" not in page
+    assert "https://" not in page
+    assert "GET /api/conversations/{conversation_id}/events" in page
+    operations = sum(
+        method in item for item in schema["paths"].values() for method in ("get", "post",
+        "put", "patch", "delete")
+    )  # fmt: skip
+    assert page.count("<article>") == operations
+    assert httpx.get(f"{server.base_url}/redoc").status_code == 404

@@ -20,6 +20,7 @@ from treadle.runtime.settings import SandboxSettings, SettingsPolicy
 from treadle.runtime.tools.terminal_folders import sweep_quietly
 from treadle.runtime.workspace.sandbox_user import SandboxUser
 from treadle.server import (
+    api_docs,
     routes_conversations,
     routes_evals,
     routes_events,
@@ -147,6 +148,8 @@ def create_app(
         "stream with gap-free resume by seq) and the user's intents. Auth: "
         "`Authorization: Bearer KEY` when keys are configured.",
         lifespan=lifespan,
+        docs_url=None,  # server/api_docs.py draws /docs itself: Swagger UI loads from a CDN
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.state.openhands = OpenHandsState()
@@ -157,6 +160,7 @@ def create_app(
     app.include_router(routes_evals.router)
     app.include_router(routes_events.router)
     app.include_router(routes_web.router)
+    app.include_router(api_docs.router)
 
     @app.get("/health", tags=["server"])
     def health() -> dict[str, str]:
