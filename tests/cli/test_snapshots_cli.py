@@ -133,6 +133,15 @@ def test_switch_diff_restore_fork_and_snapshots(tmp_path):
     assert [s["after_event"] for s in snapshots][1:4] == [created, renamed, _finished]
     assert {s["reason"] for s in snapshots} == {None, "before restore"}
     assert all(s["bytes"] >= 0 for s in snapshots)
+    # As text at 80 columns: each event as a short prefix that `switch` takes.
+    text = invoke_treadle("snapshots", conversation, "--store", url, columns=80)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()[:-1]
+    assert len(lines) == len(snapshots)
+    assert all(len(line) <= 80 for line in lines), lines
+    shown_event = lines[1].split("after ", 1)[1].split()[0]
+    assert created.startswith(shown_event)
+    assert shown_event != created
 
     # Snapshots go with their conversation: --gc drops what only a deleted one held.
     fork_id = json.loads(forked.stdout)["id"]

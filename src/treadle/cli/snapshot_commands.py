@@ -257,6 +257,12 @@ def snapshots(
         conversation = resolve_conversation(opened, conversation)
         objects = open_snapshot_store(opened, default_store_dir())
         listed = snapshot_list(opened, objects, conversation)
+        # The events as the short prefixes `treadle switch` and `restore` take (unique among
+        # the conversation's events): a line fits 80 columns.
+        events = short_ids(
+            (item["after_event"] for item in listed if item["after_event"]),
+            (shape.id for shape in opened.shapes(conversation)),
+        )
         collected = None
         if gc and objects is not None:
             live = {info.id for info in all_conversations(opened)}
@@ -270,7 +276,8 @@ def snapshots(
     for item in listed:
         reason = f"  ({item['reason']})" if item["reason"] else ""
         typer.echo(
-            f"{shown[item['id']]}  after {item['after_event']}  {item['files']} file(s)  "
+            f"{shown[item['id']]}  after {events.get(item['after_event'], item['after_event'])}"
+            f"  {item['files']} file(s)  "
             f"{item['bytes']} bytes  +{item['bytes_added']} bytes added{reason}"
         )
     typer.echo(f"{len(listed)} snapshot(s)")
