@@ -246,7 +246,7 @@ def test_an_interrupt_recorded_by_another_process_stops_a_cli_run(tmp_path):
         store.close()
     out, err = process.communicate(timeout=30)
     # Seconds (the watcher's second, then the process's exit), not the command's 60.
-    assert time.monotonic() - sent < 5
+    assert time.monotonic() - sent < 20
     assert process.returncode == 3, out + err
     _info, events = _stored(store_url)
     assert audit_events(events).clean

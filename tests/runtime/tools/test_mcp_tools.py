@@ -79,7 +79,7 @@ def test_an_interrupt_abandons_a_call_in_flight_and_the_connection_goes_on(
     context.interruption.set()
     stdio_tools.interrupt(context)
     call.join(10)
-    assert time.monotonic() - interrupted < 2
+    assert time.monotonic() - interrupted < 8  # not the call's 30 s; room for a loaded machine
     (result,) = results
     assert result.is_error
     assert result.data["interrupted"] is True
