@@ -21,8 +21,9 @@ only command, so when the conversation closes its terminal (or the process runni
 shell exits and every process of the sandbox, background jobs included, is killed with it; the
 cgroups are then emptied and removed.
 
-File tools do not run inside the sandbox: they act from this process through ``resolve``, which
-keeps every path (symlinks resolved) inside the workspace, as for a local workspace.
+File tools do not run inside the sandbox: they act from this process below an open descriptor
+of the workspace (``workspace.confined.ConfinedRoot``, openat2 with RESOLVE_BENEATH), so no path,
+link or folder swapped meanwhile leads out, as for a local workspace.
 """
 
 from __future__ import annotations
