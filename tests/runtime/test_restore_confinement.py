@@ -8,6 +8,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,28 +22,42 @@ FILES = 40
 _SWAPPER = r"""
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
-a, b, stop, outside = (os.fsencode(p) for p in sys.argv[1:5])
+a, b, stop, outside, graves = (os.fsencode(p) for p in sys.argv[1:6])
 if libc.renameat2(-100, a, -100, b, 2) != 0:  # RENAME_EXCHANGE
     sys.exit(f"renameat2 failed: {os.strerror(ctypes.get_errno())}")
 count, put_back = 1, 0
 print("ready", flush=True)  # swapping from now on
 while not os.path.exists(stop):
-    for _ in range(200):
+    if all(os.path.isdir(name) and not os.path.islink(name) for name in (a, b)):
+        # A restore replaced the link with a real folder (as it should): set the trap again,
+        # or the race would be over for good. The old folder goes out of the workspace.
+        try:
+            os.rename(b, os.path.join(graves, b"%d" % (put_back + 1)))
+            os.symlink(outside, b)
+            put_back += 1
+        except (FileNotFoundError, FileExistsError):
+            pass  # the restore moved it meanwhile: look again
+    # Phases by the clock, not by a count of swaps: on a loaded machine a count's worth of swaps
+    # could fall between two restores, and the race would never meet one.
+    until = time.monotonic() + 0.05
+    while time.monotonic() < until:
         if libc.renameat2(-100, a, -100, b, 2) == 0:  # RENAME_EXCHANGE
             count += 1
         elif ctypes.get_errno() == 2:
             # The restore replaced the link with a folder (as it should): put a link back.
             for name in (a, b):
-                if not os.path.lexists(name):
+                try:
                     os.symlink(outside, name)
                     put_back += 1
+                except FileExistsError:
+                    pass  # this one is there (the restore may have just made it)
         else:
             sys.exit(f"renameat2 failed: {os.strerror(ctypes.get_errno())}")
     # A calm moment with the real folder in place, so that some restores get through whole
     # (a restore meeting a swap is refused: with swaps only, every one would be).
     if os.path.islink(a) and libc.renameat2(-100, a, -100, b, 2) == 0:
         count += 1
-    time.sleep(0.03)
+    time.sleep(0.05)
 print(count, put_back, flush=True)
 """
 
@@ -53,8 +68,10 @@ def swapping(first: Path, second: Path, outside: Path) -> Iterator[list[int]]:
     removed one comes back as a link to ``outside``); the list holds, after, how many swaps
     were made and how often a link was put back."""
     stop = first.parent.parent / "stop-swapping"
+    graves = first.parent.parent / "replaced-links"
+    graves.mkdir()
     process = subprocess.Popen(
-        [sys.executable, "-c", _SWAPPER, str(first), str(second), str(stop), str(outside)],
+        [sys.executable, "-c", _SWAPPER, *map(str, (first, second, stop, outside, graves))],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -71,8 +88,8 @@ def swapping(first: Path, second: Path, outside: Path) -> Iterator[list[int]]:
         stop.unlink()
 
 
-MAX_RESTORES = 2_000
-"""At most this many restores (each a few milliseconds) in the race test."""
+RACE_FOR_S = 120
+"""At most this long restoring in the race test (each restore takes a few milliseconds)."""
 
 
 def host_files(folder: Path) -> dict[str, str]:
@@ -107,10 +124,10 @@ def test_restore_never_writes_or_removes_outside_under_the_race(
     restored = 0
     refusals: list[str] = []
     with swapping(workspace / "d", workspace / "l", outside) as swaps:
-        # Restores until the race has met one (a refusal) and one got through whole, or up to
-        # MAX_RESTORES: how they fall between the swaps and the calm depends on the machine.
-        step = 0
-        while step < MAX_RESTORES and not (refusals and restored and step >= 60):
+        # Restores until the race has met one (a refusal) and one got through whole, or for up to
+        # RACE_FOR_S: how they fall between the swaps and the calm depends on the machine.
+        step, deadline = 0, time.monotonic() + RACE_FOR_S
+        while time.monotonic() < deadline and not (refusals and restored and step >= 60):
             target, current = (one, two) if step % 2 == 0 else (two, one)
             step += 1
             try:
@@ -118,7 +135,6 @@ def test_restore_never_writes_or_removes_outside_under_the_race(
                 restored += 1
             except SnapshotError as error:
                 refusals.append(str(error))
-    print("DEBUG", step, restored, len(refusals))
     assert host_files(outside) == before
     assert all("was refused" in refusal for refusal in refusals), refusals
     assert swaps[0] > 0

@@ -62,7 +62,9 @@ class OutputChunk:
 
 
 OutputListener = Callable[[OutputChunk], None]
-"""Told of each chunk, in the tool's thread: must not block (queue it, print it, drop it)."""
+"""Told of each chunk, in the tool's thread: must not block (queue it, print it, drop it). A
+listener that queues may have a ``flush()``: called when a call ends, before its result is
+stored, so that what it queued goes out first (bounded by the listener)."""
 
 
 @dataclass
@@ -149,6 +151,13 @@ class CallOutput:
             self._bound_pending()
             self._flush(final=True)
             self._closed = True
+        for listener in self._listeners:
+            flush = getattr(listener, "flush", None)
+            if callable(flush):
+                try:
+                    flush()
+                except Exception:  # a listener's failure never fails the call
+                    logger.exception("a live output listener failed to flush")
 
     def _bound_pending(self) -> None:
         # Room for a held-back secret's start beyond the chunk's size: it is never dropped

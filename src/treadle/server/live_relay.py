@@ -7,7 +7,9 @@ payload) and every process following that conversation, this one included, hands
 clients (``Hubs`` subscribe with ``on_live``): one path, no duplicate. Publishing is store I/O,
 so it happens in a sender thread of the relay, never in the tool's: frames wait in a bounded
 queue (the oldest dropped when it is full) and the thread ends once nothing has come for
-``IDLE_S``, so a finished run leaves no thread behind.
+``IDLE_S``, so a finished run leaves no thread behind. When a call ends its output's last
+frames are sent before its result is stored (``flush``, bounded by ``FLUSH_S``): a client that
+follows the stream sees a call's output whole before the call's observation.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ QUEUE_FRAMES = 256
 """Frames waiting to be published at most; beyond, the oldest is dropped (live only)."""
 IDLE_S = 0.5
 """How long the sender thread waits for another frame before it ends."""
+FLUSH_S = 2.0
+"""How long the end of a call waits at most for its frames to be published."""
 
 
 @runtime_checkable
@@ -59,6 +63,7 @@ class LiveRelay:
         self._sender: threading.Thread | None = None
         self._closed = False
         self._failing = False
+        self._publishing = False
 
     def __call__(self, chunk: OutputChunk) -> None:
         frame = chunk.frame()
@@ -77,7 +82,15 @@ class LiveRelay:
                     target=self._send, name="treadle-live-relay", daemon=True
                 )
                 self._sender.start()
-            self._lock.notify()
+            self._lock.notify_all()
+
+    def flush(self, timeout_s: float = FLUSH_S) -> None:
+        """Wait until every frame queued so far is published (or dropped), ``timeout_s`` at most:
+        the end of a call (``CallOutput.close``) calls it before the call's result is stored."""
+        with self._lock:
+            self._lock.wait_for(
+                lambda: self._closed or not (self._waiting or self._publishing), timeout_s
+            )
 
     @property
     def sending(self) -> bool:
@@ -91,7 +104,7 @@ class LiveRelay:
             self._closed = True
             self._waiting.clear()
             sender = self._sender
-            self._lock.notify()
+            self._lock.notify_all()
         if sender is not None:
             sender.join(timeout=5)
 
@@ -105,6 +118,7 @@ class LiveRelay:
                     self._sender = None  # under the lock: the next frame starts a new one
                     return
                 conversation_id, frame = self._waiting.popleft()
+                self._publishing = True
             try:
                 self.channel.publish_live(conversation_id, frame)
                 self._failing = False
@@ -113,3 +127,7 @@ class LiveRelay:
                 if not self._failing:  # once per outage, not once per frame
                     logger.warning("live output not published (%s): dropped until it is", error)
                 self._failing = True
+            finally:
+                with self._lock:
+                    self._publishing = False
+                    self._lock.notify_all()

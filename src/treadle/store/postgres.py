@@ -893,11 +893,18 @@ class PostgresEventStore:
                             "AND seq > %s ORDER BY seq LIMIT %s",
                             (key, last, _SUBSCRIBE_BATCH),
                         ).fetchall()
+                    newer = False
+                    if rows and on_live is not None:
+                        # Live frames that came while the rows were read were published
+                        # before them (a call's output goes out before its result is stored):
+                        # pass them on first, so a client sees the output before the result.
+                        with listener.busy:
+                            newer = _pass_on_live(listener.conn, on_live, rows[-1][0])
                     for row in rows:
                         stored = _stored(row)
                         last = stored.seq
                         yield stored
-                    if len(rows) == _SUBSCRIBE_BATCH:
+                    if newer or len(rows) == _SUBSCRIBE_BATCH:
                         continue  # more rows are stored already: read on before waiting
                     with listener.busy:
                         if not rows and waited and not self._exists(listener.conn, key):
@@ -1071,6 +1078,21 @@ def _live_frame(payload: str) -> dict[str, Any] | None:
     except (ValueError, KeyError, TypeError):
         return None
     return live if isinstance(live, dict) else None
+
+
+def _pass_on_live(
+    conn: psycopg.Connection[Any], on_live: Callable[[dict[str, Any]], None], read_to: int
+) -> bool:
+    """Hand ``on_live`` the live frames already received on ``conn``, without waiting; True
+    when a notice of a row after ``read_to`` came too (read on before waiting)."""
+    newer = False
+    for notice in conn.notifies(timeout=0):
+        live = _live_frame(notice.payload)
+        if live is not None:
+            on_live(live)
+        elif _notice_seq(notice.payload) > read_to:
+            newer = True
+    return newer
 
 
 def _notice_seq(payload: str) -> int:

@@ -77,7 +77,8 @@ def test_interrupt_kills_the_command_and_its_background_jobs_and_keeps_the_shell
 
     context.interruption.clear()  # the next run
     after = tools.call("terminal", {"command": 'echo "still $KEPT"; kill %1'}, context)
-    assert after.content.splitlines()[0] == "still yes"
+    # bash may report the killed job ("[2]+  Killed  sleep 300") before or after this output.
+    assert "still yes" in after.content.splitlines(), after.content
     assert after.data["shell_ended"] is False
     wait_until(lambda: not alive(old_job), timeout_s=30, what="the old job ends")
 
