@@ -130,7 +130,9 @@ def run_task_attempt(job: TaskJob) -> dict[str, Any]:
     started = time.monotonic()
     task = job.task
     timeout = job.task_timeout_s or DEFAULT_COMMAND_TIMEOUT_S
-    folder = make_attempt_folder(task, Path(job.work_dir) if job.work_dir else None)
+    folder = make_attempt_folder(
+        task, Path(job.work_dir) if job.work_dir else None, sandbox=job.sandbox
+    )
     try:
         if task.setup is not None:
             network = "on" if job.setup_network else "off"

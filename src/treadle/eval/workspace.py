@@ -7,6 +7,11 @@ starting files are committed there after setup, with their own ignore rules, so 
 ``git diff`` against them, new, changed and removed files alike, binary files included, what
 the starting files ignore left out) and ``clean/`` (a copy of the starting files the agent
 never touched: the patch is scored there, eval.scoring).
+
+git reads the agent's files inside the attempt's sandbox (``AttemptFolder.sandbox``: the
+attempt folder its only writable one, network off), never as Treadle's own user on the host:
+whatever the agent left there (links, FIFOs, odd names, files made to trip git) meets the same
+walls as the agent did.
 """
 
 from __future__ import annotations
@@ -15,14 +20,18 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from treadle.api.settings import SandboxSettings
 from treadle.errors import TreadleError
 from treadle.eval.ignore_rules import exclude_file_text
 from treadle.eval.tasks import EvalTask
+from treadle.runtime.workspace.sandbox import SandboxedWorkspace
+from treadle.runtime.workspace.shell import launch_argv
 
 PACKED = ("-c", "core.bigFileThreshold=1")
 """For ``git add`` only: file contents go into one pack per add instead of a loose object
@@ -45,9 +54,12 @@ class WorkspaceSetupError(TreadleError):
 
 @dataclass(frozen=True)
 class AttemptFolder:
-    """One attempt's folder: ``workspace`` (the agent's files) and the private baseline."""
+    """One attempt's folder: ``workspace`` (the agent's files) and the private baseline.
+    ``sandbox``: where git runs on them (its network always off); None or ``none``: on the
+    host, as this process's user."""
 
     root: Path
+    sandbox: SandboxSettings | None = None
 
     @property
     def workspace(self) -> Path:
@@ -71,9 +83,12 @@ PID_DIGITS = 7
 """Digits of the largest pid Linux gives (``pid_max`` is at most 4,194,304)."""
 
 
-def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFolder:
+def make_attempt_folder(
+    task: EvalTask, parent: Path | None = None, sandbox: SandboxSettings | None = None
+) -> AttemptFolder:
     """A new attempt folder holding the task's starting files (``WorkspaceSetupError`` when
-    they cannot be had; nothing is left behind then). Its name carries this process's id:
+    they cannot be had; nothing is left behind then), whose git runs in ``sandbox``
+    (``AttemptFolder.sandbox``). Its name carries this process's id:
     the folders of a worker that was killed are removed by the next attempt started in
     ``parent`` on this machine (``remove_orphans``)."""
     parent = parent or Path(tempfile.gettempdir())
@@ -83,7 +98,7 @@ def make_attempt_folder(task: EvalTask, parent: Path | None = None) -> AttemptFo
     # The pid at a fixed width: the folder's path is in what the model reads (the terminal's
     # cwd), so a pid with one more digit made the same task cost one more token.
     prefix = f"{FOLDER_PREFIX}{os.getpid():0{PID_DIGITS}d}-{safe}-"
-    folder = AttemptFolder(Path(tempfile.mkdtemp(prefix=prefix, dir=parent)))
+    folder = AttemptFolder(Path(tempfile.mkdtemp(prefix=prefix, dir=parent)), sandbox)
     try:
         if task.workspace is not None:
             _copy_folder(Path(task.workspace), folder.workspace)
@@ -379,16 +394,12 @@ def _bounded_diff(folder: AttemptFolder, args: list[str]) -> bytes | None:
 
 def _is_utf8(folder: AttemptFolder, name: str, start: str) -> bool:
     """Whether both sides of ``name`` (the starting file and the file now) are UTF-8."""
+    # Both from git's objects (the file now as the index took it), never from the workspace's
+    # path: a folder of it the agent swapped for a link would lead anywhere on this machine.
     sides = [
-        _baseline_git_bytes(
-            folder, ["cat-file", "blob", f"{start}:{name}"], what="read", check=False
-        )
+        _baseline_git_bytes(folder, ["cat-file", "blob", spec], what="read", check=False)
+        for spec in (f"{start}:{name}", f":{name}")
     ]
-    path = folder.workspace / name
-    # Never through a link: the agent's link may lead anywhere on this machine (a 4 GB file,
-    # /proc/self/pagemap, which cannot be read whole); git diffs a link as its target's name.
-    if path.is_file() and not path.is_symlink():
-        sides.append(path.read_bytes())
     try:
         for side in sides:
             side.decode("utf-8")
@@ -422,6 +433,8 @@ def _baseline_git_bytes(
         what=what,
         check=check,
         stdout=stdout,
+        sandbox=folder.sandbox,
+        confined_to=folder.root,
     )
 
 
@@ -437,13 +450,45 @@ configuration the agent wrote (a ``.git/config`` in the workspace) is ever read.
 
 
 def _git(
-    args: list[str], *, what: str, check: bool = True, stdout: IO[bytes] | None = None
+    args: list[str],
+    *,
+    what: str,
+    check: bool = True,
+    stdout: IO[bytes] | None = None,
+    sandbox: SandboxSettings | None = None,
+    confined_to: Path | None = None,
 ) -> bytes:
-    """git's output (b"" when it failed and ``check`` is off, or when it went to ``stdout``)."""
+    """git's output (b"" when it failed and ``check`` is off, or when it went to ``stdout``);
+    run inside ``sandbox`` (network off) with ``confined_to`` its only writable folder, when
+    both are given and the sandbox is one."""
+    if sandbox is None or sandbox.kind == "none" or confined_to is None:
+        return _run_git(["git", *SAFE_GIT_CONFIG, *args], {}, what, check, stdout)
+    isolated = SandboxedWorkspace(
+        confined_to, sandbox.model_copy(update={"network": "off", "mounts_ro": ()})
+    )
+    with tempfile.TemporaryDirectory(prefix="treadle-eval-git-") as private:
+        shell = isolated.shell_command(["git", *SAFE_GIT_CONFIG, *args], Path(private))
+        try:
+            return _run_git(
+                launch_argv(shell, controlling_terminal=False), shell.env, what, check, stdout
+            )
+        finally:
+            if shell.cgroup is not None:
+                shell.cgroup.kill()
+
+
+def _run_git(
+    argv: list[str],
+    sandbox_env: Mapping[str, str],
+    what: str,
+    check: bool,
+    stdout: IO[bytes] | None,
+) -> bytes:
     # Neither the user's nor the system's git configuration (hooks, filters, signing) applies:
     # the baseline must be the files as they are.
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        **sandbox_env,
+        "PATH": sandbox_env.get("PATH") or os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.devnull,
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
@@ -458,12 +503,14 @@ def _git(
     }
     try:
         done = subprocess.run(
-            ["git", *SAFE_GIT_CONFIG, *args],
+            argv,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout is None else stdout,
             stderr=subprocess.PIPE,
             env=env,
             timeout=GIT_TIMEOUT_S,
             check=False,
+            start_new_session=True,  # launch_argv's contract: a sandbox's group of its own
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise WorkspaceSetupError(f"cannot {what}: {error}") from None
