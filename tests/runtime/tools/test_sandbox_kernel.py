@@ -45,7 +45,7 @@ from treadle.runtime.tools.mcp_config import MCPLaunch, server_spec
 from treadle.runtime.workspace import LocalWorkspace, check_bubblewrap
 from treadle.runtime.workspace import sandbox as sandbox_module
 from treadle.runtime.workspace.base import SandboxUnavailable
-from treadle.runtime.workspace.sandbox import SandboxedWorkspace
+from treadle.runtime.workspace.sandbox import TMPFS_MIB_WITHOUT_MEMORY_LIMIT, SandboxedWorkspace
 from treadle.runtime.workspace.sandbox_user import NOBODY_UID, SandboxUser, parse_sandbox_user
 from treadle.server.process import ServerProcess
 
@@ -140,6 +140,53 @@ def test_sys_is_not_shown_and_proc_sys_is_read_only_for_every_kind_of_sandboxed_
         workspace.root, probe, SandboxSettings(kind="bubblewrap"), timeout_s=60
     )
     assert "REFUSED /proc/sys/kernel/core_pattern" in evaluated.output_tail
+
+
+def _privilege_battery(host_pid: int) -> tuple[str, list[str]]:
+    """One shell line trying each way to privilege on the host (``kernel_setting`` for each
+    setting present, then the rest), printing ``NAME WORKED`` or ``NAME REFUSED``; the names."""
+    present = [path for path in KERNEL_SETTINGS if Path(path).exists()]
+    probes = {f"write:{path}": f"(exec 3>>{path})" for path in present}
+    probes |= {
+        "read:/proc/keys": "grep -q . /proc/keys",
+        "keyctl": f"{syscall(250, 0, -3, 0)} | grep -qx ok",
+        "userns": "unshare -U -r true",
+        "mount": "mkdir -p mnt && mount -t tmpfs none mnt",
+        "mknod": "mknod node c 1 3",
+        "signal-host": f"kill -0 {host_pid}",
+        "ptrace-host": f"{syscall(101, 16, host_pid, 0, 0)} | grep -qx ok",
+    }
+    line = "; ".join(
+        f"if {probe} 2>/dev/null; then echo {name} WORKED; else echo {name} REFUSED; fi"
+        for name, probe in probes.items()
+    )
+    return line, list(probes)
+
+
+def test_no_way_to_privilege_from_any_kind_of_sandboxed_process(tools, tmp_path):
+    # The terminal, a hook, an eval command and an MCP stdio server: one sandbox built in one
+    # place, each tried the same ways (each way shown to work unsandboxed by the tests above).
+    host = subprocess.Popen(["sleep", "300"])
+    try:
+        battery, names = _privilege_battery(host.pid)
+        workspace = workspace_for(tmp_path, "bubblewrap")
+        outputs = {
+            "terminal": shell(tools, workspace, battery),
+            "hook": run_hook(HookCommand(command=battery), {}, workspace, mount_files=False).stdout,
+            "eval": run_task_command(
+                workspace.root, battery, SandboxSettings(kind="bubblewrap"), timeout_s=60
+            ).output_tail,
+        }
+        with mcp_probe(workspace.root) as call:
+            outputs["mcp"] = call("run", {"command": battery})
+        for kind, output in outputs.items():
+            for name in names:
+                assert f"{name} REFUSED" in output, (kind, output)
+        assert host.poll() is None
+        assert not (workspace.root / "node").exists()
+    finally:
+        host.kill()
+        host.wait()
 
 
 @pytest.mark.parametrize("kind", ["bubblewrap", "none"])
@@ -318,6 +365,16 @@ def test_no_setuid_file_from_a_hook_an_eval_command_or_an_mcp_server(tmp_path):
 
 
 # --- Bounded --------------------------------------------------------------------------------
+
+
+def test_a_tmpfs_has_a_size_when_memory_is_unlimited(tools, tmp_path):
+    # Not the kernel's default (half the machine's memory, for each of three tmpfs).
+    workspace = workspace_for(tmp_path, "bubblewrap", limits={"memory_mib": None})
+    assert workspace.isolation["tmpfs_mib"] == TMPFS_MIB_WITHOUT_MEMORY_LIMIT
+    sizes = shell(tools, workspace, "df -k --output=size,target /tmp /dev/shm $HOME")
+    rows = dict(reversed(line.split()) for line in sizes.splitlines()[1:4])
+    expected = str(TMPFS_MIB_WITHOUT_MEMORY_LIMIT * 1024)
+    assert rows["/tmp"] == rows["/dev/shm"] == rows["/home/sandbox"] == expected, sizes
 
 
 def test_every_tmpfs_has_a_size_and_dev_is_read_only(tools, tmp_path):

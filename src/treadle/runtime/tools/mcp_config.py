@@ -409,7 +409,7 @@ def sandbox_argv(
     cwd: str | None,
     network: str,
     mounts: Sequence[str],
-    tmpfs_size: int | None = None,
+    tmpfs_size: int,
     bwrap: str = BWRAP,
 ) -> list[str]:
     """bubblewrap's command line for a stdio server: the sandbox's own layers

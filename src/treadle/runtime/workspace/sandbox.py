@@ -243,13 +243,12 @@ class SandboxLayout:
     """What one sandbox shows and allows: the workspace (read-write, at its own path, where
     the command starts unless ``chdir``), the network (``off``: a namespace of its own with
     only loopback), host paths read-only (``mounts_ro`` at their own path, ``binds_ro`` as
-    ``(source, destination)``), and each private tmpfs's size in bytes (None: the kernel's
-    default, half the memory)."""
+    ``(source, destination)``), and each private tmpfs's size in bytes (``tmpfs_bytes``)."""
 
     workspace: Path
     network: str
+    tmpfs_bytes: int
     mounts_ro: Sequence[str] = ()
-    tmpfs_bytes: int | None = None
     binds_ro: Sequence[tuple[str, str]] = ()
     chdir: str | None = None
 
@@ -292,16 +291,22 @@ def _mib(size: int | None) -> int | None:
     return None if size is None else size // (1024 * 1024)
 
 
-def _sized(size: int | None) -> list[str]:
-    return [] if size is None else ["--size", str(size)]
+def _sized(size: int) -> list[str]:
+    return ["--size", str(size)]
 
 
-def tmpfs_bytes(limits: SandboxLimits) -> int | None:
-    """The size of each of the sandbox's tmpfs (/tmp, HOME, /dev/shm): half the memory limit
-    (the kernel's own default is half the machine's memory). In a memory cgroup their pages
-    count towards the sandbox's one total as well; without one, they are bounded by these
-    sizes only."""
-    return None if limits.memory_mib is None else limits.memory_mib * 1024 * 1024 // 2
+TMPFS_MIB_WITHOUT_MEMORY_LIMIT = 2048
+"""Each tmpfs's size when memory is unlimited (``memory_mib`` null): the default limit's half.
+Never the kernel's own default (half the machine's memory, for each of three tmpfs): their
+pages are the host's shared memory, which no address-space limit counts."""
+
+
+def tmpfs_bytes(limits: SandboxLimits) -> int:
+    """The size of each of the sandbox's tmpfs (/tmp, HOME, /dev/shm): half the memory limit,
+    or ``TMPFS_MIB_WITHOUT_MEMORY_LIMIT`` without one. In a memory cgroup their pages count
+    towards the sandbox's one total as well; without one, they are bounded by these sizes."""
+    mib = TMPFS_MIB_WITHOUT_MEMORY_LIMIT * 2 if limits.memory_mib is None else limits.memory_mib
+    return mib * 1024 * 1024 // 2
 
 
 def sandbox_files() -> tuple[tuple[int, Path], ...]:
