@@ -16,6 +16,7 @@ from treadle.eval.ignore_rules import exclude_lines
 from treadle.eval.runner import TaskJob, run_task_attempt
 from treadle.eval.scoring import read_test_outcomes
 from treadle.eval.tasks import EvalTask
+from treadle.runtime.snapshots.facts import snapshot_facts
 from treadle.store.urls import open_store
 
 CALC = "def add(a, b):\n    return a - b\n"
@@ -98,6 +99,15 @@ def test_a_fix_behind_the_agents_own_ignore_file_is_in_the_patch(tmp_path):
     assert "run.log" not in result["patch"]
     assert "run.log (ignored by the starting files' rules)" in result["patch_left_out"]
     assert "cache/ (ignored by the starting files' rules)" in result["patch_left_out"]
+    # The conversation's snapshots follow the same rules (treadle diff, replay --mode rerun).
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        last = snapshot_facts(store, result["conversation_id"])[-1]
+    finally:
+        store.close()
+    skipped = last.value["skipped"]
+    assert "run.log (ignored)" in skipped, skipped
+    assert not [entry for entry in skipped if entry.startswith("calc2")], skipped
 
 
 def test_a_fix_inside_a_nested_repository_is_reported_and_does_not_pass(tmp_path):

@@ -118,6 +118,11 @@ class SnapshotSettings(BaseModel):
         description="Patterns (.gitignore syntax) never snapshotted, besides the workspace's "
         "own ignore files: by default caches that are rebuilt anyway; [] snapshots them too",
     )
+    workspace_ignore_files: bool = Field(
+        default=True,
+        description="Honour the workspace's own .gitignore files; false: only `exclude` decides "
+        "(an eval's snapshots: an ignore file the agent wrote must hide nothing)",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -24,7 +24,6 @@ from treadle.api.settings import (
     ConversationSettings,
     ModelChoice,
     SandboxSettings,
-    SnapshotSettings,
 )
 from treadle.environment import model_environment, shell_environment
 from treadle.eval.commands import CommandResult, run_task_command
@@ -33,10 +32,12 @@ from treadle.eval.prices import priced
 from treadle.eval.scoring import Score, score_attempt
 from treadle.eval.tasks import EvalTask
 from treadle.eval.workspace import (
+    AttemptFolder,
     collect_patch,
     folder_commit,
     make_attempt_folder,
     record_baseline,
+    snapshot_settings,
     starting_tree_id,
 )
 from treadle.events.model import ActionEvent, MessageEvent
@@ -145,7 +146,7 @@ def run_task_attempt(job: TaskJob) -> dict[str, Any]:
                 return _setup_failed(task, setup, time.monotonic() - started).to_json()
         record_baseline(folder)
         clock = ModelClock(job.model_delay_s, job.prices)
-        status, status_reason = _converse(job, folder.workspace, clock)
+        status, status_reason = _converse(job, folder, clock)
         patch = collect_patch(folder)
         score = score_attempt(
             folder, task, patch, job.sandbox, timeout_s=timeout,
@@ -207,16 +208,16 @@ def _setup_failed(task: EvalTask, setup: CommandResult, seconds: float) -> TaskR
     )
 
 
-def _converse(job: TaskJob, workspace: Path, clock: ModelClock) -> tuple[str, str | None]:
+def _converse(job: TaskJob, folder: AttemptFolder, clock: ModelClock) -> tuple[str, str | None]:
     """Run the task's conversation to its end; (status, reason)."""
     store = worker_store(job.store_url)
     settings = ConversationSettings(
         model=job.task.model or job.model,
-        workspace=str(workspace),
+        workspace=str(folder.workspace),
         sandbox=job.sandbox,
         # Snapshots make the trajectory diffable and rerunnable (treadle diff, replay --mode
-        # rerun); bounded per file as any conversation's.
-        snapshots=SnapshotSettings(enabled=job.snapshots),
+        # rerun); bounded per file as any conversation's, by the starting files' ignore rules.
+        snapshots=snapshot_settings(folder, enabled=job.snapshots),
         max_cost_usd=job.max_cost_usd,
     )
     policy = SettingsPolicy(

@@ -26,10 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from treadle.api.settings import SandboxSettings
+from treadle.api.settings import (
+    DEFAULT_SNAPSHOT_EXCLUDES,
+    MAX_SNAPSHOT_EXCLUDES,
+    SandboxSettings,
+    SnapshotSettings,
+)
 from treadle.errors import TreadleError
 from treadle.eval.ignore_rules import exclude_file_text
 from treadle.eval.tasks import EvalTask
+from treadle.runtime.snapshots.gitstore import NO_IGNORE_FILE
 from treadle.runtime.workspace.sandbox import SandboxedWorkspace
 from treadle.runtime.workspace.shell import launch_argv
 
@@ -166,9 +172,6 @@ STARTING_TREE = "starting-tree"
 """In the baseline: the git tree id of the starting files, which every diff is taken against."""
 STARTING_EXCLUDES = "info/starting-excludes"
 """In the baseline: the starting files' own ignore rules as one exclude file (ignore_rules)."""
-NO_PER_FOLDER_IGNORE = ".treadle-never-an-ignore-file"
-"""Given to git as the per-folder ignore file's name: no such file is ever read, so the
-``.gitignore`` files in the workspace (the agent's included) play no part in the patch."""
 NEUTRAL_ATTRIBUTES = "* -text -eol -crlf -ident -filter -working-tree-encoding\n"
 """The baseline's own attributes (``info/attributes`` wins over any ``.gitattributes`` in the
 work tree): files are taken byte for byte, whatever attributes the agent wrote (``eol=crlf``,
@@ -233,6 +236,19 @@ def _record(folder: AttemptFolder) -> None:
     )
 
 
+def snapshot_settings(folder: AttemptFolder, *, enabled: bool) -> SnapshotSettings:
+    """Snapshots of the attempt's conversation with the starting files' own ignore rules,
+    never one the agent wrote (as the patch is taken). Rules past what the settings hold
+    (``MAX_SNAPSHOT_EXCLUDES``, one line of up to 200 characters each) give way to the default
+    excludes alone: a snapshot may then hold more than the patch, never less."""
+    text = (folder.baseline / STARTING_EXCLUDES).read_text(encoding="utf-8", errors="replace")
+    rules = tuple(dict.fromkeys(line for line in text.splitlines() if line.strip()))
+    exclude = (*DEFAULT_SNAPSHOT_EXCLUDES, *rules)
+    if len(exclude) > MAX_SNAPSHOT_EXCLUDES or any(len(rule) > 200 for rule in rules):
+        exclude = DEFAULT_SNAPSHOT_EXCLUDES
+    return SnapshotSettings(enabled=enabled, exclude=exclude, workspace_ignore_files=False)
+
+
 def starting_tree_id(folder: AttemptFolder) -> str:
     """The git tree id of the starting files (a digest of their names, modes and bytes)."""
     return (folder.baseline / STARTING_TREE).read_text().strip()
@@ -263,7 +279,8 @@ def collect_patch(folder: AttemptFolder) -> Patch:
     files those rules ignore, and nested repositories (git takes a folder holding a ``.git``
     as a repository, never its files), are left out and named in ``left_out``."""
     excludes = [
-        f"--exclude-per-directory={NO_PER_FOLDER_IGNORE}",
+        # No per-folder ignore file is read: the workspace's (the agent's included) play no part.
+        f"--exclude-per-directory={NO_IGNORE_FILE}",
         f"--exclude-from={folder.baseline / STARTING_EXCLUDES}",
     ]
     # Three walks of the workspace side by side (each git process waits on the disk more than

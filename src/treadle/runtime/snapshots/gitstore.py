@@ -31,6 +31,9 @@ DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
 """Files larger than this are not snapshotted (and the snapshot says so)."""
 SKIPPED_SHOWN = 100
 """At most this many skipped paths are listed in a snapshot's record (the count is exact)."""
+NO_IGNORE_FILE = ".treadle-never-an-ignore-file"
+"""The per-folder ignore file's name when the work tree's own ignore files must play no part:
+no file of that name is ever read."""
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """git's id of the empty tree (sha1)."""
 LOCK_RETRY_DELAYS_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
@@ -196,10 +199,12 @@ class GitSnapshotStore:
         never: Sequence[Path] = (),
         extra_skipped: Sequence[str] = (),
         exclude: Sequence[str] = (),
+        workspace_ignore_files: bool = True,
     ) -> TreeSnapshot:
         """Record the files of ``work_tree`` (its ``.gitignore``d paths, its ``.git`` and
         files over ``max_file_bytes`` skipped; ``never``: paths never recorded nor touched,
-        e.g. the store's own files; ``exclude``: .gitignore patterns skipped as ignored).
+        e.g. the store's own files; ``exclude``: .gitignore patterns skipped as ignored;
+        without ``workspace_ignore_files`` the work tree's own ignore files play no part).
         ``previous``: the tree ``changed`` is counted from
         (default: the tree this workspace's index held)."""
         self._ensure()
@@ -208,16 +213,20 @@ class GitSnapshotStore:
         with self._lock(str(index)):
             excludes = self._write_excludes(work_tree, never, exclude)
             config = ["-c", f"core.excludesFile={excludes}"]
+            if workspace_ignore_files:
+                rules = ["--exclude-standard"]
+            else:  # the excludes file only: no per-folder ignore file of that name exists
+                rules = [f"--exclude-from={excludes}", f"--exclude-per-directory={NO_IGNORE_FILE}"]
             before = previous or self._index_tree(work_tree, index)
             # The two walks of the workspace run side by side: what changed, what is ignored.
             ignoring = self._start(
-                [*config, "ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory"],
+                [*config, "ls-files", "-z", "-o", "-i", *rules, "--directory"],
                 work_tree=work_tree,
                 index=index,
             )
             try:
                 listed = self._run(
-                    [*config, "ls-files", "-z", "-m", "-o", "-d", "--exclude-standard"],
+                    [*config, "ls-files", "-z", "-m", "-o", "-d", *rules],
                     work_tree=work_tree,
                     index=index,
                 )

@@ -68,6 +68,7 @@ class WorkspaceSnapshots:
             never=never,
             extra_skipped=skipped,
             exclude=self.settings.exclude,
+            workspace_ignore_files=self.settings.workspace_ignore_files,
         )
         if not with_git:
             return files, None
