@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from support.cli import invoke_treadle
+from support.cli import invoke_treadle, run_in_pty
 from support.waiting import wait_until
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.status import ConversationStatus
@@ -37,56 +34,12 @@ def _think(number: int) -> dict:
 FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "done"}}]}
 
 
-def _run_in_pty(
-    args: list[str], answer: bytes = b"y\n", timeout_s: float = 120.0
-) -> tuple[int, str]:
-    """``python -m treadle ARGS`` on a pty, answering every "[y/n]" prompt with ``answer``;
-    its exit code and everything it printed."""
-    leader, follower = pty.openpty()
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("TREADLE_STORE", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "treadle", *args],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env=env,
-        close_fds=True,
-    )
-    os.close(follower)
-    seen = b""
-    answered = 0
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([leader], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(leader, 4096)
-                except OSError:  # the child closed the pty: it ended
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-                if seen.count(b"[y/n]") > answered:
-                    answered += 1
-                    os.write(leader, answer)
-            elif process.poll() is not None:
-                break
-        code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if process.poll() is None:
-            process.kill()
-        os.close(leader)
-    return code, seen.decode(errors="replace")
-
-
 def test_confirming_finish_at_the_prompt_ends_the_run(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     script = _script(tmp_path, [_think(0), FINISH, _think(99)])
-    code, shown = _run_in_pty(
+    code, shown = run_in_pty(
         [
             "run",
             "think",
@@ -120,7 +73,7 @@ def test_max_steps_counts_model_calls_across_confirmations(tmp_path):
     workspace.mkdir()
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     script = _script(tmp_path, [_think(n) for n in range(6)] + [FINISH])
-    code, shown = _run_in_pty(
+    code, shown = run_in_pty(
         [
             "run",
             "think",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import invoke_treadle
+from support.cli import invoke_treadle, run_in_pty, run_treadle
 from treadle.events.model import ROOT, MessageEvent, StateChangeEvent
 from treadle.store.urls import open_store
 
@@ -98,6 +98,19 @@ def test_log_prints_the_active_path(url: str) -> None:
     assert table.returncode == 0
     assert "attempt 2" in table.stdout
     assert "attempt 1" not in table.stdout
+
+
+def test_log_goes_through_a_pager_on_a_terminal_only(url: str, tmp_path: Path) -> None:
+    paged = tmp_path / "paged.txt"
+    pager = {"PAGER": f"cat > {paged}", "LESS": ""}
+    code, shown = run_in_pty(["log", "seed", "--store", url], env=pager)
+    assert code == 0, shown
+    assert "attempt 2" in paged.read_text()  # the table went to the pager, not the terminal
+    assert "attempt 2" not in shown
+    paged.unlink()
+    piped = run_treadle("log", "seed", "--store", url, env=pager)  # not a terminal: no pager
+    assert "attempt 2" in piped.stdout
+    assert not paged.exists()
 
 
 def test_default_store_comes_from_the_environment(url: str) -> None:

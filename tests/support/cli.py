@@ -6,8 +6,11 @@ signal): the same arguments, environment and results, without ~1 s of start-up e
 from __future__ import annotations
 
 import os
+import pty
+import select
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Mapping
 
@@ -73,3 +76,51 @@ def invoke_treadle(
     return subprocess.CompletedProcess(
         ["treadle", *args], code, stdout=result.stdout, stderr=stderr
     )
+
+
+def run_in_pty(
+    args: list[str],
+    answer: bytes = b"y\n",
+    timeout_s: float = 120.0,
+    env: Mapping[str, str] | None = None,
+) -> tuple[int, str]:
+    """``python -m treadle ARGS`` on a pty, answering every "[y/n]" prompt with ``answer``;
+    its exit code and everything it printed (``env`` added to the environment)."""
+    leader, follower = pty.openpty()
+    child_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    if "TREADLE_STORE" not in (env or {}):
+        child_env.pop("TREADLE_STORE", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "treadle", *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=child_env,
+        close_fds=True,
+    )
+    os.close(follower)
+    seen = b""
+    answered = 0
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the child closed the pty: it ended
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+                if seen.count(b"[y/n]") > answered:
+                    answered += 1
+                    os.write(leader, answer)
+            elif process.poll() is not None:
+                break
+        code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(leader)
+    return code, seen.decode(errors="replace")

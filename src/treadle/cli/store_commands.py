@@ -18,7 +18,7 @@ from rich.table import Table
 
 from treadle.cli.bench_commands import JsonOption, bench_app, print_figures
 from treadle.cli.openhands_commands import export_app
-from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, print_json
+from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, paged, print_json
 from treadle.cli.root import app, command_group
 from treadle.cli.store_options import StoreOption
 from treadle.cli.store_options import open_existing_store as open_existing_store
@@ -364,14 +364,15 @@ def log(
             escape(visible(_summary(event))),
         )
     console = Console()
-    console.print(table)
+    with paged(console):
+        console.print(table)
+        for line in totals:
+            console.print(escape(visible(line)))
+        if answer is not None:
+            console.rule("final answer", align="left")
+            console.print(answer_renderable(answer))
     if cut:
         typer.echo(f"the last {len(path)} events shown: --limit 0 shows the whole path", err=True)
-    for line in totals:
-        console.print(escape(visible(line)))
-    if answer is not None:
-        console.rule("final answer", align="left")
-        console.print(answer_renderable(answer))
 
 
 def _totals_lines(event_store: EventStore, conversation: str) -> list[str]:
