@@ -1,16 +1,18 @@
 """``treadle eval`` at the command line: bad input exits 2 with the reason (a bad task line, a
 SQLite store for a cluster, no Ray installed, no model, an unknown eval), and a task that
-cannot run to a result after its retries makes the run exit 1, the others' results kept."""
+cannot run to a result after its retries makes the run exit 1, the others' results kept; on a
+terminal a progress bar shows passes so far and the time left, Ray's own logs above it."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
-from support.cli import invoke_treadle
+from support.cli import invoke_treadle, run_in_pty
 from support.eval_tasks import EXPECTED, write_eval
 
 
@@ -117,11 +119,13 @@ def test_a_task_without_a_result_after_its_retries_exits_1(tmp_path):
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me\n")
     report.symlink_to(precious)
-    done = invoke_treadle(
-        "eval", "run", str(tasks), "--store", f"sqlite:///{tmp_path / 'store.db'}",
-        "--retries", "1", "-o", str(report),
+    # On a terminal: the progress bar (issue 26) is drawn as a user sees it.
+    code, shown = run_in_pty(
+        ["eval", "run", str(tasks), "--store", f"sqlite:///{tmp_path / 'store.db'}",
+         "--retries", "1", "-o", str(report)],
+        timeout_s=300,
     )  # fmt: skip
-    assert done.returncode == 1, done.stderr
+    assert code == 1, shown
     assert precious.read_text() == "keep me\n"
     assert not report.is_symlink()
     assert not list(tmp_path.glob(".report.json.*"))  # no partial file left
@@ -130,4 +134,11 @@ def test_a_task_without_a_result_after_its_retries_exits_1(tmp_path):
     assert results["gone"]["status"] == "not_run"
     assert results["gone"]["attempts"] == 2
     assert "is not a folder on this machine" in results["gone"]["reason"]
-    assert "not run 1" in done.stdout
+    assert "not run 1" in shown
+    # The bar: Ray starting, then passes so far and the time left; anything Ray logs is
+    # printed on a line of its own above it, never into the bar's line.
+    drawn = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", part) for part in re.split(r"[\r\n]", shown)]
+    bars = [line for line in drawn if " passed " in line and " left " in line]
+    assert any("starting Ray" in line for line in bars), drawn[:5]
+    assert "2/2 1 passed" in bars[-1], bars[-3:]
+    assert not [line for line in bars if "Ray cluster" in line or "WARNING" in line], bars

@@ -94,7 +94,7 @@ def _one_run(folder: Path, tasks_file: Path, workers: int, delay_s: float) -> di
         with RayEngine(workers) as engine:
 
             def tell(_task: str, what: str) -> None:
-                if what == "result" and not first_submit:
+                if what in ("passed", "failed") and not first_submit:
                     first_submit.append(time.monotonic())
 
             started = time.monotonic()

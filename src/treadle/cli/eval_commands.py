@@ -268,7 +268,7 @@ def eval_run(
     try:
         with (
             _ProgressBar(len(task_file.tasks) * epochs) as (bar, tell),
-            RayEngine(workers, ray_address) as engine,
+            RayEngine(workers, ray_address, log_handler=_bar_log_handler(bar)) as engine,
         ):
             bar.update(bar.task_ids[0], description=f"eval {plan.eval_id}")
             run = run_eval(plan, engine, results, opened, tell)
@@ -342,7 +342,8 @@ def _model_choice(
 
 
 class _ProgressBar:
-    """A progress bar on stderr advanced by the driver's news of each task."""
+    """A progress bar on stderr advanced by the driver's news of each task: done of all,
+    passed so far, time spent and left, the latest news (first: Ray starting)."""
 
     def __init__(self, total: int) -> None:
         from rich.progress import (
@@ -351,22 +352,30 @@ class _ProgressBar:
             Progress,
             TextColumn,
             TimeElapsedColumn,
+            TimeRemainingColumn,
         )
 
         self.bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[news]}"),
+            TextColumn("{task.fields[passed]} passed"),
             TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[news]}"),
             console=Console(stderr=True),
             transient=True,
         )
-        self.task = self.bar.add_task("eval", total=total, news="")
+        self.task = self.bar.add_task("eval", total=total, passed=0, news="starting Ray")
+        self.passed = 0
 
     def tell(self, task_id: str, what: str) -> None:
-        done = what in ("result", "not_run", "skipped")
-        self.bar.update(self.task, advance=1 if done else 0, news=f"{task_id}: {what}")
+        done = what in DONE_NEWS
+        self.passed += what == "passed"
+        self.bar.update(
+            self.task, advance=1 if done else 0, passed=self.passed, news=f"{task_id}: {what}"
+        )
 
     def __enter__(self) -> tuple[Progress, Any]:
         self.bar.start()
@@ -374,6 +383,17 @@ class _ProgressBar:
 
     def __exit__(self, *_exc: object) -> None:
         self.bar.stop()
+
+
+def _bar_log_handler(bar: Progress) -> logging.Handler:
+    """Log records printed above ``bar`` (rich keeps the bar whole below them)."""
+    from rich.logging import RichHandler
+
+    return RichHandler(console=bar.console, show_time=False, show_path=False)
+
+
+DONE_NEWS = ("passed", "failed", "not_run", "skipped")
+"""The driver's news that ends a task's attempt (eval.driver.Progress)."""
 
 
 @eval_app.command("report")

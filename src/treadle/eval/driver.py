@@ -118,7 +118,7 @@ class EvalRun:
 
 
 Progress = Callable[[str, str], None]
-"""Told (task id, what happened: started, result, retry, not_run, skipped)."""
+"""Told (task id, what happened: started, passed, failed, retry, not_run, skipped)."""
 
 
 def run_eval(
@@ -182,7 +182,7 @@ def run_eval(
             if done.result is not None:
                 result = {**done.result, "attempts": done.job.attempt, "skipped": False}
                 results.finish(plan.eval_id, task.id, result, epoch)
-                tell(task.id, "result")
+                tell(task.id, "passed" if result.get("passed") else "failed")
             elif tries[task.id, epoch] <= plan.retries:
                 to_run.append((position, task, epoch))
                 tell(task.id, "retry")

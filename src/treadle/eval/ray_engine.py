@@ -51,10 +51,14 @@ class RayEngine:
     """Submits attempts to Ray and hands back each one as it ends (``wait``). Use it as a
     context manager: closing it shuts down the Ray this engine started."""
 
-    def __init__(self, workers: int, address: str | None = None) -> None:
+    def __init__(
+        self, workers: int, address: str | None = None, log_handler: logging.Handler | None = None
+    ) -> None:
         self.workers = workers
         self.address = address
         self._ray = import_ray()
+        self._log_handler = log_handler
+        """Where Ray's own log records go (a progress bar's console), instead of stderr."""
         self._in_flight: dict[Any, TaskJob] = {}
         self._remote: Any = None
         self._temp_dir: str | None = None
@@ -74,10 +78,16 @@ class RayEngine:
         options: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": False,
-            "configure_logging": True,
+            "configure_logging": self._log_handler is None,
             "logging_level": logging.WARNING,
             "namespace": "treadle-eval",
         }
+        if self._log_handler is not None:
+            # Ray's warnings (its token authentication, say) above a progress bar, not through it.
+            ray_logger = logging.getLogger("ray")
+            ray_logger.handlers = [self._log_handler]
+            ray_logger.setLevel(logging.WARNING)
+            ray_logger.propagate = False
         try:
             if self.address is None:
                 # Local: N logical CPUs, one per task, so N tasks run even on fewer cores.
