@@ -4,6 +4,7 @@ output, exit codes (0 ok, 1 violations, 2 bad input) and one-line errors, never 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import invoke_treadle, run_in_pty, run_treadle
-from treadle.events.model import ROOT, MessageEvent, StateChangeEvent
+from treadle.events.model import ROOT, MessageEvent, StateChangeEvent, event_to_dict
 from treadle.store.urls import open_store
 
 
@@ -111,6 +112,31 @@ def test_log_goes_through_a_pager_on_a_terminal_only(url: str, tmp_path: Path) -
     piped = run_treadle("log", "seed", "--store", url, env=pager)  # not a terminal: no pager
     assert "attempt 2" in piped.stdout
     assert not paged.exists()
+
+
+def test_import_and_check_show_their_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    log = tmp_path / "long.jsonl"
+    parent = ROOT
+    with log.open("w") as file:
+        for number in range(20_000):
+            event = MessageEvent(id=f"e{number}", source="user", text="hi", parent_id=parent)
+            file.write(json.dumps(event_to_dict(event)) + "\n")
+            parent = event.id
+    url = f"sqlite:///{tmp_path / 'progress.db'}"
+    code, shown = run_in_pty(["import", "jsonl", str(log), "--store", url])
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+    assert code == 0, shown
+    assert f"reading {log}, lines" in shown  # a bar: count, rate, time left
+    assert "/20000" in shown
+    code, checked = run_in_pty(["store", "check", "--store", url])
+    checked = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", checked)
+    assert code == 0, checked
+    assert "checking the file" in checked
+    assert "1 conversation(s) checked" in checked
+    piped = run_treadle("import", "jsonl", str(log), "--store", url)
+    assert piped.returncode == 0, piped.stderr
+    assert "reading" not in piped.stderr  # not a terminal: the one line it always says
+    assert piped.stderr.startswith("imported 20000 event(s)"), piped.stderr
 
 
 def test_default_store_comes_from_the_environment(url: str) -> None:

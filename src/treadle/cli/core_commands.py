@@ -25,6 +25,7 @@ from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import ContractError, EventDecodeError
 
 if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
+    from treadle.cli.progress import Phases
     from treadle.events.audit import AuditReport
     from treadle.events.model import Event
     from treadle.events.tree import EventTree
@@ -120,8 +121,9 @@ def load_log(file: Path, store: str | None = None) -> Log:
     return Log(read_log(file))
 
 
-def read_log(file: Path) -> list[Event]:
-    """The events of ``file``; exits 2 with the line and field on bad input."""
+def read_log(file: Path, shown: Phases | None = None) -> list[Event]:
+    """The events of ``file``; exits 2 with the line and field on bad input. ``shown``: the
+    command's progress, told of each line decoded."""
     from treadle.events.decode import decode_events
 
     if file.is_dir():
@@ -133,8 +135,10 @@ def read_log(file: Path) -> list[Event]:
         fail(f"cannot read {file}: {error.strerror or error}", EXIT_BAD_INPUT)
     except UnicodeDecodeError as error:
         fail(f"{file} is not UTF-8 text (byte {error.start} is invalid)", EXIT_BAD_INPUT)
+    if shown is not None:
+        shown.start(f"reading {file}, lines", total=text.count("\n") or None)
     try:
-        return decode_events(text)
+        return decode_events(text, None if shown is None else shown.advance)
     except EventDecodeError as error:
         fail(f"{file}: {error}", EXIT_BAD_INPUT)
 

@@ -15,6 +15,7 @@ import typer
 from treadle.cli.core_commands import read_log
 from treadle.cli.openhands_commands import import_app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
+from treadle.cli.progress import phases
 from treadle.cli.store_options import StoreOption, open_store_or_exit
 from treadle.errors import TreadleError
 
@@ -72,8 +73,10 @@ def import_jsonl(
             "(an OpenHands conversation folder: `treadle import openhands`)",
             EXIT_BAD_INPUT,
         )
-    events = read_log(file)  # strict: exits 2 naming the line and field
-    report = audit_events(events)
+    with phases() as shown:
+        events = read_log(file, shown)  # strict: exits 2 naming the line and field
+        shown.start(f"auditing {len(events):,} events")
+        report = audit_events(events)
     refused = [v for v in report.violations if v.contract in STORE_REFUSES]
     if refused:
         first = refused[0]
@@ -91,9 +94,11 @@ def import_jsonl(
     head = imported_head(events)
     event_store = open_store_or_exit(store)
     try:
-        new_id = _store_log(
-            event_store, events, head, conversation_id, title or _default_title(file)
-        )
+        with phases() as shown:
+            shown.start(f"storing {len(events):,} events (one transaction)")
+            new_id = _store_log(
+                event_store, events, head, conversation_id, title or _default_title(file)
+            )
     finally:
         event_store.close()
     typer.echo(new_id)

@@ -19,6 +19,7 @@ from rich.table import Table
 from treadle.cli.bench_commands import JsonOption, bench_app, print_figures
 from treadle.cli.openhands_commands import export_app
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail, paged, print_json
+from treadle.cli.progress import phases
 from treadle.cli.root import app, command_group
 from treadle.cli.store_options import StoreOption
 from treadle.cli.store_options import open_existing_store as open_existing_store
@@ -213,22 +214,29 @@ def store_check(
     findings: list[dict[str, Any]] = []
     checked = 0
     try:
-        integrity = getattr(event_store, "integrity_check", None)
-        problems = integrity() if integrity is not None else []
-        findings.extend({"contract": "STORE-INTEGRITY", "message": p} for p in problems)
-        for info in conversations_or_damage(event_store):
-            if isinstance(info, StoreError):  # a row that cannot be read: report, go on
-                findings.append({"contract": "STORE-INTEGRITY", "message": str(info)})
-                continue
-            try:
-                findings.extend(_check_conversation(event_store, info))
-            except StoreUnavailable:
-                raise
-            except StoreError as error:  # a damaged event: this conversation only
-                findings.append(
-                    {"contract": "STORE-INTEGRITY", "conversation": info.id, "message": str(error)}
-                )
-            checked += 1
+        with phases() as shown:
+            shown.start("checking the file")
+            integrity = getattr(event_store, "integrity_check", None)
+            problems = integrity() if integrity is not None else []
+            findings.extend({"contract": "STORE-INTEGRITY", "message": p} for p in problems)
+            rows = list(conversations_or_damage(event_store))
+            events = sum(row.event_count for row in rows if not isinstance(row, StoreError))
+            shown.start(f"auditing {len(rows):,} conversation(s), events", total=events)
+            for info in rows:
+                if isinstance(info, StoreError):  # a row that cannot be read: report, go on
+                    findings.append({"contract": "STORE-INTEGRITY", "message": str(info)})
+                    continue
+                try:
+                    findings.extend(_check_conversation(event_store, info))
+                except StoreUnavailable:
+                    raise
+                except StoreError as error:  # a damaged event: this conversation only
+                    findings.append(
+                        {"contract": "STORE-INTEGRITY", "conversation": info.id,
+                         "message": str(error)}
+                    )  # fmt: skip
+                checked += 1
+                shown.advance(info.event_count)
     except StoreError as error:
         findings.append({"contract": "STORE-INTEGRITY", "message": str(error)})
     finally:

@@ -8,6 +8,7 @@ included: nothing is made up on read), a wrong type. Nothing here touches the fi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,16 +17,22 @@ from treadle.errors import EventDecodeError
 from treadle.events.json_limits import MAX_JSON_DEPTH, JsonLimitError, load_json, too_deep
 from treadle.events.model import EVENT_KINDS, Event, event_from_dict
 
+PROGRESS_LINES = 1000
+"""``decode_events`` tells its progress once per this many lines."""
 
-def decode_events(text: str) -> list[Event]:
+
+def decode_events(text: str, progress: Callable[[int], None] | None = None) -> list[Event]:
     """Events of a JSON Lines text (blank lines skipped) or of a JSON array of objects. A
-    leading byte order mark is skipped."""
+    leading byte order mark is skipped. ``progress`` is told how many more lines were read,
+    every ``PROGRESS_LINES`` lines (never for an array)."""
     text = text.removeprefix("\ufeff")
     stripped = text.lstrip()
     if stripped.startswith("["):
         return _decode_array(text)
     events: list[Event] = []
     for number, line in enumerate(text.splitlines(), start=1):
+        if progress is not None and number % PROGRESS_LINES == 0:
+            progress(PROGRESS_LINES)
         if not line.strip():
             continue
         try:
