@@ -1,15 +1,18 @@
 """``treadle run`` checks before anything is created or spent (issue 26): the workspace is the
 current folder by default and a missing one is refused unless --create-workspace; a misspelt
-model and a missing key are refused before a conversation exists; --api-key-file."""
+model, a missing key and a base URL nothing answers at are refused before a conversation
+exists; --api-key-file."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from support.cli import invoke_treadle, run_treadle
+from support.fake_openai import FakeOpenAIServer
 from treadle.store.urls import open_store
 
 FINISH = {"tool_calls": [{"name": "finish", "arguments": {"message": "ok"}}]}
@@ -160,3 +163,28 @@ def test_eval_run_checks_each_model_before_anything_runs(tmp_path: Path) -> None
     assert keyless.returncode == 2
     assert "needs an API key: set TREADLE_API_KEY" in keyless.stderr
     assert not Path(url.removeprefix("sqlite:///")).exists() or _conversations(url) == 0
+
+
+def test_a_base_url_that_does_not_answer_is_refused_before_anything_is_stored(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on (bound, then let go)
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    invoke_treadle("store", "info", "--store", url)
+    refused = invoke_treadle(
+        "run", "x", "--workspace", str(tmp_path), "--model", "openai/m", "--base-url", closed,
+        "--store", url,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert f"--base-url {closed} does not answer" in refused.stderr
+    assert "Connection refused" in refused.stderr or "connect" in refused.stderr.lower()
+    assert _conversations(url) == 0
+    with FakeOpenAIServer([{"text": "hello"}]) as server:  # a server answers: the run goes on
+        done = invoke_treadle(
+            "run", "x", "--workspace", str(tmp_path), "--model", "openai/m",
+            "--base-url", server.base_url, "--store", url, "--sandbox", "none",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _conversations(url) == 1

@@ -32,8 +32,9 @@ def key_from_file(path: Path | None) -> None:
 def check_model(model: str, base_url: str | None, api_key: str | None) -> None:
     """Exit 2 when LiteLLM cannot tell the provider of ``model`` (a misspelt name) or when the
     provider needs a key and none is given. A ``base_url`` (an OpenAI-compatible server of
-    one's own) takes any name and may need no key."""
+    one's own) takes any name and may need no key, but must answer."""
     if base_url is not None:
+        probe_base_url(base_url)
         return
     from treadle.runtime.llm.litellm_model import import_litellm
 
@@ -56,5 +57,26 @@ def check_model(model: str, base_url: str | None, api_key: str | None) -> None:
         fail(
             f"model {model!r} (provider {provider}) needs an API key: set {KEY_VARIABLE} or "
             "give --api-key-file FILE (never the key itself on the command line)",
+            EXIT_BAD_INPUT,
+        )
+
+
+PROBE_TIMEOUT_S = 5.0
+"""How long the base URL's server has to answer before a run is refused."""
+
+
+def probe_base_url(base_url: str) -> None:
+    """Exit 2 when nothing answers at ``base_url`` (refused, no such host, no answer within
+    ``PROBE_TIMEOUT_S``): before a conversation is made or a model call paid for. Any HTTP
+    answer (a 401, a 404 for ``/models``) means a server is there."""
+    import httpx
+
+    try:
+        httpx.get(base_url.rstrip("/") + "/models", timeout=PROBE_TIMEOUT_S)
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as error:
+        reason = str(error) or type(error).__name__
+        fail(
+            f"--base-url {base_url} does not answer ({reason}): start the model's server, "
+            "or check the URL",
             EXIT_BAD_INPUT,
         )
