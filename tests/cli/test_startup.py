@@ -118,6 +118,18 @@ def test_every_sub_command_help_imports_nothing_heavy() -> None:
     assert done.stdout.count("Usage") >= len(shown)
     modules = next(line for line in done.stdout.splitlines() if line.startswith("MODULES "))
     assert heavy_in(modules.split()[1:]) == []
+    # Values named as the README names them (--store URL, --max-steps N, TASK), not typer's
+    # types (<str>, <int range>) or an argument in lower case.
+    lines = done.stdout.splitlines()
+    typed = [line for line in lines if line.lstrip().startswith("-") and _TYPE_LABEL.search(line)]
+    assert typed == []
+    usages = [line for line in lines if line.startswith("Usage:")]
+    assert [line for line in usages if re.search(r"[\[{][a-z_]+[\]}]", line)] == []
+    assert "  --store URL " in done.stdout
+    assert "  --max-steps N " in done.stdout
+
+
+_TYPE_LABEL = re.compile(r"<(str|int|float|path|file|int range|float range)>")
 
 
 def test_a_reading_command_loads_no_runtime_when_nothing_is_left_to_sweep(tmp_path) -> None:

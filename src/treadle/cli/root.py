@@ -14,14 +14,76 @@ from typing import Annotated, Any
 
 import typer
 from typer import _click as click
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 import treadle
+
+METAVARS = {
+    "store": "URL",
+    "base-url": "URL",
+    "ray-address": "ADDRESS",
+    "workspace": "DIR",
+    "workspace-root": "DIR",
+    "work-dir": "DIR",
+    "mount-ro": "PATH",
+    "script": "FILE",
+    "api-key-file": "FILE",
+    "output": "FILE",
+    "model": "NAME",
+    "sandbox-user": "USER",
+    "conversation": "ID",
+    "head": "ID",
+    "id": "ID",
+    "eval-id": "ID",
+    "reason": "TEXT",
+    "title": "TEXT",
+    "host": "HOST",
+    "port": "PORT",
+    "hooks": "FILE",
+    "mcp-config": "FILE",
+    "api-key": "KEY",
+    "allowed-host": "HOST",
+    "allow-base-url": "URL",
+    "repos": "DIR",
+    "into": "DIR",
+    "price-per-mtok": "IN,OUT",
+    "test-command": "COMMAND",
+}
+"""What an option's value is called in help and usage, by its long name; any other takes a
+name from its type (``N`` for a number) or its own name in capitals, as argparse does."""
+
+
+def name_metavars(command: click.Command) -> click.Command:
+    """``command`` with a value name for each argument and option that has none (typer's own
+    are types: ``<str>``, ``<int range>``, and an argument in lower case), so its help reads
+    as the README does: ``--store URL``, ``--max-steps N``, ``TASK``."""
+    for param in command.params:
+        if param.metavar is not None:
+            continue
+        if isinstance(param, TyperArgument):  # typer adds the brackets and dots itself
+            param.metavar = (param.name or "value").upper()
+            continue
+        if getattr(param, "nargs", 1) != 1:
+            continue
+        if isinstance(param, TyperOption) and not param.is_bool_flag:
+            described = param.type_descriptor
+            if described.is_choice:
+                continue  # typer shows the choices themselves
+            long = max(param.opts, key=len).lstrip("-")
+            number = described.annotation in (int, float) or described.is_ranged
+            named = "N" if number else long.upper().replace("-", "_")
+            param.metavar = METAVARS.get(long, named)
+    return command
 
 
 class _Group(TyperGroup):
     """Lists each command with the first sentence of its help whole, wrapped under it (click
-    cuts it to what fits on the line, ending in "...")."""
+    cuts it to what fits on the line, ending in "..."); names the values of each command's
+    options and arguments (``name_metavars``)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        return None if command is None else name_metavars(command)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []
