@@ -148,7 +148,9 @@ def test_200_streams_opened_and_closed_return_threads_fds_and_connections_to_bas
                     socket.close()
         bound = {
             "threads": baseline["threads"] + WORKER_SLACK,
-            "fds": baseline["fds"] + (0 if postgres else WORKER_SLACK * FDS_PER_WORKER),
+            # A worker more holds its SQLite files, or on PostgreSQL the socket of the pool's
+            # connection more that it may keep (CI under load: 3 more of each).
+            "fds": baseline["fds"] + WORKER_SLACK * (1 if postgres else FDS_PER_WORKER),
         }
         if postgres:
             # The store's pool may keep a connection more for a worker thread more; the leak
