@@ -44,7 +44,8 @@ def _attempt(tmp_path: Path, sandbox: SandboxSettings | None) -> AttemptFolder:
     return folder
 
 
-def test_git_reads_the_agents_files_inside_the_sandbox(tmp_path: Path, monkeypatch) -> None:
+def _record_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The command lines the eval workspace's module runs from now on (each still run)."""
     runs: list[list[str]] = []
     real_run = subprocess.run
 
@@ -52,13 +53,18 @@ def test_git_reads_the_agents_files_inside_the_sandbox(tmp_path: Path, monkeypat
         runs.append(list(argv))
         return real_run(argv, *args, **kwargs)
 
+    monkeypatch.setattr(eval_workspace.subprocess, "run", recording)
+    return runs
+
+
+def test_git_reads_the_agents_files_inside_the_sandbox(tmp_path: Path, monkeypatch) -> None:
     on_host = _attempt(tmp_path / "host", None)
     try:
         expected = collect_patch(on_host)
     finally:
         on_host.remove()
     folder = _attempt(tmp_path / "sandboxed", SandboxSettings())
-    monkeypatch.setattr(eval_workspace.subprocess, "run", recording)
+    runs = _record_runs(monkeypatch)
     try:
         patch = collect_patch(folder)
     finally:
@@ -77,15 +83,8 @@ def test_git_reads_the_agents_files_inside_the_sandbox(tmp_path: Path, monkeypat
 
 
 def test_git_on_the_host_when_the_attempt_has_no_sandbox(tmp_path: Path, monkeypatch) -> None:
-    runs: list[list[str]] = []
-    real_run = subprocess.run
-
-    def recording(argv, *args, **kwargs):
-        runs.append(list(argv))
-        return real_run(argv, *args, **kwargs)
-
     folder = _attempt(tmp_path, SandboxSettings(kind="none"))
-    monkeypatch.setattr(eval_workspace.subprocess, "run", recording)
+    runs = _record_runs(monkeypatch)
     try:
         collect_patch(folder)
     finally:
