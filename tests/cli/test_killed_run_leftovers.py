@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,9 @@ from treadle.runtime.tools.terminal_folders import (
 from treadle.runtime.workspace import check_bubblewrap
 from treadle.store.urls import open_store
 
-MARKER = "sleep 98765.4321"
-"""In the command's text, and in the command line of the process it starts (found on the host)."""
+MARKER = f"sleep 98765.{os.getpid()}{uuid.uuid4().int % 10**6:06d}"
+"""In the command's text, and in the command line of the process it starts (found on the host):
+this run's own, so that another suite's run of this test on the machine is never taken for it."""
 COMMAND = f"echo probe-$((6*7)); {MARKER}"
 
 

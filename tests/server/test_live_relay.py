@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.postgres import fresh_schema_url
+from support.postgres import backends, fresh_schema_url
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
 from support.waiting import wait_until
@@ -113,9 +113,13 @@ def test_output_run_in_one_server_reaches_a_client_of_another(settings_for, tmp_
                 subscription = via_b.conversation(conversation.id).subscribe()
                 watchdog = threading.Timer(60, subscription.close)
                 watchdog.start()
+                frames = subscription.frames()
+                seen = [(time.monotonic(), next(frames))]  # the stream has joined B's hub
+                # B's hub LISTENs in a thread of its own a moment after the stream joins, and a
+                # frame published before that never reaches B (live only): wait for it.
+                wait_until(lambda: backends(url, "subscribe") >= 1, 30, "B's subscription")
                 conversation.run(wait=False)  # runs in A; B only streams
-                seen = []
-                for frame in subscription.frames():
+                for frame in frames:
                     seen.append((time.monotonic(), frame))
                     if getattr(frame, "type", None) == "run_finished":
                         break
