@@ -4,14 +4,13 @@ output, exit codes (0 ok, 1 violations, 2 bad input) and one-line errors, never 
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from support.cli import invoke_treadle, run_in_pty, run_treadle
+from support.cli import invoke_treadle, run_in_pty, run_treadle, without_escapes
 from treadle.events.model import ROOT, MessageEvent, StateChangeEvent, event_to_dict
 from treadle.store.urls import open_store
 
@@ -124,12 +123,12 @@ def test_import_and_check_show_their_progress_on_a_terminal_only(tmp_path: Path)
             parent = event.id
     url = f"sqlite:///{tmp_path / 'progress.db'}"
     code, shown = run_in_pty(["import", "jsonl", str(log), "--store", url])
-    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+    shown = without_escapes(shown)
     assert code == 0, shown
     assert f"reading {log}, lines" in shown  # a bar: count, rate, time left
     assert "/20000" in shown
     code, checked = run_in_pty(["store", "check", "--store", url])
-    checked = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", checked)
+    checked = without_escapes(checked)
     assert code == 0, checked
     assert "checking the file" in checked
     assert "1 conversation(s) checked" in checked

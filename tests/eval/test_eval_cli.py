@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from support.cli import invoke_treadle, run_in_pty
+from support.cli import invoke_treadle, run_in_pty, without_escapes
 from support.eval_tasks import EXPECTED, write_eval
 
 
@@ -137,7 +137,7 @@ def test_a_task_without_a_result_after_its_retries_exits_1(tmp_path):
     assert "not run 1" in shown
     # The bar: Ray starting, then passes so far and the time left; anything Ray logs is
     # printed on a line of its own above it, never into the bar's line.
-    drawn = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", part) for part in re.split(r"[\r\n]", shown)]
+    drawn = re.split(r"[\r\n]", without_escapes(shown))
     bars = [line for line in drawn if " passed " in line and " left " in line]
     assert any("starting Ray" in line for line in bars), drawn[:5]
     assert "2/2 1 passed" in bars[-1], bars[-3:]

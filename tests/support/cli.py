@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -124,3 +125,11 @@ def run_in_pty(
             process.kill()
         os.close(leader)
     return code, seen.decode(errors="replace")
+
+
+_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def without_escapes(text: str) -> str:
+    """What a terminal showed, its CSI sequences (colours, cursor moves) taken out."""
+    return _CSI.sub("", text)
