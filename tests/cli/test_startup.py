@@ -121,12 +121,13 @@ def test_every_sub_command_help_imports_nothing_heavy() -> None:
     # Values named as the README names them (--store URL, --max-steps N, TASK), not typer's
     # types (<str>, <int range>) or an argument in lower case.
     lines = done.stdout.splitlines()
-    typed = [line for line in lines if line.lstrip().startswith("-") and _TYPE_LABEL.search(line)]
+    typed = [line for line in lines if _TYPE_LABEL.search(line)]  # options' and arguments'
     assert typed == []
     usages = [line for line in lines if line.startswith("Usage:")]
     assert [line for line in usages if re.search(r"[\[{][a-z_]+[\]}]", line)] == []
     assert "  --store URL " in done.stdout
     assert "  --max-steps N " in done.stdout
+    assert "  CONVERSATION  " in done.stdout  # an argument's line: its name, then its help
 
 
 _TYPE_LABEL = re.compile(r"<(str|int|float|path|file|int range|float range)>")

@@ -62,6 +62,8 @@ def name_metavars(command: click.Command) -> click.Command:
             continue
         if isinstance(param, TyperArgument):  # typer adds the brackets and dots itself
             param.metavar = (param.name or "value").upper()
+            # The name says what the value is; typer would add its type after it (<str>).
+            param.display_type_rich = _no_type  # type: ignore[method-assign]
             continue
         if getattr(param, "nargs", 1) != 1:
             continue
@@ -74,6 +76,11 @@ def name_metavars(command: click.Command) -> click.Command:
             named = "N" if number else long.upper().replace("-", "_")
             param.metavar = METAVARS.get(long, named)
     return command
+
+
+def _no_type(ctx: click.Context) -> None:
+    """An argument's type as its help line shows it: not at all (see ``name_metavars``)."""
+    return None
 
 
 class _Group(TyperGroup):
