@@ -14,9 +14,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from support.replays import FINISH, bash
 from support.waiting import wait_until
 from treadle.events.model import AgentErrorEvent, PauseEvent, StateChangeEvent
+from treadle.runtime.agent import NOT_STARTED_BY_USER
 from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import MODEL_ERROR_KEY, Conversation
 from treadle.runtime.llm.base import ModelError, ModelResponse
@@ -62,6 +65,50 @@ def test_a_call_the_user_interrupted_replays_the_same(store, workspace):
         assert conversation.run() is Status.FINISHED
         conversation_id = conversation.id
     assert len(closed_as(store, conversation_id, "user")) == 1
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
+    assert report.replayed_events == report.recorded_events
+
+
+class StoppedWhileAnswering:
+    """The scripted model, with the user stopping the run (``conversation.interrupt`` or
+    ``pause``) while it answers response ``at``: the calls of that answer never start."""
+
+    takes_responses_before = True
+
+    def __init__(self, responses: list[dict[str, Any]], at: int, how: str) -> None:
+        self.inner = ScriptedModel.from_responses(responses)
+        self.at, self.how = at, how
+        self.conversation: Conversation | None = None
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def complete(self, messages, tools, *, responses_before: int | None = None) -> ModelResponse:
+        if responses_before == self.at and self.conversation is not None:
+            getattr(self.conversation, self.how)()
+        return self.inner.complete(messages, tools, responses_before=responses_before)
+
+
+@pytest.mark.parametrize("how", ["interrupt", "pause"])
+def test_calls_a_stop_kept_from_starting_replay_the_same(store, workspace, how):
+    """The stop came while the model answered: the recorded calls never started, and the
+    replay (whose model answers at once) keeps them from starting too (it once ran them and
+    stopped them as interrupted: another error)."""
+    responses = [bash("echo one"), bash("echo two"), FINISH]
+    settings = ConversationSettings.scripted_inline(responses, workspace, **NO_SANDBOX)
+    model = StoppedWhileAnswering(responses, at=1, how=how)
+    with Conversation.create(store, settings, model=model) as conversation:
+        model.conversation = conversation
+        conversation.send_message("go")
+        assert conversation.run() is Status.PAUSED
+        model.conversation = None
+        conversation.send_message("go on")
+        assert conversation.run() is Status.FINISHED
+        conversation_id = conversation.id
+    (never_started,) = closed_as(store, conversation_id, "user")
+    assert never_started.error.startswith(NOT_STARTED_BY_USER)
     report = replay_recorded(store, conversation_id)
     assert report.divergences == []
     assert report.replayed_events == report.recorded_events

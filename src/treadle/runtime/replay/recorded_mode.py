@@ -67,7 +67,7 @@ def _replayed_path(
     stopped = None
     with Conversation.create(store, settings, model=model, title="replay") as conversation:
         conversation.agent = recorded_results_agent(
-            conversation.agent, recording, conversation.interrupt
+            conversation.agent, recording, conversation.interrupt, conversation.pause
         )
         conversation.hooks = RecordedHooks(recording)
         conversation.skills = RecordedSkills(recording)  # the workspace here is empty

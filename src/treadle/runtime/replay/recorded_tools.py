@@ -5,16 +5,22 @@ The agent is the runtime's own (parallel threads, call order, the boundary that 
 failure into an agent error); only the tool's execution is replaced, by
 ``RecordedTools.execute``, which finds the call it answers in its context (``ToolContext.call``).
 A call the recording closed as interrupted is stopped the way it was: the user's interrupt is
-made again, a crash ends the run there (``ReplayedCrash``) and the next run closes the call.
+made again, a crash ends the run there (``ReplayedCrash``) and the next run closes the call; a
+call the user's pause kept from starting is kept from starting again (``RecordedAgent``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 
 from treadle.events.frozen_json import thaw
-from treadle.events.model import AgentErrorEvent, ObservationEvent, UserRejectionEvent
-from treadle.runtime.agent import STOPPED_OUTPUT, Agent
+from treadle.events.model import (
+    ActionEvent,
+    AgentErrorEvent,
+    ObservationEvent,
+    UserRejectionEvent,
+)
+from treadle.runtime.agent import NOT_STARTED_BY_USER, STOPPED_OUTPUT, Agent, CallOutcome
 from treadle.runtime.replay.recorded_mcp import recorded_tool_set
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
@@ -91,14 +97,54 @@ def _recorded_error(tool_name: str, recorded: AgentErrorEvent) -> Exception:
     return ToolCallError(tool_name, "tool_error", recorded.error)
 
 
+class RecordedAgent(Agent):
+    """The runtime's agent whose calls are answered from the recording; a call the recorded
+    run never started because the user paused (or interrupted) before it is not started now
+    either: the pause is asked for again just before it (``pause``), where the recorded one
+    came, whatever the timing of the recorded run was (the pause may have come while the model
+    answered)."""
+
+    def __init__(
+        self, agent: Agent, recording: Recording, tools: RecordedTools, pause: Callable[[], None]
+    ) -> None:
+        super().__init__(model=agent.model, tools=tools, system_prompt=agent.system_prompt)
+        self._recording = recording
+        self._pause = pause
+
+    def run_calls(
+        self,
+        actions: Sequence[ActionEvent],
+        context: ToolContext,
+        *,
+        should_start: Callable[[], bool] = lambda: True,
+    ) -> Iterator[CallOutcome]:
+        upcoming = iter(actions)
+
+        def start_as_recorded() -> bool:  # asked before each call, in call order
+            action = next(upcoming, None)
+            if action is not None and self._never_started(action):
+                self._pause()
+            return should_start()
+
+        return super().run_calls(actions, context, should_start=start_as_recorded)
+
+    def _never_started(self, action: ActionEvent) -> bool:
+        recorded = self._recording.results.get(action.tool_call_id)
+        return (
+            isinstance(recorded, AgentErrorEvent)
+            and recorded.interrupted == "user"
+            and recorded.error.startswith(NOT_STARTED_BY_USER)
+        )
+
+
 def recorded_results_agent(
-    agent: Agent, recording: Recording, interrupt: Callable[[], None]
+    agent: Agent,
+    recording: Recording,
+    interrupt: Callable[[], None],
+    pause: Callable[[], None],
 ) -> Agent:
     """``agent`` (model, system prompt) with its tools answering from ``recording``; its MCP
-    tools are stand-ins made from the recorded schemas (no server started). ``interrupt``
-    interrupts the replayed run (``Conversation.interrupt``)."""
-    return Agent(
-        model=agent.model,
-        tools=RecordedTools(recorded_tool_set(agent.tools, recording), recording, interrupt),
-        system_prompt=agent.system_prompt,
-    )
+    tools are stand-ins made from the recorded schemas (no server started). ``interrupt`` and
+    ``pause`` interrupt and pause the replayed run (``Conversation.interrupt``, ``pause``)."""
+    tools = RecordedTools(recorded_tool_set(agent.tools, recording), recording, interrupt)
+    return RecordedAgent(agent, recording, tools, pause)
