@@ -31,10 +31,15 @@ def terminal_then_finish(command: str) -> list[dict]:
     ]
 
 
+WATCHDOG_S = 180
+"""How long a test reads frames before it gives up on the run finishing: generous, as a sandbox's
+start and a run take many times longer on a loaded machine (CI beside CPU burners)."""
+
+
 def collect_frames(subscription, until_finished: bool = True, on_frame=None):
     """(arrival time, typed frame) until the run finishes (a watchdog bounds the wait);
     ``on_frame`` is called with each frame as it arrives."""
-    watchdog = threading.Timer(60, subscription.close)
+    watchdog = threading.Timer(WATCHDOG_S, subscription.close)
     watchdog.start()
     seen = []
     try:
@@ -64,16 +69,23 @@ def test_output_reaches_a_client_before_the_command_ends_and_is_never_stored(
     subscription = conversation.subscribe()
     release = tmp_path / "workspace" / "release"  # settings_for's workspace
 
+    received: list[str] = []
+
     def let_the_command_end(frame) -> None:
         # The command cannot end before the first line reached this client: the line came
-        # while it ran, whatever the machine's load.
-        if isinstance(frame, OutputFrame) and "live-42" in frame.text:
-            release.touch()
+        # while it ran, whatever the machine's load (and however its output was cut in frames).
+        if isinstance(frame, OutputFrame):
+            received.append(frame.text)
+            if "live-42" in "".join(received):
+                release.touch()
 
     conversation.run(wait=False)
     seen = collect_frames(subscription, on_frame=let_the_command_end)
 
-    assert release.exists(), "the first line never reached the client before the run ended"
+    assert release.exists(), (
+        "the first line never reached the client before the run ended: "
+        f"{[type(frame).__name__ for _, frame in seen]}, output {received}"
+    )
     outputs = [frame for _, frame in seen if isinstance(frame, OutputFrame)]
     result = next(
         frame
