@@ -97,6 +97,25 @@ def test_a_task_left_running_by_a_dead_driver_is_marked_abandoned_and_run_again(
     ]
 
 
+def test_an_attempt_without_a_result_says_why_in_its_conversation(two_tasks):
+    """A failed attempt's conversation keeps the failure (its fact's ``error``), checked as
+    a fact of the registry."""
+    from treadle.eval.driver import _mark_attempt
+
+    _plan, store, _results = two_tasks
+    made = store.create_conversation(title="an attempt that failed")
+    _mark_attempt(store, "e1", "sed-fix", 1, made.id, "failed", "StoreUnavailable: refused")
+    assert facts(store, made.id) == [
+        {
+            "eval": "e1",
+            "task": "sed-fix",
+            "attempt": 1,
+            "outcome": "failed",
+            "error": "StoreUnavailable: refused",
+        }
+    ]
+
+
 def test_an_eval_id_reused_with_other_tasks_or_model_is_refused(two_tasks, tmp_path):
     plan, store, results = two_tasks
     run_eval(plan, InProcessEngine(), results, store)
@@ -128,14 +147,9 @@ def test_the_eval_tables_have_their_own_version_and_a_newer_one_is_refused(tmp_p
 def test_treadle_schema_describes_the_eval_attempt_fact():
     from treadle.events.model import events_json_schema
 
-    definitions = events_json_schema()["$defs"].values()
-    (state_change,) = [
-        definition
-        for definition in definitions
-        if definition.get("properties", {}).get("kind", {}).get("const") == "state_change"
-    ]
-    described = state_change["properties"]["key"]["description"]
-    assert f"`{EVAL_ATTEMPT_KEY}` (`{{eval, task, attempt, outcome}}`" in described
+    fact = events_json_schema()["facts"][EVAL_ATTEMPT_KEY]
+    assert set(fact["required"]) == {"eval", "task", "attempt", "outcome"}
+    assert fact["properties"]["outcome"]["enum"] == ["result", "worker_died", "failed", "abandoned"]
 
 
 def test_a_version_1_store_gains_epochs_and_keeps_its_results(tmp_path):

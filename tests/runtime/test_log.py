@@ -27,7 +27,7 @@ def test_appends_chain_onto_the_head_and_callbacks_hear_of_stored_events(store):
     assert log.head == third.id
     assert [e.id for e in log.path()] == [first.id, second.id, third.id]
     log.record_status(Status.RUNNING, "going")
-    log.record_fact("note", {"x": 1})
+    log.record_fact("pause_request", {"kind": "pause"})
     assert log.head == third.id  # side records never move the head
     assert log.read_status() == (Status.RUNNING, "going")
     assert [seq for seq, _id, _stored in heard] == [0, 1, 2, 3, 4]

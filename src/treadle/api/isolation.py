@@ -9,8 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ISOLATION_KEY = "isolation"
-"""State-change key of the isolation fact."""
+from treadle.events.fact_keys import ISOLATION_KEY as ISOLATION_KEY
 
 _LIMIT_WORDS = (
     ("memory_mib", "memory {} MiB"),

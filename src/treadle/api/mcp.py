@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from treadle.api.network import normalize_network
+from treadle.events.fact_keys import MCP_SERVERS_KEY as MCP_SERVERS_KEY
 
 MCPToolNaming = Literal["mcp__server__tool"]
 MCP_TOOL_NAMING: Final[MCPToolNaming] = "mcp__server__tool"
@@ -26,13 +27,6 @@ TOOL_NAME_MAX = 64
 VARIABLE_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 """``${VAR}``: replaced by the variable's value in the environment of the process that runs
 the conversation (the same syntax Claude Code and Cursor read)."""
-
-MCP_SERVERS_KEY = "mcp_servers"
-"""State-change key of the fact saying which MCP servers a run's conversation connected:
-``{servers: [{name, transport: stdio|http, sandbox: bubblewrap|none|null,
-network: on|off|allow=...|null, status: connected|failed, error, tools: [names]}]}`` (null sandbox and network for a server
-reached by URL: it runs elsewhere).
-Never a command, argument, variable, header or URL: nothing that may hold a secret."""
 
 
 def mcp_servers_text(value: Any) -> str | None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from treadle.events.fact_keys import MODEL_KEY as MODEL_KEY
+
 if TYPE_CHECKING:
     from treadle.api.settings import ModelChoice
-
-MODEL_KEY = "model"
 
 
 def model_fact(choice: ModelChoice) -> dict[str, Any]:

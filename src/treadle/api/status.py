@@ -7,12 +7,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from treadle.events.fact_keys import HEAD_KEY as HEAD_KEY
+from treadle.events.fact_keys import STATUS_KEY as STATUS_KEY
+
 if TYPE_CHECKING:  # a plain enum at run time: the command line offers it without the events
     from treadle.events.model import StateChangeEvent
-
-STATUS_KEY = "status"
-HEAD_KEY = "head"
-"""State-change key recording an explicit head move (switch branch), so streams see it."""
 
 
 class ConversationStatus(StrEnum):

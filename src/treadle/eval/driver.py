@@ -22,13 +22,10 @@ from treadle.eval.ray_engine import AttemptDone
 from treadle.eval.results import EvalRecord, EvalResults, TaskRecord, now_text
 from treadle.eval.runner import TaskJob
 from treadle.eval.tasks import EvalTask, TaskFile
+from treadle.events.fact_keys import EVAL_ATTEMPT_KEY as EVAL_ATTEMPT_KEY
+from treadle.events.facts import check_fact
 from treadle.events.model import ROOT, StateChangeEvent
 from treadle.store.base import ConversationNotFound, EventStore
-
-EVAL_ATTEMPT_KEY = "eval_attempt"
-"""State-change key marking a task attempt's outcome in its conversation (docs/contracts.md,
-Recorded facts): ``{"eval", "task", "attempt", "outcome"}``, outcome ``result``, ``worker_died``,
-``failed`` or ``abandoned``; only ``result`` counts."""
 
 
 class Engine(Protocol):
@@ -177,7 +174,7 @@ def run_eval(
             position = running.pop((task.id, epoch))
             _mark_attempt(
                 store, plan.eval_id, task.id, done.job.attempt, done.job.conversation_id,
-                done.outcome,
+                done.outcome, done.error,
             )  # fmt: skip
             if done.result is not None:
                 result = {**done.result, "attempts": done.job.attempt, "skipped": False}
@@ -226,14 +223,20 @@ def _mark_attempt(
     attempt: int,
     conversation_id: str,
     outcome: str,
+    error: str | None = None,
 ) -> None:
     """Record the attempt's outcome in its conversation (when the attempt got that far: a
-    worker may die, or a setup fail, before the conversation is made)."""
+    worker may die, or a setup fail, before the conversation is made), with why it gave no
+    result when it did not (``error``)."""
     try:
         head = store.get_conversation(conversation_id).head_id
     except ConversationNotFound:
         return
-    fact = {"eval": eval_id, "task": task_id, "attempt": attempt, "outcome": outcome}
+    fact: dict[str, Any] = {"eval": eval_id, "task": task_id, "attempt": attempt}
+    fact["outcome"] = outcome
+    if error:
+        fact["error"] = error[:2000]
+    check_fact(EVAL_ATTEMPT_KEY, fact)
     store.append(
         conversation_id,
         StateChangeEvent(key=EVAL_ATTEMPT_KEY, value=fact, parent_id=head or ROOT),

@@ -21,6 +21,7 @@ from pydantic import (
     field_validator,
 )
 
+from treadle.events.facts import FACTS, facts_json_schema
 from treadle.events.frozen_json import FrozenDict, freeze
 from treadle.events.json_limits import check_json_scalar
 
@@ -278,6 +279,9 @@ class UserRejectionEvent(EventBase):
     rejected_by: Literal["user", "hook"] = "user"
 
 
+CondensationTrigger = Literal["budget", "refusal"]
+
+
 class CondensationEvent(EventBase):
     """Makes ``forgotten_event_ids`` leave the model's context; the summary (if any) stands at
     ``summary_offset`` among the events that remain (SDK semantics)."""
@@ -296,6 +300,12 @@ class CondensationEvent(EventBase):
         description="Why the condensation is as it is, e.g. no summary because the summary "
         "call failed (Treadle's)",
     )
+    trigger: CondensationTrigger | None = Field(
+        default=None,
+        description="What made it: budget (the next request would pass the token budget) or "
+        "refusal (the provider refused the request as too long); absent in logs written "
+        "before Treadle recorded it (Treadle's)",
+    )
 
 
 class PauseEvent(EventBase):
@@ -311,50 +321,15 @@ class StateChangeEvent(EventBase):
     kind: Literal["state_change"] = "state_change"
     source: Source = "environment"
     key: str = Field(
-        description="What changed. The runtime writes: `status` (value `{status, reason?}`, "
-        "status one of idle, running, waiting_for_confirmation, paused, finished, error, "
-        "stuck); `head` (`{head}`: an explicit head move, e.g. a branch switch); "
-        "`model_error` (`{error, raw_response}`: a model answer the runtime could not use, "
-        "kept masked); `tool_call_ids` (`{llm_response_id, renamed: [{action_id, original, "
-        "id, contract}]}`: call ids it replaced under PROJECT-DUP-CALL / LINK-UNIQUE); "
-        "`pause_request` (`{kind: pause|interrupt}`: a user asked the run in progress to "
-        "stop at its next safe point); `queued_message` (`{event_id, text}`: a user message "
-        "sent while calls ran, stored with that id after their results); `snapshot` (`{id, "
-        "after_event, files, bytes_added, skipped: [paths], ...}`: the workspace's files after "
-        "the batch ending at `after_event`); `restore` (`{snapshot, previous_snapshot, "
-        "changed: [paths], phase: started|done, ...}`: the workspace's files put back to "
-        "`snapshot`, `previous_snapshot` holding what they were); `isolation` "
-        "(`{sandbox: bubblewrap|none, network: off|on|allow=HOST[:PORT],..., mounts_ro: [...], "
-        "limits: {memory_mib, "
-        "processes, file_size_mib, cpu_seconds}, override}`, null = unlimited: what the "
-        "tools ran under, at the start of each run; `override` says why it is not what the "
-        "stored settings ask for, e.g. the user's --sandbox none; a sandbox's also has "
-        "`memory_scope: sandbox|process|null` (one total in a memory cgroup, or per process), "
-        "`tmpfs_mib`, `layers: [user_namespace, no_nested_user_namespaces, seccomp, "
-        "kernel_settings_read_only]` and `user: {uid, gid, capabilities: none}`); "
-        "`mcp_servers` (`{servers: [{name, "
-        "transport: stdio|http, sandbox: bubblewrap|none|null, network: on|off|allow=...|null, "
-        "status: "
-        "connected|failed, error, tools: [names]}]}`: the MCP servers the run's conversation "
-        "connected or failed to, with the masked reason, at the start of each run; null "
-        "sandbox and network for a server reached by URL; never a command, variable, header "
-        "or URL); `replay` (on a "
-        "conversation `treadle replay --mode rerun` made: `{of, event_id, mode, "
-        "starting_files, phase: started}`, then `{phase: done, same, divergent_actions, "
-        "file_changes}`: the recorded conversation it reran and how it compared); `hook` "
-        "(`{hook: PreToolUse|PostToolUse|UserPromptSubmit|Stop, command, exit_code, seconds, "
-        "decision: block|context|none, action_id, failure?, ask?}`: one run of a hook, "
-        "exit_code null when it timed out or did not start, `failure` saying why it failed, "
-        "`ask` true when it made the call wait for confirmation); `skills` (`{loaded: [{name, "
-        "source, triggers, bytes}], skipped: [{source, error}]}`: the workspace's skills as "
-        "loaded when the conversation started, and the files refused); `eval_attempt` "
-        "(`{eval, task, attempt, outcome}`: how an eval's attempt at a task in this "
-        "conversation ended, outcome result, worker_died, failed or abandoned; only result "
-        "counts); `model` (`{from, to}`, each `{kind: litellm|scripted, model, base_url, "
-        "script}`: a continued conversation switched to another model from that point on, "
-        "stored in its settings too). Other keys are kept as they are"
+        description="What changed: one of the facts Treadle records, "
+        + ", ".join(f"`{key}`" for key in FACTS)
+        + " (the shape of each one's value: `facts` in `treadle schema`; docs/contracts.md, "
+        "Recorded facts). "
+        "Other keys (a log from elsewhere) are kept as they are"
     )
-    value: JSONValue = Field(default=None, description="The change; its shape depends on `key`")
+    value: JSONValue = Field(
+        default=None, description="The change; its shape is its key's (events/facts.py)"
+    )
 
 
 class ForeignEvent(EventBase):
@@ -443,4 +418,5 @@ def events_json_schema() -> dict[str, Any]:
         definition = schema["$defs"][cls.__name__]
         assert definition["properties"]["kind"]["const"] == kind
         definition["required"] = ["kind", *definition.get("required", [])]
+    schema["facts"] = facts_json_schema()  # each state_change key's value (not a keyword)
     return schema

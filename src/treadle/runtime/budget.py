@@ -11,10 +11,9 @@ from typing import Any
 
 from treadle.api.settings import SETTINGS_KEY, ConversationSettings
 from treadle.errors import TreadleError
+from treadle.events.fact_keys import BUDGET_KEY as BUDGET_KEY
 from treadle.events.usage import UsageTotals
 
-BUDGET_KEY = "budget"
-"""State-change key recording a budget raised on a stored conversation (from, to)."""
 BUDGET_REACHED = "budget reached"
 """How the reason of a run paused by a budget begins (``docs/contracts.md``, RUN)."""
 

@@ -24,11 +24,14 @@ from treadle.api.model_change import MODEL_KEY, model_fact
 from treadle.api.settings import ModelChoice
 from treadle.api.transcript import TranscriptPage
 from treadle.errors import TreadleError
+from treadle.events.fact_keys import CALL_IDS_KEY as CALL_IDS_KEY
+from treadle.events.fact_keys import MODEL_ERROR_KEY as MODEL_ERROR_KEY
 from treadle.events.links import pending_actions
 from treadle.events.model import (
     ROOT,
     ActionEvent,
     AgentErrorEvent,
+    CondensationTrigger,
     Event,
     MessageEvent,
     ObservationEvent,
@@ -134,10 +137,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MODEL_ERROR_KEY = "model_error"
-"""State-change key keeping a model error and the raw response the runtime could not use."""
-CALL_IDS_KEY = "tool_call_ids"
-"""State-change key recording the call ids the runtime replaced (and the model's originals)."""
 MODEL_KEY_NAME = "TREADLE_API_KEY"
 """The name the process's model key is masked under (``<secret:TREADLE_API_KEY>``)."""
 AWAITING_ANSWER = "calls wait for confirmation: confirm or reject them to continue"
@@ -915,7 +914,8 @@ class Conversation:
         if condenser is not None and condenser.over_budget(context):
             self._condense(
                 f"the next request would hold about {context.total} tokens, over the budget of "
-                f"{condenser.budget}"
+                f"{condenser.budget}",
+                "budget",
             )
         return self.messages()
 
@@ -937,11 +937,12 @@ class Conversation:
         context.follow(self._log.path())
         learned = condenser.learn_from_refusal(context.total, str(error))
         self._log.record_fact(CONTEXT_LIMIT_KEY, learned)
-        if not self._condense("the provider refused the request: its context window is exceeded"):
+        why = "the provider refused the request: its context window is exceeded"
+        if not self._condense(why, "refusal"):
             return "nothing more can be condensed (the kept events alone are too long)"
         return None
 
-    def _condense(self, reason: str) -> bool:
+    def _condense(self, reason: str, trigger: CondensationTrigger) -> bool:
         """Append a condensation of the active path (one summary call); False when the policy
         finds nothing to forget or the last event is already a condensation (CONDENSE-LOOP)."""
         condenser = self.condenser
@@ -952,7 +953,9 @@ class Conversation:
         if plan is None:
             return False
         # The summary is a model call like a step's: an interrupt abandons it, drops its answer.
-        condensation = self._in_model_thread(lambda: condenser.condensation(context, plan, reason))
+        condensation = self._in_model_thread(
+            lambda: condenser.condensation(context, plan, reason, trigger)
+        )
         self._log.append([condensation])
         context.follow(self._log.path())
         return True

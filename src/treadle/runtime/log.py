@@ -1,6 +1,7 @@
 """One conversation's log as its writer sees it: the store, the head, the active path (cached,
 extended by our own appends), appends chained onto the head, status records, and the callbacks
-told of each event after it is stored."""
+told of each event after it is stored. Every fact it writes is checked against the registry of
+facts first (``events.facts.check_fact``): a wrong one is refused before anything is stored."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from treadle.events.facts import check_fact
 from treadle.events.model import ROOT, Event, EventBase, StateChangeEvent
 from treadle.runtime.status import ConversationStatus, head_move_event, read_status, status_event
 from treadle.store.base import EventStore, StoredEvent
@@ -57,6 +59,8 @@ class ConversationLog:
 
     def append(self, events: Sequence[EventBase]) -> list[Event]:
         """Store ``events`` as one atomic batch, chained onto the head; then tell callbacks."""
+        for event in events:
+            _check(event)
         with self.lock:
             parent = self.head or ROOT
             chained: list[Event] = []
@@ -74,12 +78,15 @@ class ConversationLog:
 
     def append_side(self, event: Event) -> None:
         """Store a side leaf (a state change: never the head), then tell callbacks."""
+        _check(event)
         with self.lock:
             seq = self.store.append(self.id, event, move_head=False)
         self.notify(StoredEvent(seq=seq, event=event))
 
     def record_fact(self, key: str, value: dict[str, Any]) -> None:
-        """A state change beside the head (never model-visible, never moves the head)."""
+        """A state change beside the head (never model-visible, never moves the head);
+        ``FactRefused`` when ``key`` and ``value`` are not a fact of the registry."""
+        check_fact(key, value)
         with self.lock:
             event = StateChangeEvent(key=key, value=value, parent_id=self.head or ROOT)
             seq = self.store.append(self.id, event, move_head=False)
@@ -95,6 +102,7 @@ class ConversationLog:
         (the writer's own view of its status moves with the log's)."""
         with self.lock:
             event = status_event(status, self.head or ROOT, reason)
+            _check(event)
             seq = self.store.append(self.id, event, move_head=False)
             if then is not None:
                 then()
@@ -102,9 +110,10 @@ class ConversationLog:
 
     def move_head(self, event_id: str) -> None:
         """Make ``event_id`` the head, recorded so that streams see the move."""
+        event = head_move_event(event_id)
+        _check(event)
         with self.lock:
             self.store.set_head(self.id, event_id)
-            event = head_move_event(event_id)
             seq = self.store.append(self.id, event, move_head=False)
         self.notify(StoredEvent(seq=seq, event=event))
 
@@ -114,3 +123,9 @@ class ConversationLog:
                 callback(stored)
             except Exception:  # a failing callback never stops the write (already stored)
                 logger.exception("event callback %r failed on event %s", callback, stored.event.id)
+
+
+def _check(event: EventBase) -> None:
+    """A state change the runtime writes must be a registered fact (``FactRefused``)."""
+    if isinstance(event, StateChangeEvent):
+        check_fact(event.key, event.value)

@@ -9,15 +9,10 @@ from __future__ import annotations
 import threading
 from typing import Literal
 
+from treadle.events.fact_keys import PAUSE_REQUEST_KEY as PAUSE_REQUEST_KEY
+from treadle.events.fact_keys import QUEUED_MESSAGE_KEY as QUEUED_MESSAGE_KEY
 from treadle.events.model import MessageEvent, StateChangeEvent
 from treadle.store.base import EventNotFound, EventQuery, EventStore
-
-PAUSE_REQUEST_KEY = "pause_request"
-"""``{"kind": "pause"|"interrupt"}``: the user asked the run to stop at its next safe point
-(pause), or to stop the calls in progress now and then pause (interrupt)."""
-QUEUED_MESSAGE_KEY = "queued_message"
-"""``{"event_id", "text"}``: a user message to store, with that id, once the calls in flight
-have their results."""
 
 PauseKind = Literal["pause", "interrupt"]
 USER_PAUSE = "paused by the user"

@@ -74,6 +74,10 @@ def test_a_refused_request_is_condensed_and_retried_and_the_run_goes_on(store, w
     assert len(condensations) == respond.summaries
     assert "context window is exceeded" in condensations[0].note
     assert all("over the budget" in event.note for event in condensations[1:])
+    # What made each is recorded as such (the replay reads it, not the note's words).
+    assert [event.trigger for event in condensations] == ["refusal"] + ["budget"] * (
+        len(condensations) - 1
+    )
     for event in condensations:
         assert event.summary.startswith("summary ")
         assert event.usage.model == MODEL

@@ -12,7 +12,7 @@ import pytest
 
 from support.fake_openai import CONTEXT_EXCEEDED, FakeOpenAIServer
 from support.replays import FINISH, bash, call, calls, copy_with, raw_rows, recorded, without
-from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent
+from treadle.events.model import ActionEvent, AgentErrorEvent, CondensationEvent, ObservationEvent
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.replay import ReplayInputError, replay_recorded
@@ -270,7 +270,20 @@ def test_a_conversation_condensed_after_provider_refusals_replays_the_same(store
     path = path_of(store, conversation_id)
     assert refused
     assert any(e.kind == "condensation" for e in path)
+    assert "refusal" in [e.trigger for e in path if isinstance(e, CondensationEvent)]
     report = replay_recorded(store, conversation_id)  # the server is gone: nothing is asked
+    assert report.divergences == []
+    assert report.replayed_events == len(path)
+    # A log stored before condensations recorded their trigger: its notes still say which.
+    older = copy_with(
+        store,
+        conversation_id,
+        lambda events: [
+            e.model_copy(update={"trigger": None}) if isinstance(e, CondensationEvent) else e
+            for e in events
+        ],
+    )
+    report = replay_recorded(store, older)
     assert report.divergences == []
     assert report.replayed_events == len(path)
 

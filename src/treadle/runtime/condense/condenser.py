@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from treadle.events.model import CondensationEvent
+from treadle.events.fact_keys import CONTEXT_LIMIT_KEY as CONTEXT_LIMIT_KEY
+from treadle.events.model import CondensationEvent, CondensationTrigger
 from treadle.events.projection import ViewItem
 from treadle.runtime.condense.context import ContextView, TokenSizes, item_text
 from treadle.runtime.condense.policy import CondensationPlan, head_end, plan_condensation
@@ -32,9 +33,6 @@ SUMMARY_INPUT_SHARE = 0.5
 ITEM_CHARS = 2000
 """Each forgotten item is shown to the summarizer cut to this many characters."""
 
-CONTEXT_LIMIT_KEY = "context_limit"
-"""State-change key: the context window a provider's refusal taught the condenser,
-``{tokens, source: "provider"|"halved", refused_tokens, budget}``; kept for the conversation."""
 _STATED_LIMIT = re.compile(
     r"(?:maximum context length|context window|context length)(?: is| of)?\s+(?:only\s+)?"
     r"([\d,]{3,})\s*tokens",
@@ -134,9 +132,14 @@ class Condenser:
         return plan
 
     def condensation(
-        self, context: ContextView, plan: CondensationPlan, reason: str
+        self,
+        context: ContextView,
+        plan: CondensationPlan,
+        reason: str,
+        trigger: CondensationTrigger,
     ) -> CondensationEvent:
-        """The event for ``plan``, with the model's summary of what it forgets (one call)."""
+        """The event for ``plan``, with the model's summary of what it forgets (one call);
+        ``reason`` is its note, ``trigger`` what made it."""
         messages = self.summary_request(plan.forgotten, context)
         try:
             response = _summary_response(self.model, messages, context.condensations)
@@ -148,6 +151,7 @@ class Condenser:
             return CondensationEvent(
                 forgotten_event_ids=plan.forgotten_ids,
                 note=f"{reason}; no summary: the summary call failed ({cause})",
+                trigger=trigger,
             )
         return CondensationEvent(
             forgotten_event_ids=plan.forgotten_ids,
@@ -156,6 +160,7 @@ class Condenser:
             llm_response_id=response.id,
             usage=response.usage,
             note=reason,
+            trigger=trigger,
         )
 
     def summary_request(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from treadle.api.hooks import HookCommand, HookEventName, HookSettings
+from treadle.events.fact_keys import HOOK_KEY as HOOK_KEY
 from treadle.events.model import (
     ActionEvent,
     AgentErrorEvent,
@@ -28,10 +29,6 @@ from treadle.runtime.secrets import Secrets
 from treadle.runtime.text import storable_text
 from treadle.runtime.workspace.base import Workspace
 
-HOOK_KEY = "hook"
-"""State-change key of one hook run: ``{hook, command, exit_code, seconds, decision,
-action_id}``, with ``failure`` when it did not run to an exit it may give, ``ask`` when it made
-the call wait for confirmation."""
 MAX_STOP_CONTINUATIONS = 3
 """How many times ``Stop`` hooks may keep the agent going in one run (then the turn ends)."""
 

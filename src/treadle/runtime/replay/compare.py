@@ -23,6 +23,9 @@ RECORDED = "REPLAY-RECORDED"
 RERUN = "REPLAY-RERUN"
 NOT_COMPARED = ("id", "timestamp", "parent_id", "extra")
 """Identity and time differ by nature; ``extra`` holds imported fields no runtime writes."""
+ADDED_LATER = ("trigger",)
+"""Fields a log stored by an earlier Treadle lacks (a condensation's ``trigger``): compared only
+when the recorded event has them."""
 RESULT_FIELDS = (
     "kind",
     "tool_name",
@@ -122,7 +125,10 @@ def _field_divergence(
     expected = _comparable(event, ids)
     actual = _comparable(replayed)
     names = sorted(
-        name for name in expected.keys() | actual.keys() if expected.get(name) != actual.get(name)
+        name
+        for name in expected.keys() | actual.keys()
+        if expected.get(name) != actual.get(name)
+        and not (name in ADDED_LATER and expected.get(name) is None)
     )
     if not names:
         return None

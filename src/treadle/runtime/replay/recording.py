@@ -15,6 +15,10 @@ from pydantic import ValidationError
 from treadle.api.isolation import ISOLATION_KEY
 from treadle.api.settings import ConversationSettings, SandboxSettings
 from treadle.errors import TreadleError
+from treadle.events.fact_keys import BUDGET_KEY as BUDGET_KEY
+from treadle.events.fact_keys import CALL_IDS_KEY as CALL_IDS_KEY
+from treadle.events.fact_keys import CONTEXT_LIMIT_KEY as CONTEXT_LIMIT_KEY
+from treadle.events.fact_keys import MODEL_ERROR_KEY as MODEL_ERROR_KEY
 from treadle.events.model import (
     ActionEvent,
     AgentErrorEvent,
@@ -36,23 +40,11 @@ from treadle.runtime.snapshots.facts import (
 )
 from treadle.store.base import EventStore
 
-CALL_IDS_KEY = "tool_call_ids"
-"""The runtime's fact naming call ids it renamed (``runtime.conversation.CALL_IDS_KEY``; not
-imported from there, which would tie this reader to the run loop's module)."""
-BUDGET_KEY = "budget"
-"""The runtime's fact recording a budget the user raised, ``{name: {from, to}}``
-(``runtime.budget.BUDGET_KEY``; not imported, as ``CALL_IDS_KEY``)."""
-MODEL_ERROR_KEY = "model_error"
-"""The runtime's fact recording a model call that failed, ``{error, raw_response}``
-(``runtime.conversation.MODEL_ERROR_KEY``)."""
 BUDGET_NAMES = ("max_cost_usd", "max_total_tokens")
 """The budgets a ``budget`` fact may raise (``runtime.budget.Budget``'s fields)."""
-CONTEXT_LIMIT_KEY = "context_limit"
-"""The condenser's fact of a window a refusal stated (``condense.condenser.CONTEXT_LIMIT_KEY``;
-not imported, as ``CALL_IDS_KEY``): a replayed refusal states it again."""
 REFUSAL_NOTE = "the provider refused the request"
-"""How a condensation made after a context-window refusal starts its note (the condenser's
-reason), so that the replay refuses at the same place."""
+"""How the note of a condensation made after a context-window refusal starts: read only in logs
+stored before condensations recorded their ``trigger``."""
 
 Result = ObservationEvent | AgentErrorEvent | UserRejectionEvent
 
@@ -283,7 +275,7 @@ def _read_path(
         elif isinstance(event, PauseEvent) and event.source == "environment":
             recording.inputs.append(Input("step"))  # a run that paused on its budget
         elif isinstance(event, CondensationEvent):
-            if (event.note or "").startswith(REFUSAL_NOTE):
+            if _made_by_refusal(event):
                 recording.refused_before.add(len(recording.responses))
             recording.summaries.append(event)
         elif isinstance(event, ObservationEvent | AgentErrorEvent | UserRejectionEvent):
@@ -354,3 +346,10 @@ def _response_of(batch: Sequence[ActionEvent], originals: dict[str, str]) -> Mod
         ),
         usage=first.usage or ModelResponse("").usage,
     )
+
+
+def _made_by_refusal(condensation: CondensationEvent) -> bool:
+    """Whether a context-window refusal made ``condensation`` (the replay refuses there too)."""
+    if condensation.trigger is not None:
+        return condensation.trigger == "refusal"
+    return (condensation.note or "").startswith(REFUSAL_NOTE)  # stored before ``trigger``

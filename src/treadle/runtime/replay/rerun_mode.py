@@ -14,6 +14,7 @@ from typing import Any
 
 from treadle.api.network import network_looser
 from treadle.api.settings import SETTINGS_KEY, ConversationSettings, SandboxSettings
+from treadle.events.fact_keys import REPLAY_KEY as REPLAY_KEY
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.replay.compare import compare_results
@@ -28,9 +29,6 @@ from treadle.runtime.snapshots.gitstore import EMPTY_TREE
 from treadle.runtime.workspace.sandbox import check_bubblewrap
 from treadle.store.base import EventStore
 
-REPLAY_KEY = "replay"
-"""State-change key on the new conversation: ``{of, event_id, mode, starting_files, phase:
-started}``, then ``{phase: done, same, divergent_actions, file_changes}``."""
 WORKSPACE_MARK = "<workspace>"
 """What each run's workspace folder is written as before results are compared (a command's
 ``cwd``, a path the editor shows): the rerun works in another folder by design."""

@@ -10,11 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from treadle.events.fact_keys import SKILLS_KEY as SKILLS_KEY
 from treadle.events.model import EventBase, MessageEvent, SystemPromptEvent
 from treadle.runtime.skills.loading import LoadedSkills, Skill, load_skills
-
-SKILLS_KEY = "skills"
-"""State-change key: the skills loaded when the conversation started, and the files skipped."""
 
 CONTEXT_HEADER = "The workspace gives these instructions (its AGENTS.md and always-on skills):"
 

@@ -7,14 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from treadle.events.fact_keys import RESTORE_KEY as RESTORE_KEY
+from treadle.events.fact_keys import SNAPSHOT_KEY as SNAPSHOT_KEY
 from treadle.events.model import AgentErrorEvent, Event, ObservationEvent, StateChangeEvent
 from treadle.runtime.tools.builtin import FILE_SAFE_TOOLS
 from treadle.store.base import EventQuery, EventStore
 
-SNAPSHOT_KEY = "snapshot"
-"""State-change key: ``{id, after_event, files, bytes_added, skipped, ...}``."""
-RESTORE_KEY = "restore"
-"""State-change key: ``{snapshot, previous_snapshot, changed, phase, ...}``."""
 BEFORE_RESTORE = "before restore"
 """The reason of the snapshot a restore takes of the files it replaces (its undo)."""
 PAGE = 500

@@ -1,0 +1,21 @@
+"""The keys of the facts Treadle records (``state_change`` events): their names only, with no
+import, so that any layer (the command line's help included) can name a fact for nothing.
+What each one's value holds is ``events.facts``."""
+
+STATUS_KEY = "status"
+HEAD_KEY = "head"
+MODEL_ERROR_KEY = "model_error"
+CALL_IDS_KEY = "tool_call_ids"
+PAUSE_REQUEST_KEY = "pause_request"
+QUEUED_MESSAGE_KEY = "queued_message"
+SNAPSHOT_KEY = "snapshot"
+RESTORE_KEY = "restore"
+ISOLATION_KEY = "isolation"
+MCP_SERVERS_KEY = "mcp_servers"
+REPLAY_KEY = "replay"
+HOOK_KEY = "hook"
+SKILLS_KEY = "skills"
+EVAL_ATTEMPT_KEY = "eval_attempt"
+MODEL_KEY = "model"
+BUDGET_KEY = "budget"
+CONTEXT_LIMIT_KEY = "context_limit"
