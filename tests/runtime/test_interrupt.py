@@ -17,6 +17,7 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.interrupts import ABANDON_GRACE_S
 from treadle.runtime.llm.base import ModelResponse, ToolCall
 from treadle.runtime.log import ConversationLog
+from treadle.runtime.parts import ConversationParts
 from treadle.runtime.requests import USER_INTERRUPT, PauseRequest
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import ConversationStatus as Status
@@ -175,7 +176,8 @@ def test_a_parallel_call_that_ignores_the_interrupt_is_abandoned(store, workspac
     stubborn = _StubbornTool()
     info = store.create_conversation(title="parallel")
     agent = Agent(_TwoCallsModel(), ToolSet([stubborn, FinishTool()]))
-    conversation = Conversation(ConversationLog(store, info.id), agent, LocalWorkspace(workspace))
+    parts = ConversationParts(agent, LocalWorkspace(workspace))
+    conversation = Conversation(ConversationLog(store, info.id), parts)
     conversation.send_message("both")
     thread, outcome = run_in_background(conversation)
     try:
@@ -184,7 +186,11 @@ def test_a_parallel_call_that_ignores_the_interrupt_is_abandoned(store, workspac
 
         def quick_stored() -> bool:  # it had returned: not only started (a busy machine)
             stored = [item.event for item in store.get_range(info.id, 0, 10**9)]
-            return any(getattr(e, "tool_call_id", None) == "c-quick" for e in stored)
+            # Its result, not its action (which has the call id too: read once that was
+            # stored, the interrupt came before the result under load and closed the call).
+            return any(
+                isinstance(e, ObservationEvent) and e.tool_call_id == "c-quick" for e in stored
+            )
 
         wait_until(quick_stored, what="the quick call's result stored")
         sent = time.monotonic()
