@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -42,18 +41,16 @@ from treadle.events.model import (
 from treadle.events.projection_cache import IncrementalProjection
 from treadle.events.usage import UsageTotals
 from treadle.runtime.agent import (
-    Agent,
     InterruptedBy,
     duplicate_call_error,
     interrupted_error,
     unique_call_ids,
 )
 from treadle.runtime.budget import BUDGET_KEY, Budget, raised
-from treadle.runtime.condense.condenser import CONTEXT_LIMIT_KEY, Condenser
+from treadle.runtime.condense.condenser import CONTEXT_LIMIT_KEY
 from treadle.runtime.condense.context import ContextView
 from treadle.runtime.confirmation import (
     ConfirmationPolicy,
-    RiskAnalyzer,
     ToolHintRiskAnalyzer,
     needs_confirmation,
 )
@@ -66,7 +63,7 @@ from treadle.runtime.errors import (
     NotRunnable,
     NotWaiting,
 )
-from treadle.runtime.hooks import ConversationHooks, PromptBlocked, build_hooks
+from treadle.runtime.hooks import ConversationHooks, PromptBlocked
 from treadle.runtime.interrupts import (
     Abandoned,
     CallThread,
@@ -80,6 +77,7 @@ from treadle.runtime.llm.base import (
     ModelResponse,
 )
 from treadle.runtime.log import ConversationLog, EventCallback
+from treadle.runtime.parts import ConversationParts, build_parts
 from treadle.runtime.requests import (
     USER_INTERRUPT,
     USER_PAUSE,
@@ -95,16 +93,12 @@ from treadle.runtime.settings import (
     ConversationSettings,
     SandboxSettings,
     SettingsPolicy,
-    build_agent,
-    build_condenser,
-    build_workspace,
 )
 from treadle.runtime.skills import SKILLS_KEY, WorkspaceSkills
 from treadle.runtime.snapshots import (
     NoSnapshot,
     RestoreResult,
     WorkspaceSnapshots,
-    open_snapshot_store,
     recover,
     restore,
     snapshot_facts,
@@ -117,7 +111,6 @@ from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.transcript import transcript_page
-from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.store.base import EventStore, StoreError, StoreUnavailable
 
@@ -137,8 +130,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MODEL_KEY_NAME = "TREADLE_API_KEY"
-"""The name the process's model key is masked under (``<secret:TREADLE_API_KEY>``)."""
 AWAITING_ANSWER = "calls wait for confirmation: confirm or reject them to continue"
 """The reason of a run that asked nothing: calls on the path wait for the user's answer."""
 NOT_STARTED_BY_STOP = (
@@ -157,35 +148,23 @@ class Conversation:
     ``open`` (a stored one); the constructor only wires parts those two have built."""
 
     def __init__(
-        self,
-        log: ConversationLog,
-        agent: Agent,
-        workspace: Workspace,
-        *,
-        confirmation: ConfirmationPolicy = ConfirmationPolicy.NEVER,
-        risk_analyzer: RiskAnalyzer | None = None,
-        secrets: Secrets | None = None,
-        condenser: Condenser | None = None,
-        snapshots: WorkspaceSnapshots | None = None,
-        policy: SettingsPolicy | None = None,
-        isolation_override: str | None = None,
-        hooks: ConversationHooks | None = None,
+        self, log: ConversationLog, parts: ConversationParts, *, owns_parts: bool = True
     ) -> None:
+        """Drive ``parts`` over ``log``; ``owns_parts``: whether ``close`` closes them (False
+        for parts the caller built, or a parent's a fork shares: whoever builds closes)."""
         self._log = log
-        self._isolation_override = isolation_override
-        """Why this object runs under other isolation than the stored settings' (the user's
-        explicit choice, recorded with each run's isolation), or None."""
+        self.parts = parts
+        self._isolation_override = parts.isolation_override
         self.store = log.store
         self.id = log.id
-        self.agent = agent
-        self.workspace = workspace
-        self.confirmation = ConfirmationPolicy(confirmation)
-        self.risk_analyzer = risk_analyzer or ToolHintRiskAnalyzer()
-        self.snapshots = snapshots
+        self.agent = parts.agent
+        workspace = self.workspace = parts.workspace
+        self.confirmation = ConfirmationPolicy(parts.confirmation)
+        self.risk_analyzer = parts.risk_analyzer or ToolHintRiskAnalyzer()
+        self.snapshots = parts.snapshots
         """The workspace's snapshots (None: off in the settings, or no place for them)."""
-        self._policy = policy or SettingsPolicy()
-        # Not ``secrets or ...``: an empty registry is falsy, and the caller's must be shared.
-        self.secrets = secrets if secrets is not None else Secrets()
+        self._policy = parts.policy
+        self.secrets = parts.secrets
         self.context = ToolContext(
             workspace=workspace, secrets=self.secrets, conversation_id=self.id
         )
@@ -196,7 +175,7 @@ class Conversation:
         self._status, self.status_reason = log.read_status()
         # The projection of the active path, extended as it grows (issue 5, speed).
         self._projection = IncrementalProjection()
-        self.condenser = condenser
+        condenser = self.condenser = parts.condenser
         """None: condensation is off (the whole active path is sent)."""
         if condenser is not None:
             condenser.mask = self.secrets.mask
@@ -206,19 +185,17 @@ class Conversation:
                     condenser.learn_limit(tokens)
         # What the model's context holds, followed as the path grows (condensation, turns).
         self._context = ContextView()
-        self.hooks = hooks if hooks is not None else ConversationHooks.none()
+        self.hooks = parts.hooks if parts.hooks is not None else ConversationHooks.none()
         """The hooks run at the points of the loop (docs/hooks.md)."""
         self.hooks.attach(self.id, self.context.interruption)
-        self.skills = WorkspaceSkills.load(workspace.root)
+        self.skills = parts.skills or WorkspaceSkills.load(workspace.root)
         """The workspace's skills; what they add is recorded on the events (docs/skills.md)."""
         self._model_calls = CallThread(f"treadle-model-{self.id[:8]}")
         """Where the model is asked (a thread, so that an interrupt need not wait for it)."""
         self._in_flight: set[str] = set()
         """The ids of the calls this run is running (or is about to): the only ones a failure
         or a stop closes; a call waiting for confirmation is never among them."""
-        self._owns_parts = True
-        """Whether ``close`` closes the agent's tools: a fork that shares its parent's does
-        not (whoever builds a part closes it)."""
+        self._owns_parts = owns_parts
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -235,20 +212,28 @@ class Conversation:
         callbacks: Sequence[EventCallback] = (),
         policy: SettingsPolicy | None = None,
         model_key: str | None = None,
+        parts: ConversationParts | None = None,
     ) -> Conversation:
         """A new conversation whose settings are stored with it; ``ConversationExists`` when
         ``id`` is taken (``open`` reopens). ``policy``: what the settings may reach (a
         server's limits). ``model_key``: this process's model key (the caller reads it from
-        its environment), masked wherever it shows up and never given to a tool."""
-        parts = cls._built(store, settings, model, secrets, policy, model_key, None)
+        its environment), masked wherever it shows up and never given to a tool. ``parts``:
+        run these (the caller built them and closes them) instead of building them from
+        ``settings`` with ``model``, ``secrets``, ``policy`` and ``model_key``."""
+        given = parts is not None
+        if parts is None:
+            parts = build_parts(
+                store, settings, model=model, secrets=secrets, policy=policy, model_key=model_key
+            )
         try:
             info = store.create_conversation(
                 id, title=title, metadata={SETTINGS_KEY: settings.to_metadata()}
             )
         except BaseException:
-            parts.agent.tools.close()  # no conversation will own them
+            if not given:
+                parts.close()  # no conversation will own them
             raise
-        return parts.wire(ConversationLog(store, info.id, callbacks))
+        return cls._wired(ConversationLog(store, info.id, callbacks), parts, owns=not given)
 
     @classmethod
     def open(
@@ -263,6 +248,7 @@ class Conversation:
         model_key: str | None = None,
         settings_if_missing: ConversationSettings | None = None,
         sandbox: SandboxSettings | None = None,
+        parts: ConversationParts | None = None,
     ) -> Conversation:
         """Reopen a stored conversation in this process from its stored settings
         (``ConversationNotFound`` when there is none; arguments as in ``create``). A
@@ -270,79 +256,46 @@ class Conversation:
         (``NotRunnable`` without them); storing them with it is the caller's, e.g. under the
         run lease it holds, so that a refused run leaves the conversation as it was.
         ``sandbox``: run under this sandbox instead of the stored settings' one, the user's
-        explicit choice (e.g. ``treadle run --sandbox none``), recorded with each run."""
+        explicit choice (e.g. ``treadle run --sandbox none``), recorded with each run.
+        ``parts``: run these (the caller's to close) instead of building them."""
         info = store.get_conversation(conversation_id)
+        if parts is not None:
+            return cls._wired(ConversationLog(store, info.id, callbacks), parts, owns=False)
         settings = ConversationSettings.from_metadata(info.metadata) or settings_if_missing
         if settings is None:
             raise NotRunnable(
                 f"conversation {conversation_id!r} has no runtime settings (was it imported?): "
                 "give it settings to continue it"
             )
-        parts = cls._built(store, settings, model, secrets, policy, model_key, sandbox)
-        return parts.wire(ConversationLog(store, info.id, callbacks))
+        built = build_parts(
+            store,
+            settings,
+            model=model,
+            secrets=secrets,
+            policy=policy,
+            model_key=model_key,
+            sandbox=sandbox,
+        )
+        return cls._wired(ConversationLog(store, info.id, callbacks), built, owns=True)
 
     @classmethod
-    def _built(
-        cls,
-        store: EventStore,
-        settings: ConversationSettings,
-        model: LanguageModel | None,
-        secrets: Secrets | None,
-        policy: SettingsPolicy | None,
-        model_key: str | None,
-        sandbox: SandboxSettings | None,
-    ) -> _Parts:
-        """The agent, workspace and secrets ``settings`` ask for, checked against ``policy``,
-        waiting for the log they will drive."""
-        policy = policy or SettingsPolicy()
-        secrets = policy.register_masked(secrets if secrets is not None else Secrets())
-        if model_key and MODEL_KEY_NAME not in secrets:
-            # Masked wherever it shows up (a provider's error text), never given to a tool.
-            secrets.add(MODEL_KEY_NAME, model_key, export=False)
-        workspace = build_workspace(settings, policy, sandbox)
-        # MCP servers start with the agent: in the workspace, their secrets masked.
-        agent = build_agent(
-            settings, model, policy, workspace=workspace, secrets=secrets, sandbox=sandbox
-        )
+    def _wired(cls, log: ConversationLog, parts: ConversationParts, *, owns: bool) -> Conversation:
+        if parts.snapshots is not None:
+            # A restore a killed process left unfinished is finished (or rolled back) first.
+            recover(parts.snapshots.objects, parts.snapshots.root, log.store)
         try:
-            snapshots = _workspace_snapshots(store, settings, workspace, policy)
-            hooks = build_hooks(
-                settings.hooks,
-                settings.trust_workspace_hooks,
-                workspace,
-                secrets,
-                trusted=policy.trusted,
-                operator_hooks=policy.hooks,
-            )
+            return cls(log, parts, owns_parts=owns)
         except BaseException:
-            agent.tools.close()
+            if owns:
+                parts.close()
             raise
-        override = None
-        if sandbox is not None and sandbox != settings.sandbox:
-            stored = settings.sandbox
-            override = (
-                f"chosen for this run by the user; the conversation's settings ask for sandbox "
-                f"{stored.kind}, network {stored.network}"
-            )
-        return _Parts(
-            cls,
-            agent,
-            workspace,
-            settings.confirmation,
-            secrets,
-            build_condenser(settings, agent.model),
-            snapshots,
-            policy,
-            override,
-            hooks,
-        )
 
     def close(self) -> None:
         """Release the tools' processes (terminal sessions, MCP connections) and the model
         calls' thread (a run ends it too)."""
         self._model_calls.close()
         if self._owns_parts:
-            self.agent.tools.close()
+            self.parts.close()
 
     def __enter__(self) -> Conversation:
         return self
@@ -666,21 +619,10 @@ class Conversation:
             status, why = status_after_head_move(True)
             self.store.append(child.id, status_event(status, path[-1].id, why), move_head=False)
         if workspace is None:
-            shared = Conversation(
-                ConversationLog(self.store, child.id, self.callbacks),
-                self.agent,
-                self.workspace,
-                confirmation=self.confirmation,
-                risk_analyzer=self.risk_analyzer,
-                secrets=self.secrets,
-                condenser=self.condenser,
-                snapshots=self.snapshots,
-                policy=self._policy,
-                isolation_override=self._isolation_override,
-                hooks=self.hooks.copied(),
-            )
-            shared._owns_parts = False  # the parent's tools: the parent closes them
-            return shared
+            # The parent's parts (its tools: the parent closes them), hooks of its own.
+            shared_parts = self.parts.replace(hooks=self.hooks.copied())
+            log = ConversationLog(self.store, child.id, self.callbacks)
+            return Conversation(log, shared_parts, owns_parts=False)
         forked = Conversation.open(
             self.store,
             child.id,
@@ -1171,51 +1113,6 @@ def _failure_text(error: Exception) -> str:
     if isinstance(error, TreadleError):
         return f"the run failed: {error}"
     return f"the run failed: {type(error).__name__}: {error}"
-
-
-@dataclass(frozen=True)
-class _Parts:
-    """What ``create`` and ``open`` build from settings before the log they will drive."""
-
-    cls: type[Conversation]
-    agent: Agent
-    workspace: Workspace
-    confirmation: ConfirmationPolicy
-    secrets: Secrets
-    condenser: Condenser | None
-    snapshots: WorkspaceSnapshots | None
-    policy: SettingsPolicy
-    isolation_override: str | None
-    hooks: ConversationHooks
-
-    def wire(self, log: ConversationLog) -> Conversation:
-        if self.snapshots is not None:
-            # A restore a killed process left unfinished is finished (or rolled back) first.
-            recover(self.snapshots.objects, self.snapshots.root, log.store)
-        return self.cls(
-            log,
-            self.agent,
-            self.workspace,
-            confirmation=self.confirmation,
-            secrets=self.secrets,
-            condenser=self.condenser,
-            snapshots=self.snapshots,
-            policy=self.policy,
-            isolation_override=self.isolation_override,
-            hooks=self.hooks,
-        )
-
-
-def _workspace_snapshots(
-    store: EventStore, settings: ConversationSettings, workspace: Workspace, policy: SettingsPolicy
-) -> WorkspaceSnapshots | None:
-    """The snapshots ``settings`` ask for, when the store has a place for them."""
-    if not settings.snapshots.enabled:
-        return None
-    objects = open_snapshot_store(store, policy.snapshot_data_dir)
-    if objects is None:
-        return None
-    return WorkspaceSnapshots(objects, workspace.root, settings.snapshots, store.url)
 
 
 class _RunGuard:

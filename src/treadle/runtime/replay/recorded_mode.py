@@ -6,11 +6,13 @@ its path must be the recorded one, event by event. The original is only read.
 from __future__ import annotations
 
 import tempfile
+from contextlib import closing
 from pathlib import Path
 
 from treadle.api.settings import SandboxSettings, SnapshotSettings
 from treadle.errors import TreadleError
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.parts import build_parts
 from treadle.runtime.replay.compare import RECORDED, compare_paths
 from treadle.runtime.replay.driver import drive, prepare
 from treadle.runtime.replay.recorded_hooks import RecordedHooks
@@ -65,12 +67,24 @@ def _replayed_path(
     )
     model = RecordedModel(recording, recorded_model_name(recording))
     stopped = None
-    with Conversation.create(store, settings, model=model, title="replay") as conversation:
-        conversation.agent = recorded_results_agent(
-            conversation.agent, recording, conversation.interrupt, conversation.pause
-        )
-        conversation.hooks = RecordedHooks(recording)
-        conversation.skills = RecordedSkills(recording)  # the workspace here is empty
+    built = build_parts(store, settings, model=model)
+    # The user's interrupts and pauses are made again on the conversation these parts run in.
+    running: list[Conversation] = []
+    parts = built.replace(
+        agent=recorded_results_agent(
+            built.agent,
+            recording,
+            interrupt=lambda: running[0].interrupt(),
+            pause=lambda: running[0].pause(),
+        ),
+        hooks=RecordedHooks(recording),
+        skills=RecordedSkills(recording),  # the workspace here is empty
+    )
+    with (
+        closing(built),
+        Conversation.create(store, settings, title="replay", parts=parts) as conversation,
+    ):
+        running.append(conversation)
         prepare(conversation, recording, model)
         try:
             drive(conversation, recording, model)

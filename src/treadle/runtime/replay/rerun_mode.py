@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from treadle.api.settings import SETTINGS_KEY, ConversationSettings, SandboxSett
 from treadle.events.fact_keys import REPLAY_KEY as REPLAY_KEY
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.log import ConversationLog
+from treadle.runtime.parts import build_parts
 from treadle.runtime.replay.compare import compare_results
 from treadle.runtime.replay.driver import drive, prepare
 from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
@@ -79,9 +81,10 @@ def rerun(
     settings = recording.settings.model_copy(update={"workspace": str(target), "sandbox": sandbox})
     log = _linked_conversation(store, recording, settings, start, raised)
     model = RecordedModel(recording, recorded_model_name(recording))
-    with Conversation.open(store, log.id, model=model, policy=policy) as conversation:
-        # The model gets the skills the recording got, whatever the starting files hold now.
-        conversation.skills = RecordedSkills(recording)
+    built = build_parts(store, settings, model=model, policy=policy)
+    # The model gets the skills the recording got, whatever the starting files hold now.
+    parts = built.replace(skills=RecordedSkills(recording))
+    with closing(built), Conversation.open(store, log.id, parts=parts) as conversation:
         prepare(conversation, recording, model)
         drive(conversation, recording, model)
         replayed = conversation.active_path()
