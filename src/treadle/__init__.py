@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # a local run
     "Conversation": "treadle.runtime.conversation",
+    "ConversationParts": "treadle.runtime.parts",
+    "build_parts": "treadle.runtime.parts",
     "SettingsPolicy": "treadle.runtime.settings",
     "open_store": "treadle.store.urls",
     "EventStore": "treadle.store.base",
@@ -49,6 +51,7 @@ __all__ = [
     "ContractError",
     "Conversation",
     "ConversationHandle",
+    "ConversationParts",
     "ConversationSettings",
     "ConversationStatus",
     "Event",
@@ -68,6 +71,7 @@ __all__ = [
     "Unavailable",
     "__version__",
     "audit_events",
+    "build_parts",
     "open_store",
 ]
 """The same names as ``_EXPORTS`` (a test checks), spelled out for linters."""
@@ -93,6 +97,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from treadle.events.model import Event
     from treadle.events.tree import EventTree
     from treadle.runtime.conversation import Conversation
+    from treadle.runtime.parts import ConversationParts, build_parts
     from treadle.runtime.settings import SettingsPolicy
     from treadle.store.base import EventStore
     from treadle.store.urls import open_store
