@@ -36,14 +36,18 @@ WATCHDOG_S = 180
 start and a run take many times longer on a loaded machine (CI beside CPU burners)."""
 
 
-def collect_frames(subscription, until_finished: bool = True, on_frame=None):
+def collect_frames(subscription, until_finished: bool = True, on_frame=None, on_joined=None):
     """(arrival time, typed frame) until the run finishes (a watchdog bounds the wait);
-    ``on_frame`` is called with each frame as it arrives."""
+    ``on_frame`` is called with each frame as it arrives, ``on_joined`` once, at the first:
+    the server has this client among its stream's listeners then (it joins them before it
+    sends what is stored), so live output made after it reaches this client."""
     watchdog = threading.Timer(WATCHDOG_S, subscription.close)
     watchdog.start()
     seen = []
     try:
         for frame in subscription.frames():
+            if not seen and on_joined is not None:
+                on_joined()
             seen.append((time.monotonic(), frame))
             if on_frame is not None:
                 on_frame(frame)
@@ -79,8 +83,14 @@ def test_output_reaches_a_client_before_the_command_ends_and_is_never_stored(
             if "live-42" in "".join(received):
                 release.touch()
 
-    conversation.run(wait=False)
-    seen = collect_frames(subscription, on_frame=let_the_command_end)
+    # Run once this client follows the stream: a frame of live output made before it joined
+    # never reaches it (live only), and the command would wait for the release until its
+    # timeout (seen beside CPU burners: no output frame at all).
+    seen = collect_frames(
+        subscription,
+        on_frame=let_the_command_end,
+        on_joined=lambda: conversation.run(wait=False),
+    )
 
     assert release.exists(), (
         "the first line never reached the client before the run ended: "
