@@ -189,6 +189,38 @@ def test_sigterm_during_start_up_exits_cleanly(tmp_path):
         assert err.strip() == "treadle: stopped by SIGTERM"
 
 
+SWALLOWED_STOP = """
+import os, signal, sys, weakref
+from treadle import entry
+
+class Thing:
+    pass
+
+def command():
+    thing = Thing()
+    def callback(_ref):  # the signal's handler runs in here, where Python ignores exceptions
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(1000))
+    ref = weakref.ref(thing, callback)
+    del thing
+    print("went on")
+
+entry.install_startup_signals()
+entry.run(command)
+"""
+
+
+def test_a_stop_python_swallows_still_ends_the_program_cleanly():
+    """A start-up signal handled inside a weak reference's callback (importlib's module locks
+    have one: seen under load) raised where Python only prints it, and the command went on
+    with a traceback on stderr; now it ends with the stop's code and its one line."""
+    done = subprocess.run(
+        [sys.executable, "-c", SWALLOWED_STOP], capture_output=True, text=True, timeout=60
+    )
+    assert done.stderr == "treadle: stopped by SIGTERM\n"
+    assert done.returncode == 143
+
+
 def test_a_message_queued_during_the_last_batch_is_stored(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
