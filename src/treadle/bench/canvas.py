@@ -9,7 +9,7 @@ ms since navigation start, each set once its frame is painted: ``treadle:first-e
 events are on screen) and ``treadle:interactive`` (and the controls work and the live stream is
 connected). The heap is V8's used JS heap after a forced GC (CDP), with the DOM node count.
 
-The request count (issue 11) opens a branched conversation (BRANCHES branches) in a cold tab, opens
+The request count opens a branched conversation (BRANCHES branches) in a cold tab, opens
 its Branches tab, and counts the page's HTTP requests (Playwright's request events) from the
 navigation until the tree is drawn and the page is quiet (its list and its audit loaded): those
 to ``/api/`` apart from the static files (the page, its modules, styles and icon).

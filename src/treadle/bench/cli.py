@@ -3,7 +3,7 @@
 Every command runs ``repeats`` times (rounds interleaved, so a busy moment of the shared machine
 falls on all of them alike) and the median wall time is kept, beside the median of
 ``python -c 'import typer, rich.console, pydantic'`` in the same run: the floor any typer CLI
-with pydantic pays. The ratios are what to compare across runs (issue 21: help and
+with pydantic pays. The ratios are what to compare across runs (the floors: help and
 ``--version`` within 2x of it, ``log`` and ``conversations`` on a small store within 4x).
 
 Each command's wall time and its CPU time (user + system of the child) are both kept; the
@@ -25,7 +25,7 @@ from typing import Any
 BASELINE = "import typer, rich.console, pydantic"
 HELP_LIMIT = 2.0
 READ_LIMIT = 4.0
-"""The ratios issue 21 asks for (help and version; a reading command on a small store)."""
+"""The ratios with floors (help and version; a reading command on a small store)."""
 
 
 def _small_store(folder: Path, conversations: int, events: int) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from treadle.events.projection import project_messages
 from treadle.events.tree import EventTree
 
 SDK_EVENTS_TO_MESSAGES_S_AT_20K = 0.47
-"""openhands-sdk 1.58.2 events_to_messages on 20,000 events, measured on this machine (issue 2)."""
+"""openhands-sdk 1.58.2 events_to_messages on 20,000 events, measured on this machine (the projection speed floor compares with it)."""
 
 
 def best_of(repeats: int, run: Callable[[], Any]) -> float:

@@ -4,7 +4,7 @@ Treadle's own overhead per task (a task's wall time minus its model's time).
 Each task is a 5-step scripted conversation (file edits, sandboxed commands, finish) on a
 small workspace, its model stub answering in 200 ms; setup, baseline, snapshots, patch, the
 clean checkout with the task's hidden files, and verify there run as in any eval. The floors
-of issue 16: overhead <= 1 s per task, and N = 4 at least 3x the tasks per minute of N = 1
+of evals: overhead <= 1 s per task, and N = 4 at least 3x the tasks per minute of N = 1
 (model-bound work scales past the cores).
 """
 

@@ -1,4 +1,4 @@
-"""``treadle bench runtime``'s file editor figures: what a confined call costs (issue 22).
+"""``treadle bench runtime``'s file editor figures: what a confined call costs (its open, check and read beside a plain one).
 
 The editor opens every path below the workspace folder's descriptor (``workspace.confined``:
 openat2, no symlink followed, the type checked on the opened file). Its calls are timed

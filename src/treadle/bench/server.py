@@ -334,7 +334,7 @@ def run_server_bench(
         log = realistic_events(events)
         for start in range(0, events, 2000):
             store.append_batch(conversation_id, log[start : start + 2000])
-        # issue 11's large conversation: a main chain with 49 side branches (50 heads)
+        # the Canvas floors' large conversation: a main chain with 49 side branches (50 heads)
         build_conversation(store, "branched", branched_events, seed=4, forks=49)
         text_index = catch_up_text_index(store)
         store.close()

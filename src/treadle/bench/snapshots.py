@@ -1,4 +1,4 @@
-"""``treadle bench snapshots``: workspace snapshots on a large workspace (issue 14: 10,000
+"""``treadle bench snapshots``: workspace snapshots on a large workspace (floors at 10,000
 files, 100 MB, 10 files changed per batch): the time of a snapshot per batch, the bytes it adds
 to the store against the bytes changed, the time to restore 10 changed files; and, in the same
 run, ``git add -A && git commit`` of the same changes on a copy of the workspace."""

@@ -429,7 +429,7 @@ def _say(progress: bool, message: str) -> None:
 
 
 def run_store_bench(url: str | None = None, *, events: int = 100_000, progress: bool = False):
-    """Every figure of issue 3 for the store at ``url`` (see the module docstring)."""
+    """Every store figure (README, Benchmarks) for the store at ``url`` (see the module docstring)."""
     place = Place(url)
     durable_count = min(10_000, max(CHUNK, events // 10))
     fast_count = min(100_000, events)

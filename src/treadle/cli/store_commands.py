@@ -581,7 +581,7 @@ def bench_store(
         typer.Option(
             "--events",
             min=10_000,
-            help="Size of the big conversation (issue 3: 1,000,000); the append, search and "
+            help="Size of the big conversation (the floors are measured at 1,000,000); the append, search and "
             "window sizes are capped by it",
         ),
     ] = 100_000,

@@ -50,7 +50,7 @@ class Unauthorized(RemoteError):
 
 
 AuthError = Unauthorized
-"""The name ``Unauthorized`` had before issue 11; kept so old ``except AuthError`` still works."""
+"""The name ``Unauthorized`` had in earlier versions; kept so old ``except AuthError`` still works."""
 
 
 class NotFound(RemoteError):

@@ -173,7 +173,7 @@ class Conversation:
         """The seq up to which queued messages were delivered (see deliver_queued_messages)."""
         self._run_lock = threading.Lock()
         self._status, self.status_reason = log.read_status()
-        # The projection of the active path, extended as it grows (issue 5, speed).
+        # The projection of the active path, extended as it grows: a step costs O(new events).
         self._projection = IncrementalProjection()
         condenser = self.condenser = parts.condenser
         """None: condensation is off (the whole active path is sent)."""

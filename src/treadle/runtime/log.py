@@ -22,7 +22,7 @@ EventCallback = Callable[[StoredEvent], None]
 
 class ConversationLog:
     """Writes to the stored conversation ``conversation_id`` (it must exist) and reads its
-    active path: a step costs O(new events), not O(history) (issue 5, speed)."""
+    active path: a step costs O(new events), not O(history)."""
 
     def __init__(
         self, store: EventStore, conversation_id: str, callbacks: Sequence[EventCallback] = ()

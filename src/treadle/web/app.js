@@ -74,7 +74,7 @@ class Canvas {
 
   async refreshList() {
     // Evals are listed from the home and eval screens only: opening a conversation costs no
-    // extra request (issue 11 counts them).
+    // extra request (treadle bench canvas counts them).
     if (this.activeId() === null) refreshEvalList(this.activeEvalId());
     const items = await refreshList(this.activeId(), (id) => this.navigate(id));
     const active = this.screen instanceof EvalScreen ? null : items?.find((view) => view.id === this.screen?.id);
