@@ -188,7 +188,9 @@ class Conversation:
         self.hooks = parts.hooks if parts.hooks is not None else ConversationHooks.none()
         """The hooks run at the points of the loop (docs/hooks.md)."""
         self.hooks.attach(self.id, self.context.interruption)
-        self.skills = parts.skills or WorkspaceSkills.load(workspace.root)
+        self.skills = (
+            parts.skills if parts.skills is not None else WorkspaceSkills.load(workspace.root)
+        )
         """The workspace's skills; what they add is recorded on the events (docs/skills.md)."""
         self._model_calls = CallThread(f"treadle-model-{self.id[:8]}")
         """Where the model is asked (a thread, so that an interrupt need not wait for it)."""
