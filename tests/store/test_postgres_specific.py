@@ -455,6 +455,9 @@ def test_closing_the_store_ends_a_waiting_subscriber(postgres_url):
     reader.start()
     store.append("c", msg("a", ROOT))
     wait_until(lambda: _subscriber_connections(postgres_url) == 1, 30, "the subscriber connected")
+    # Waiting: it gave what was stored (under load it had connected but not yet read it, and
+    # the close ended it before: seen was []).
+    wait_until(lambda: seen == [0], 30, "the stored event delivered")
     store.close()
     reader.join(timeout=10)
     assert not reader.is_alive()
