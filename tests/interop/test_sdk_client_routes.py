@@ -6,6 +6,7 @@ racing ``/run`` and ``/respond_to_confirmation``."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -447,3 +448,64 @@ def test_a_pause_during_a_run_ends_it_and_the_socket_says_so(
                 seen["full_state"] = value["execution_status"]
     assert seen == {"status": "paused", "full_state": "paused"}
     assert http.get(f"/api/conversations/{cid}").json()["execution_status"] == "paused"
+
+
+def frames_until(ws: Any, done: Any) -> list[dict[str, Any]]:
+    """The socket's frames up to and including the first for which ``done`` is true."""
+    frames = []
+    while True:
+        frame = json.loads(ws.recv(timeout=120))
+        frames.append(frame)
+        if done(frame):
+            return frames
+
+
+def is_full_state(frame: dict[str, Any]) -> bool:
+    return frame.get("key") == "full_state"
+
+
+def test_full_state_is_sent_again_only_while_the_client_may_wait_for_a_run(
+    server: ServerProcess, http: httpx.Client, root: Path, fake: FakeOpenAIServer
+) -> None:
+    """The SDK client ends its run's wait on the first ``full_state`` after its ``/run``: a
+    ``GET`` while it may still wait for a run's end is answered on the socket, but once it
+    has changed the conversation (here a pause) a ``GET`` must send none, or a late frame
+    would end the next run's wait before that run ends."""
+    cid = start(http, root, fake).json()["id"]
+    url = f"ws://127.0.0.1:{server.port}/openhands/sockets/events/{cid}"
+    with connect(url, open_timeout=30) as ws:
+        ws.send(json.dumps({"type": "auth", "session_api_key": API_KEY}))
+        assert is_full_state(json.loads(ws.recv(timeout=30)))
+        message = {"role": "user", "content": [{"type": "text", "text": "go"}]}
+        assert http.post(f"/api/conversations/{cid}/events", json=message).status_code == 200
+        assert http.post(f"/api/conversations/{cid}/run").status_code == 200
+        ended = frames_until(
+            ws, lambda f: is_full_state(f) and f["value"]["execution_status"] != "running"
+        )
+        assert ended[-1]["value"]["execution_status"] == "finished"
+        # Still the run's client, polling as its wait loop does: answered on the socket once
+        # the run has let the conversation go (until then a GET's nudge sends nothing).
+        answered: list[dict[str, Any]] = []
+
+        def polled() -> bool:
+            assert http.get(f"/api/conversations/{cid}").status_code == 200
+            with contextlib.suppress(TimeoutError):
+                while not answered:
+                    frame = json.loads(ws.recv(timeout=1))
+                    if is_full_state(frame):
+                        answered.append(frame)
+            return bool(answered)
+
+        wait_until(polled, timeout_s=60, what="a full_state answering the poll")
+        assert answered[0]["value"]["execution_status"] == "finished"
+        # It pauses, reads the state and sends a message: no full_state before the message.
+        assert http.post(f"/api/conversations/{cid}/pause").status_code == 200
+        assert http.get(f"/api/conversations/{cid}").json()["execution_status"] == "paused"
+        again = {"role": "user", "content": [{"type": "text", "text": "later"}]}
+        assert http.post(f"/api/conversations/{cid}/events", json=again).status_code == 200
+        frames = frames_until(ws, lambda f: f.get("kind") == "MessageEvent")
+    # (A poll above may have been answered twice, late: those frames say "finished".)
+    told_paused = [
+        f for f in frames if is_full_state(f) and f["value"]["execution_status"] == "paused"
+    ]
+    assert told_paused == []

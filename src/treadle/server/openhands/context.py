@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -21,6 +23,14 @@ class OpenHandsState:
     locks: ConversationLocks = field(default_factory=ConversationLocks)
     commands: Commands = field(default_factory=Commands)
     nudges: Nudges = field(default_factory=Nudges)
+
+    @contextmanager
+    def changing(self, conversation_id: str) -> Iterator[None]:
+        """Serve a request that changes the conversation: after the others on it (``locks``);
+        its client no longer waits for a run's end (``Nudges``)."""
+        with self.locks.held(conversation_id):
+            self.nudges.settled(conversation_id)
+            yield
 
 
 def openhands_state(request: Request) -> OpenHandsState:

@@ -1,5 +1,13 @@
 """Wake-ups for the OpenHands sockets of a conversation: "send ``full_state`` now" (see
-``routes_socket``: the end of a run the client polls for)."""
+``routes_socket``: the end of a run the client polls for).
+
+A ``full_state`` is the SDK client's sign that the run it waits for has ended, so a socket
+is nudged only while a run an SDK client started may have ended unseen: from the start of that
+run until the client's next request that changes the conversation (a message, a pause, a
+policy, …; it has stopped waiting then). A nudge for a ``GET`` made outside such a wait (e.g.
+``refresh_from_server``) could reach the client after it started its next run and end that
+run's wait at once.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +28,23 @@ class Nudges:
     def __init__(self) -> None:
         self._listeners: dict[str, set[Listener]] = {}
         self._lock = threading.Lock()
+        self._awaited: set[str] = set()
+        """Conversations whose SDK run may have ended without its client seeing it."""
+
+    def run_started(self, conversation_id: str) -> None:
+        """An SDK client started a run: its end may be nudged from now on."""
+        with self._lock:
+            self._awaited.add(conversation_id)
+
+    def settled(self, conversation_id: str) -> None:
+        """The client changes the conversation: it no longer waits for a run's end."""
+        with self._lock:
+            self._awaited.discard(conversation_id)
+
+    def awaited(self, conversation_id: str) -> bool:
+        """Whether a nudge may be sent (an SDK run's end may have gone unseen)."""
+        with self._lock:
+            return conversation_id in self._awaited
 
     def add(self, conversation_id: str, listener: Listener) -> None:
         with self._lock:
@@ -38,8 +63,11 @@ class Nudges:
         self.nudge(conversation_id, Delivery(None, (text,)))
 
     def nudge(self, conversation_id: str, what: Delivery = NUDGE) -> None:
-        """Hand ``what`` to every socket of the conversation (any thread)."""
+        """Hand ``what`` to every socket of the conversation (any thread); a ``NUDGE`` only
+        while a run's end is awaited."""
         with self._lock:
+            if what is NUDGE and conversation_id not in self._awaited:
+                return
             listeners = list(self._listeners.get(conversation_id, ()))
         for listener in listeners:
             with contextlib.suppress(RuntimeError):  # its loop has closed: it is going

@@ -193,7 +193,7 @@ def _delete(state: ServerState, extra: OpenHandsState, conversation_id: str) -> 
 def delete_conversation(conversation_id: str, state: State, extra: OpenHands) -> dict[str, bool]:
     """Deleted with its log (409 while it runs: pause it first)."""
     info = stored(state, conversation_id)
-    with extra.locks.held(info.id):
+    with extra.changing(info.id):
         when_free(state, info.id, lambda: _delete(state, extra, info.id))
     return SUCCESS
 
@@ -234,7 +234,9 @@ def start_run(state: ServerState, extra: OpenHandsState, conversation_id: str) -
             conversation_id,
             lambda: state.runs.start(conversation_id, operation, "openhands-run"),
         )
+        extra.nudges.run_started(conversation_id)
     except ConversationBusy:
+        extra.nudges.run_started(conversation_id)  # the client waits for the run's end
         return False
     except NotRunnable as error:
         # Not a 409: the SDK takes a 409 from /run as "already running" and waits for ever.
@@ -249,7 +251,7 @@ def run(conversation_id: str, state: State, extra: OpenHands, response: Response
     """Run in the background (accepting every call waiting for confirmation); 409 when it
     already runs, which the SDK's client takes as "wait for it"."""
     info = stored(state, conversation_id)
-    with extra.locks.held(info.id):
+    with extra.changing(info.id):
         if not start_run(state, extra, info.id):
             raise ApiError(409, "conflict", "Conversation already running. Wait for completion.")
     return SUCCESS
@@ -258,7 +260,7 @@ def run(conversation_id: str, state: State, extra: OpenHands, response: Response
 @router.post("/{conversation_id}/pause")
 def pause(conversation_id: str, state: State, extra: OpenHands) -> dict[str, bool]:
     info = stored(state, conversation_id)
-    with extra.locks.held(info.id):
+    with extra.changing(info.id):
         _refusing_unopenable(lambda: state.runs.pause(info.id, "pause"))
     return SUCCESS
 
@@ -266,7 +268,7 @@ def pause(conversation_id: str, state: State, extra: OpenHands) -> dict[str, boo
 @router.post("/{conversation_id}/interrupt")
 def interrupt(conversation_id: str, state: State, extra: OpenHands) -> dict[str, bool]:
     info = stored(state, conversation_id)
-    with extra.locks.held(info.id):
+    with extra.changing(info.id):
         _refusing_unopenable(lambda: state.runs.interrupt(info.id))
     return SUCCESS
 
@@ -307,7 +309,7 @@ async def set_confirmation_policy(
     info = stored(state, conversation_id)
 
     def change() -> None:
-        with extra.locks.held(info.id):
+        with extra.changing(info.id):
             when_free(state, info.id, lambda: _set_confirmation(state, info.id, body.get("policy")))
         policy = confirmation_json(confirmation_of(body.get("policy")))
         extra.nudges.say(info.id, state_update("confirmation_policy", policy))

@@ -103,7 +103,7 @@ def _send(state: ServerState, extra: OpenHandsState, conversation_id: str, body:
     run = body.get("run", False)
     if not isinstance(run, bool):
         raise ApiError(422, "bad_request", "run must be true or false")
-    with extra.locks.held(conversation_id):
+    with extra.changing(conversation_id):
         try:
             state.runs.send_message(conversation_id, text)
         except NotRunnable as error:  # its client's key is missing: say so, not a 409
@@ -135,7 +135,7 @@ def _respond(state: ServerState, extra: OpenHandsState, conversation_id: str, bo
         raise ApiError(422, "bad_request", "accept must be true or false")
     if not isinstance(reason, str) or len(reason) > 10_000:
         raise ApiError(422, "bad_request", "reason must be a string of at most 10000 characters")
-    with extra.locks.held(conversation_id):
+    with extra.changing(conversation_id):
         if accept:
             start_run(state, extra, conversation_id)  # already running: it runs them (as the SDK's)
             return

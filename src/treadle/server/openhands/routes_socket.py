@@ -4,7 +4,8 @@ After the handshake (and ``{"type": "auth", "session_api_key"}`` when the server
 client gets a ``full_state`` state update (its "ready"), then every event stored from then on,
 bare, as SDK JSON, with an ``execution_status`` update after each status change, and a
 ``full_state`` again when a run an SDK client started ends (without it the client's ``run()``
-never returns while the conversation waits or is paused). Close codes: 4001 bad key, 4004
+never returns while the conversation waits or is paused), after every event stored before it
+(the client's callbacks have seen the whole run when its ``run()`` returns). Close codes: 4001 bad key, 4004
 unknown conversation (the only two the client gives up on); 1011 when the server cannot go
 on (the client reconnects and catches up through REST).
 
@@ -21,16 +22,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
 from treadle.api.status import status_from_event
 from treadle.events.model import StateChangeEvent
-from treadle.runtime.status import read_status
+from treadle.runtime.status import ConversationStatus, read_status
 from treadle.server.openhands.events import sdk_json, state_update
 from treadle.server.openhands.info import conversation_info
-from treadle.server.openhands.nudges import NUDGE, RUN_ENDED
+from treadle.server.openhands.nudges import NUDGE, RUN_ENDED, Nudges
 from treadle.server.openhands.requests import conversation_uuid
 from treadle.server.state import ServerState
 from treadle.server.stream import TRANSIENT_READY, Listener
@@ -105,7 +107,7 @@ async def events_socket(websocket: WebSocket, conversation_id: str) -> None:
     try:
         cursor = await run_in_threadpool(state.hubs.join, canonical, listener)
         nudges.add(canonical, listener)
-        await _follow(websocket, state, canonical, listener, cursor)
+        await _follow(websocket, state, nudges, canonical, listener, cursor)
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client has gone
     except ConversationNotFound:
@@ -120,10 +122,16 @@ async def events_socket(websocket: WebSocket, conversation_id: str) -> None:
 
 
 async def _follow(
-    websocket: WebSocket, state: ServerState, conversation_id: str, listener: Listener, cursor: int
+    websocket: WebSocket,
+    state: ServerState,
+    nudges: Nudges,
+    conversation_id: str,
+    listener: Listener,
+    cursor: int,
 ) -> None:
     # The status where the live events start: each change after it is told.
     status, _reason = await run_in_threadpool(read_status, state.store, conversation_id, cursor + 1)
+    sent = _Sent(cursor, status)
     await websocket.send_text(await run_in_threadpool(full_state_text, state, conversation_id))
     while True:
         item = await listener.queue.get()
@@ -137,7 +145,14 @@ async def _follow(
                 await _close(websocket, 1011, "the stream ended; reconnect")
             return
         if item is NUDGE or item is RUN_ENDED:
-            text = await run_in_threadpool(_nudged_state, state, conversation_id, item is NUDGE)
+            unless_held = item is NUDGE
+            if unless_held and not nudges.awaited(conversation_id):
+                continue  # the client changed the conversation since: it waits no more
+            # Every event stored so far goes first, as the SDK's server flushes them before
+            # its full_state: the client's callbacks have seen the whole run when it returns.
+            last = await run_in_threadpool(_last_seq, state, conversation_id)
+            await _send_events(websocket, state, conversation_id, sent, last)
+            text = await run_in_threadpool(_nudged_state, state, conversation_id, unless_held)
             if text is not None:
                 await websocket.send_text(text)
             continue
@@ -148,19 +163,39 @@ async def _follow(
             for text in item.texts:
                 await websocket.send_text(text)
             continue
-        while cursor < item.seq:
-            end = min(item.seq + 1, cursor + 1 + READ_PAGE)
-            page = await run_in_threadpool(state.store.get_range, conversation_id, cursor + 1, end)
-            if not page:
-                break
-            for stored in page:
-                await websocket.send_json(sdk_json(stored))
-                event = stored.event
-                found = status_from_event(event) if isinstance(event, StateChangeEvent) else None
-                if found is not None and found[0] is not status:
-                    status = found[0]
-                    await websocket.send_text(state_update(STATUS, status.value))
-            cursor = page[-1].seq
+        await _send_events(websocket, state, conversation_id, sent, item.seq)
+
+
+@dataclass
+class _Sent:
+    """How far a socket has told the log: the last seq sent, and the status it last told."""
+
+    cursor: int
+    status: ConversationStatus
+
+
+async def _send_events(
+    websocket: WebSocket, state: ServerState, conversation_id: str, sent: _Sent, up_to: int
+) -> None:
+    """Send the stored events after ``sent.cursor`` up to seq ``up_to``, bare, with an
+    ``execution_status`` update after each status change."""
+    while sent.cursor < up_to:
+        end = min(up_to + 1, sent.cursor + 1 + READ_PAGE)
+        page = await run_in_threadpool(state.store.get_range, conversation_id, sent.cursor + 1, end)
+        if not page:
+            return
+        for stored in page:
+            await websocket.send_json(sdk_json(stored))
+            event = stored.event
+            found = status_from_event(event) if isinstance(event, StateChangeEvent) else None
+            if found is not None and found[0] is not sent.status:
+                sent.status = found[0]
+                await websocket.send_text(state_update(STATUS, sent.status.value))
+        sent.cursor = page[-1].seq
+
+
+def _last_seq(state: ServerState, conversation_id: str) -> int:
+    return state.store.get_conversation(conversation_id).event_count - 1
 
 
 def _deleted(state: ServerState, conversation_id: str) -> bool:
