@@ -30,7 +30,6 @@ from treadle.events.model import (
     ROOT,
     ActionEvent,
     AgentErrorEvent,
-    CondensationTrigger,
     Event,
     MessageEvent,
     ObservationEvent,
@@ -39,7 +38,6 @@ from treadle.events.model import (
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
-from treadle.events.usage import UsageTotals
 from treadle.runtime.agent import (
     InterruptedBy,
     duplicate_call_error,
@@ -47,7 +45,7 @@ from treadle.runtime.agent import (
     unique_call_ids,
 )
 from treadle.runtime.budget import BUDGET_KEY, Budget, raised
-from treadle.runtime.condense.condenser import CONTEXT_LIMIT_KEY
+from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.condense.context import ContextView
 from treadle.runtime.confirmation import (
     ConfirmationPolicy,
@@ -63,6 +61,9 @@ from treadle.runtime.errors import (
     NotRunnable,
     NotWaiting,
 )
+from treadle.runtime.extensions import RunScope
+from treadle.runtime.extensions.chain import RunExtensions, run_extensions
+from treadle.runtime.extensions.condensation import CondensationExtension
 from treadle.runtime.hooks import ConversationHooks, PromptBlocked
 from treadle.runtime.interrupts import (
     Abandoned,
@@ -94,7 +95,7 @@ from treadle.runtime.settings import (
     SandboxSettings,
     SettingsPolicy,
 )
-from treadle.runtime.skills import SKILLS_KEY, WorkspaceSkills
+from treadle.runtime.skills import WorkspaceSkills
 from treadle.runtime.snapshots import (
     NoSnapshot,
     RestoreResult,
@@ -102,9 +103,8 @@ from treadle.runtime.snapshots import (
     recover,
     restore,
     snapshot_facts,
-    try_record,
 )
-from treadle.runtime.snapshots.facts import SNAPSHOT_KEY, facts
+from treadle.runtime.snapshots.facts import SNAPSHOT_KEY
 from treadle.runtime.states import Op, Outcome, decide, status_after_head_move
 from treadle.runtime.status import ConversationStatus, status_event
 from treadle.runtime.stuck import is_stuck
@@ -175,14 +175,6 @@ class Conversation:
         self._status, self.status_reason = log.read_status()
         # The projection of the active path, extended as it grows: a step costs O(new events).
         self._projection = IncrementalProjection()
-        condenser = self.condenser = parts.condenser
-        """None: condensation is off (the whole active path is sent)."""
-        if condenser is not None:
-            condenser.mask = self.secrets.mask
-            for _seq, fact in facts(self.store, self.id, CONTEXT_LIMIT_KEY):
-                tokens = fact.value.get("tokens") if isinstance(fact.value, dict) else None
-                if isinstance(tokens, int) and tokens > 0:  # what an earlier refusal taught
-                    condenser.learn_limit(tokens)
         # What the model's context holds, followed as the path grows (condensation, turns).
         self._context = ContextView()
         self.hooks = parts.hooks if parts.hooks is not None else ConversationHooks.none()
@@ -198,6 +190,10 @@ class Conversation:
         """The ids of the calls this run is running (or is about to): the only ones a failure
         or a stop closes; a call waiting for confirmation is never among them."""
         self._owns_parts = owns_parts
+        scope = RunScope(log, self._context, self._in_model_thread)
+        self._extensions = RunExtensions(run_extensions(parts, self.hooks, self.skills), scope)
+        """The capabilities the loop calls at its points (runtime/extensions/)."""
+        self._extensions.opened()
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -325,6 +321,13 @@ class Conversation:
         return self._log.head
 
     @property
+    def condenser(self) -> Condenser | None:
+        """What shrinks this conversation's requests (with the window it has learned), None
+        when condensation is off."""
+        extension = self._extensions.find(CondensationExtension)
+        return extension.condenser if extension is not None else None
+
+    @property
     def callbacks(self) -> list[EventCallback]:
         """Told of each event after it is stored (a list: add or remove callbacks freely)."""
         return self._log.callbacks
@@ -383,14 +386,13 @@ class Conversation:
         return stored
 
     def _store_message(self, message: MessageEvent) -> MessageEvent:
-        # UserPromptSubmit hooks first (``PromptBlocked``: nothing stored).
-        context = self.hooks.before_prompt(message.text, self._log.record_fact)
+        # Screened first (e.g. a hook's ``PromptBlocked``: nothing stored).
+        following = self._extensions.screen_message(message.text)
         with self._log.lock:
             self._ensure_system_prompt()
-            message = self.skills.added_to_message(message, self._log.path())
-            (event,) = self._log.append([message])
-            if context:
-                self._log.append([self.hooks.context_message(context)])
+            (event,) = self._log.append([self._extensions.shape_message(message)])
+            if following:
+                self._log.append(following)
             # The log's status, not this object's: another process may have moved it on.
             status = self._log.read_status()[0]
             after = decide(Op.MESSAGE, status, False).status
@@ -415,12 +417,10 @@ class Conversation:
         if rule.outcome is Outcome.RECOVER:  # a run that died left them: they may have run
             self._close_open_calls("crash")
         self._record_isolation()
-        if self.snapshots is not None:  # files may have changed between runs (by hand)
-            self.snapshots.forget_last()
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
         self.context.interruption.clear()
-        self.hooks.new_run()
+        self._extensions.run_started()
         self._in_flight.clear()
         self._set_status(Status.RUNNING)
         with self._interrupt_watcher(), self._model_calls:  # the run's threads end with it
@@ -688,63 +688,21 @@ class Conversation:
     def _step(self) -> ConversationStatus | None:
         """One model call and its consequences; a status when the run must stop."""
         self._ensure_system_prompt()
-        condensed_for_refusal = False
-        while True:
-            # Before each model call: this one, and a condensation's summary call.
-            if reached := self._budget_reached():
-                return self._pause_for_budget(reached)
-            head = self.head
-            try:
-                messages = self._request_messages()
-                if self.head != head and (reached := self._budget_reached()):
-                    return self._pause_for_budget(reached)  # the summary call just reached it
-                response = self._ask(messages)
-                break
-            except ContextWindowExceeded as error:
-                # Condense and retry once per step; a second refusal ends the run (no loop).
-                why = self._why_refusal_ends_the_run(error, condensed_for_refusal)
-                if why is not None:
-                    return self._record_model_error(ModelError(f"{error}; {why}"))
-                condensed_for_refusal = True
-            except ModelError as error:
-                return self._record_model_error(error)
-            except Abandoned:  # interrupted while the model thought: its answer is not wanted
-                return self._record_pause()
-        try:
-            events = self.agent.response_events(response)
-        except ValidationError as error:  # e.g. a field a provider left empty
-            problem = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
-            )
-            return self._record_model_error(
-                ModelError(
-                    f"model {self.agent.model.name} sent a response the runtime cannot turn "
-                    f"into events: {problem}",
-                    raw=repr(response),
-                )
-            )
+        response = self._model_response()
+        if isinstance(response, ConversationStatus):
+            return response
+        events = self._response_events(response)
+        if isinstance(events, ConversationStatus):
+            return events
         if not response.tool_calls:
             self._log.append(events)
-            if self._stop_hooks_continue(response.text):
+            if self._kept_going(response.text):
                 return None
             return self._set_status(Status.FINISHED, "the agent answered and awaits the user")
-        # PROJECT-DUP-CALL / LINK-UNIQUE are checked before anything is stored or run.
-        # With tool calls, every event of the response is an action (agent.response_events).
-        checked = unique_call_ids(events, self._used_call_ids())  # type: ignore[arg-type]
-        stored: list[ActionEvent] = self._log.append(checked.actions)  # type: ignore[assignment]
-        if checked.renamed:
-            self._log.record_fact(
-                CALL_IDS_KEY, {"llm_response_id": response.id, "renamed": checked.renamed}
-            )
-        not_run = {action.id for action in checked.not_run}
-        originals = {item["action_id"]: item["original"] for item in checked.renamed}
-        for action in stored:
-            if action.id in not_run:
-                self._log.append([duplicate_call_error(action, originals[action.id])])
-        actions = [action for action in stored if action.id not in not_run]
-        # PreToolUse hooks: a blocked call is answered now; "ask" waits for the user; a hook
-        # never lets a call skip the confirmation the policy asks for.
-        screened = self.hooks.before_calls(actions, self._log.record_fact)
+        # Screened before confirmation and before any runs: a blocked call is answered now;
+        # "ask" waits for the user, and nothing lets a call skip the confirmation the policy
+        # asks for.
+        screened = self._extensions.screen_calls(self._stored_calls(response, events))
         if screened.rejections:
             self._log.append(screened.rejections)
         actions = screened.allowed
@@ -761,10 +719,73 @@ class Conversation:
         self._in_flight = {action.id for action in actions}
         return self._execute(actions)
 
-    def _stop_hooks_continue(self, last_message: str) -> bool:
-        """Stop hooks, as the agent ends its turn: True when one keeps it going (its reason
-        stored as a message for the model), bounded per run."""
-        message = self.hooks.at_stop(last_message, self._log.record_fact)
+    def _model_response(self) -> ModelResponse | ConversationStatus:
+        """The model's answer to the next request, or the status the run stops with: a
+        budget reached, an error, an interrupt, or a refusal as too long that no extension
+        could make room for (room is made once per step: a second refusal ends the run)."""
+        retried = False
+        while True:
+            # Before each model call: this one, and a condensation's summary call.
+            if (why := self._extensions.before_model_call()) is not None:
+                return self._pause_for(why)
+            head = self.head
+            try:
+                self._extensions.before_request()
+                if self.head != head and (why := self._extensions.before_model_call()):
+                    return self._pause_for(why)  # a summary call was just made
+                return self._ask(self.messages())
+            except ContextWindowExceeded as error:
+                why = self._extensions.after_refusal(error, retried)
+                if why is not None:
+                    return self._record_model_error(ModelError(f"{error}; {why}"))
+                retried = True
+            except ModelError as error:
+                return self._record_model_error(error)
+            except Abandoned:  # interrupted while the model thought: its answer is not wanted
+                return self._record_pause()
+
+    def _response_events(
+        self, response: ModelResponse
+    ) -> list[MessageEvent] | list[ActionEvent] | ConversationStatus:
+        """The events of ``response``, or ERROR when it cannot be turned into events."""
+        try:
+            return self.agent.response_events(response)
+        except ValidationError as error:  # e.g. a field a provider left empty
+            problem = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
+            )
+            return self._record_model_error(
+                ModelError(
+                    f"model {self.agent.model.name} sent a response the runtime cannot turn "
+                    f"into events: {problem}",
+                    raw=repr(response),
+                )
+            )
+
+    def _stored_calls(
+        self, response: ModelResponse, events: list[MessageEvent] | list[ActionEvent]
+    ) -> list[ActionEvent]:
+        """Store the response's calls; those that may run. PROJECT-DUP-CALL / LINK-UNIQUE are
+        checked before anything is stored or run: a repeated call id is renamed (recorded as
+        a ``call_ids`` fact), a repeated call answered by an error and not run."""
+        # With tool calls, every event of the response is an action (agent.response_events).
+        checked = unique_call_ids(events, self._used_call_ids())  # type: ignore[arg-type]
+        stored: list[ActionEvent] = self._log.append(checked.actions)  # type: ignore[assignment]
+        if checked.renamed:
+            self._log.record_fact(
+                CALL_IDS_KEY, {"llm_response_id": response.id, "renamed": checked.renamed}
+            )
+        not_run = {action.id for action in checked.not_run}
+        originals = {item["action_id"]: item["original"] for item in checked.renamed}
+        for action in stored:
+            if action.id in not_run:
+                self._log.append([duplicate_call_error(action, originals[action.id])])
+        return [action for action in stored if action.id not in not_run]
+
+    def _kept_going(self, last_message: str) -> bool:
+        """As the agent ends its turn: True when an extension keeps it going (e.g. a Stop
+        hook, its reason stored as a message for the model)."""
+        message = self._extensions.at_stop(last_message)
         if message is None:
             return False
         self._log.append([message])
@@ -773,6 +794,7 @@ class Conversation:
     def _ask(self, messages: list[dict]) -> ModelResponse:
         """The model's answer, asked in the model-call thread so that an interrupt need not
         wait for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
+        self._context.follow(self._log.path())
         responses_before = self._context.model_responses
         return self._in_model_thread(
             lambda: self.agent.ask(messages, responses_before=responses_before)
@@ -788,19 +810,8 @@ class Conversation:
 
     # -- budgets ---------------------------------------------------------------------------
 
-    def _budget_reached(self) -> str | None:
-        """Why the next model call may not be made (a budget reached), else None. Read from
-        the conversation's row: its stored budgets (raised by any process) and the totals the
-        store keeps at append time."""
-        info = self.store.get_conversation(self.id)
-        budget = Budget.from_metadata(info.metadata)
-        if not budget.limited:
-            return None
-        totals = UsageTotals(info.prompt_tokens, info.completion_tokens, info.cost_usd)
-        return budget.reached(totals)
-
-    def _pause_for_budget(self, reason: str) -> ConversationStatus:
-        # Paused by the runtime, not the user: the status's reason says which budget.
+    def _pause_for(self, reason: str) -> ConversationStatus:
+        # Paused by the runtime, not the user (e.g. a budget reached): the reason says why.
         self._log.append([PauseEvent(source="environment")])
         return self._set_status(Status.PAUSED, reason)
 
@@ -845,64 +856,6 @@ class Conversation:
             change = {"from": model_fact(stored.model), "to": model_fact(choice)}
             self._log.record_fact(MODEL_KEY, change)
             return change
-
-    # -- condensation ----------------------------------------------------------------------
-
-    def _request_messages(self) -> list[dict]:
-        """The next request's messages, condensed first when they would pass the budget."""
-        condenser = self.condenser
-        context = self._context
-        if condenser is not None and condenser.budget is not None and not context.counting:
-            context.attach(condenser.sizes())
-        context.follow(self._log.path())
-        if condenser is not None and condenser.over_budget(context):
-            self._condense(
-                f"the next request would hold about {context.total} tokens, over the budget of "
-                f"{condenser.budget}",
-                "budget",
-            )
-        return self.messages()
-
-    def _why_refusal_ends_the_run(
-        self, error: ContextWindowExceeded, condensed_already: bool
-    ) -> str | None:
-        """After a provider's context-window refusal: None when a condensation was made (the
-        request is to be retried), else why the run must stop. The window the refusal
-        states (else half the refused request) is learned first, recorded as a
-        ``context_limit`` fact and kept for the conversation: what is kept is sized to it."""
-        condenser = self.condenser
-        if condenser is None:
-            return "condensation is off for this conversation (--condense auto would shrink it)"
-        if condensed_already:
-            return "it was refused again after condensing once in this step, so the run stops"
-        context = self._context
-        if not context.counting:
-            context.attach(condenser.sizes())
-        context.follow(self._log.path())
-        learned = condenser.learn_from_refusal(context.total, str(error))
-        self._log.record_fact(CONTEXT_LIMIT_KEY, learned)
-        why = "the provider refused the request: its context window is exceeded"
-        if not self._condense(why, "refusal"):
-            return "nothing more can be condensed (the kept events alone are too long)"
-        return None
-
-    def _condense(self, reason: str, trigger: CondensationTrigger) -> bool:
-        """Append a condensation of the active path (one summary call); False when the policy
-        finds nothing to forget or the last event is already a condensation (CONDENSE-LOOP)."""
-        condenser = self.condenser
-        assert condenser is not None
-        context = self._context
-        context.follow(self._log.path())
-        plan = condenser.plan(context)
-        if plan is None:
-            return False
-        # The summary is a model call like a step's: an interrupt abandons it, drops its answer.
-        condensation = self._in_model_thread(
-            lambda: condenser.condensation(context, plan, reason, trigger)
-        )
-        self._log.append([condensation])
-        context.follow(self._log.path())
-        return True
 
     def _used_call_ids(self) -> set[str]:
         """The call ids on the active path, followed as it grows (not a pass over it)."""
@@ -986,7 +939,6 @@ class Conversation:
             self._log.append([event])
 
     def _execute(self, actions: Sequence[ActionEvent]) -> ConversationStatus | None:
-        names = [action.tool_name for action in actions]
         ended_turn = False
         failure = None
         answered: set[str] = set()
@@ -1006,20 +958,17 @@ class Conversation:
             else:
                 ended_turn = ended_turn or outcome.ends_turn
                 failure = failure or outcome.failure
-                event = self.hooks.after_call(
-                    by_call[event.tool_call_id], event, self._log.record_fact
-                )
+                event = self._extensions.after_call(by_call[event.tool_call_id], event)
             self._log.append([event])
             answered.add(event.tool_call_id)
         for action in actions:
             if action.tool_call_id not in answered:  # paused before it started: close it
                 self._log.append([self._not_started(action)])
         self._in_flight = set()
-        # Every call answered: the batch's files (read again only if a call could change them).
-        try_record(self.snapshots, self._log, self.agent.tools.may_change_files(names))
+        self._extensions.after_batch(actions)  # every call answered
         if failure:
             return self._set_status(Status.ERROR, failure)
-        if ended_turn and not self._stop_hooks_continue(_finish_message(actions)):
+        if ended_turn and not self._kept_going(_finish_message(actions)):
             return self._set_status(Status.FINISHED, "the agent called finish")
         if is_stuck(self._log.path()):
             return self._set_status(Status.STUCK, "the same calls gave the same results 3 times")
@@ -1080,11 +1029,9 @@ class Conversation:
 
     def _ensure_system_prompt(self) -> None:
         if self.head is None:
-            self._log.append([self.skills.added_to_system_prompt(self.agent.system_prompt_event())])
-            skills = self.skills.fact()
-            if skills is not None:
-                self._log.record_fact(SKILLS_KEY, skills)
-            try_record(self.snapshots, self._log)  # the files the conversation starts from
+            prompt = self._extensions.system_prompt(self.agent.system_prompt_event())
+            self._log.append([prompt])
+            self._extensions.conversation_started()
 
     def _set_status(
         self, status: ConversationStatus, reason: str | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from treadle.events.model import (
     UserRejectionEvent,
 )
 from treadle.runtime.errors import ConversationError
+from treadle.runtime.extensions.base import Screened
 from treadle.runtime.hooks.process import run_hook
 from treadle.runtime.hooks.replies import HookVerdict, verdict
 from treadle.runtime.secrets import Secrets
@@ -47,16 +48,6 @@ class HookSource:
 
     settings: HookSettings
     mount_files: bool
-
-
-@dataclass
-class Screened:
-    """A response's calls after the ``PreToolUse`` hooks: those that may go on, the
-    rejections of those they blocked, and whether one asked for the user's confirmation."""
-
-    allowed: list[ActionEvent]
-    rejections: list[UserRejectionEvent] = field(default_factory=list)
-    ask: bool = False
 
 
 class ConversationHooks:

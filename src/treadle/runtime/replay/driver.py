@@ -11,19 +11,10 @@ from itertools import groupby
 from treadle.events.model import ActionEvent, PauseEvent, UserRejectionEvent
 from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import Conversation
-from treadle.runtime.replay.recorded_model import RecordedModel, replay_condenser
+from treadle.runtime.replay.recorded_model import RecordedModel
 from treadle.runtime.replay.recorded_tools import ReplayedCrash
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.status import ConversationStatus
-
-
-def prepare(conversation: Conversation, recording: Recording, model: RecordedModel) -> None:
-    """Before the first step: the recorded run's condenser, asking ``model`` for summaries
-    (the one the settings build would not know a LiteLLM model's window)."""
-    condenser = replay_condenser(recording, model)
-    if condenser is not None:
-        condenser.mask = conversation.secrets.mask
-    conversation.condenser = condenser
 
 
 def drive(conversation: Conversation, recording: Recording, model: RecordedModel) -> None:

@@ -14,9 +14,13 @@ from treadle.errors import TreadleError
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.parts import build_parts
 from treadle.runtime.replay.compare import RECORDED, compare_paths
-from treadle.runtime.replay.driver import drive, prepare
+from treadle.runtime.replay.driver import drive
 from treadle.runtime.replay.recorded_hooks import RecordedHooks
-from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
+from treadle.runtime.replay.recorded_model import (
+    RecordedModel,
+    recorded_model_name,
+    replay_condenser,
+)
 from treadle.runtime.replay.recorded_skills import RecordedSkills
 from treadle.runtime.replay.recorded_tools import recorded_results_agent
 from treadle.runtime.replay.recording import Recording, read_recording
@@ -79,13 +83,13 @@ def _replayed_path(
         ),
         hooks=RecordedHooks(recording),
         skills=RecordedSkills(recording),  # the workspace here is empty
+        condenser=replay_condenser(recording, model),
     )
     with (
         closing(built),
         Conversation.create(store, settings, title="replay", parts=parts) as conversation,
     ):
         running.append(conversation)
-        prepare(conversation, recording, model)
         try:
             drive(conversation, recording, model)
         except TreadleError as error:

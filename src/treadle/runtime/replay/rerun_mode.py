@@ -20,8 +20,12 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.parts import build_parts
 from treadle.runtime.replay.compare import compare_results
-from treadle.runtime.replay.driver import drive, prepare
-from treadle.runtime.replay.recorded_model import RecordedModel, recorded_model_name
+from treadle.runtime.replay.driver import drive
+from treadle.runtime.replay.recorded_model import (
+    RecordedModel,
+    recorded_model_name,
+    replay_condenser,
+)
 from treadle.runtime.replay.recorded_skills import RecordedSkills
 from treadle.runtime.replay.recording import Recording, ReplayInputError, read_recording
 from treadle.runtime.replay.report import ReplayReport
@@ -82,10 +86,12 @@ def rerun(
     log = _linked_conversation(store, recording, settings, start, raised)
     model = RecordedModel(recording, recorded_model_name(recording))
     built = build_parts(store, settings, model=model, policy=policy)
-    # The model gets the skills the recording got, whatever the starting files hold now.
-    parts = built.replace(skills=RecordedSkills(recording))
+    # The model gets the skills the recording got, whatever the starting files hold now,
+    # and the recorded run's condenser (see replay_condenser).
+    parts = built.replace(
+        skills=RecordedSkills(recording), condenser=replay_condenser(recording, model)
+    )
     with closing(built), Conversation.open(store, log.id, parts=parts) as conversation:
-        prepare(conversation, recording, model)
         drive(conversation, recording, model)
         replayed = conversation.active_path()
     report = ReplayReport("rerun", conversation_id, recording.head)
