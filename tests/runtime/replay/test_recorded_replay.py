@@ -136,6 +136,18 @@ def test_a_replay_up_to_an_earlier_head_replays_that_path_only(store, workspace)
     assert report.replayed_events == [e.id for e in path].index(middle.id) + 1
 
 
+def test_a_head_moved_back_to_the_system_prompt_replays_it(store, workspace):
+    """Found by the random state machine: a path that is only the system prompt has no input
+    (no message, no step), and the replay stored nothing ("no event for the recorded
+    system_prompt")."""
+    conversation = recorded(store, workspace, [FINISH], **NO_SANDBOX)
+    first = path_of(store, conversation)[0]
+    assert first.kind == "system_prompt"
+    report = replay_recorded(store, conversation, first.id)
+    assert report.same, report.divergences
+    assert report.replayed_events == 1
+
+
 @pytest.fixture
 def elsewhere(tmp_path: Path):
     """A store for tampered logs (the runtime fixture's store audits clean after each test;

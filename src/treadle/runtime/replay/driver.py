@@ -21,6 +21,8 @@ def drive(conversation: Conversation, recording: Recording, model: RecordedModel
     """Feed ``recording``'s inputs to ``conversation`` in order: a user message lands exactly
     where it was recorded, and the steps between two inputs run as the runtime runs them (one
     run, again after each stop of its own: a confirmation, a crash)."""
+    if recording.path and recording.path[0].kind == "system_prompt":
+        conversation.start()  # stored even when no input follows it (a head moved back to it)
     inputs = recording.inputs
     index = 0
     while index < len(inputs):
