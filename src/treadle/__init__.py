@@ -16,6 +16,8 @@ _EXPORTS: dict[str, str] = {
     "Conversation": "treadle.runtime.conversation",
     "ConversationParts": "treadle.runtime.parts",
     "build_parts": "treadle.runtime.parts",
+    "RunExtension": "treadle.runtime.extensions.base",
+    "RunScope": "treadle.runtime.extensions.base",
     "SettingsPolicy": "treadle.runtime.settings",
     "open_store": "treadle.store.urls",
     "EventStore": "treadle.store.base",
@@ -62,6 +64,8 @@ __all__ = [
     "NotFound",
     "RemoteConversation",
     "RemoteError",
+    "RunExtension",
+    "RunScope",
     "SettingsPolicy",
     "TranscriptItem",
     "TranscriptPage",
@@ -97,6 +101,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from treadle.events.model import Event
     from treadle.events.tree import EventTree
     from treadle.runtime.conversation import Conversation
+    from treadle.runtime.extensions.base import RunExtension, RunScope
     from treadle.runtime.parts import ConversationParts, build_parts
     from treadle.runtime.settings import SettingsPolicy
     from treadle.store.base import EventStore

@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from treadle.api.isolation import ISOLATION_KEY
 from treadle.api.mcp import MCP_SERVERS_KEY
-from treadle.api.model_change import MODEL_KEY, model_fact
 from treadle.api.settings import ModelChoice
 from treadle.api.transcript import TranscriptPage
 from treadle.errors import TreadleError
@@ -34,17 +33,17 @@ from treadle.events.model import (
     MessageEvent,
     ObservationEvent,
     PauseEvent,
-    StateChangeEvent,
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
+from treadle.runtime import settings_changes
 from treadle.runtime.agent import (
     InterruptedBy,
     duplicate_call_error,
     interrupted_error,
     unique_call_ids,
 )
-from treadle.runtime.budget import BUDGET_KEY, Budget, raised
+from treadle.runtime.budget import Budget
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.condense.context import ContextView
 from treadle.runtime.confirmation import (
@@ -64,6 +63,7 @@ from treadle.runtime.errors import (
 from treadle.runtime.extensions import RunScope
 from treadle.runtime.extensions.chain import RunExtensions, run_extensions
 from treadle.runtime.extensions.condensation import CondensationExtension
+from treadle.runtime.forking import record_fork
 from treadle.runtime.hooks import ConversationHooks, PromptBlocked
 from treadle.runtime.interrupts import (
     Abandoned,
@@ -99,14 +99,17 @@ from treadle.runtime.skills import WorkspaceSkills
 from treadle.runtime.snapshots import (
     NoSnapshot,
     RestoreResult,
-    WorkspaceSnapshots,
     recover,
     restore,
-    snapshot_facts,
 )
-from treadle.runtime.snapshots.facts import SNAPSHOT_KEY
+from treadle.runtime.snapshots.putting_back import (
+    covering_or_refuse,
+    restore_event,
+    restore_recorded,
+    snapshots_or_refuse,
+)
 from treadle.runtime.states import Op, Outcome, decide, status_after_head_move
-from treadle.runtime.status import ConversationStatus, status_event
+from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
@@ -360,6 +363,12 @@ class Conversation:
 
     # -- user intents ----------------------------------------------------------------------
 
+    def start(self) -> None:
+        """Store the conversation's first event, its system prompt, when it has none yet (a
+        message or a run does it first anyway)."""
+        with self._log.lock:
+            self._ensure_system_prompt()
+
     def send_message(self, text: str) -> MessageEvent:
         return self._store_message(MessageEvent(source="user", text=text))
 
@@ -555,7 +564,10 @@ class Conversation:
         ``restore_files``: then they are put back to the snapshot covering ``event_id``
         (``NoSnapshot``, and nothing changed, when none does)."""
         with self._running(), self._log.lock:
-            restored = self._restore_event(event_id) if restore_files else None
+            restored = None
+            if restore_files:
+                snapshots = snapshots_or_refuse(self.snapshots, self.id)
+                restored = restore_event(snapshots, self._log, event_id)
             self._log.move_head(event_id)
             status, why = status_after_head_move(bool(self.pending_actions()))
             self._set_status(status, f"switched to the branch of {event_id}" + (why and f": {why}"))
@@ -565,15 +577,8 @@ class Conversation:
         """Put back any snapshot recorded in this conversation (the undo of a restore: the
         files it replaced are the snapshot it took first). The head does not move."""
         with self._running(), self._log.lock:
-            snapshots = self._snapshots_or_refuse()
-            recorded = {fact.id: fact for fact in snapshot_facts(self.store, self.id)}
-            if snapshot_id not in recorded:
-                raise NoSnapshot(
-                    f"snapshot {snapshot_id!r} is not recorded in conversation {self.id} "
-                    "(treadle snapshots lists them); nothing was changed"
-                )
-            git_tree = recorded[snapshot_id].git_tree
-            return restore(snapshots, self._log, snapshot_id, git_target=git_tree)
+            snapshots = snapshots_or_refuse(self.snapshots, self.id)
+            return restore_recorded(snapshots, self._log, snapshot_id)
 
     def fork(
         self,
@@ -596,38 +601,22 @@ class Conversation:
             )
         covering = None
         if restore_files:
-            snapshots = self._snapshots_or_refuse()
-            covering = snapshots.covering(self.store, self.id, head) if head else None
-            if covering is None:
-                raise NoSnapshot(self._no_snapshot_text(head))
+            snapshots = snapshots_or_refuse(self.snapshots, self.id)
+            covering = covering_or_refuse(snapshots, self.store, self.id, head)
+        root = None
         if workspace is not None:  # refused here, before a conversation exists, if outside
-            LocalWorkspace(workspace, create=True, within=self._policy.workspace_root)
-        path = self.store.path_to_root(self.id, head) if head else []
-        info = self.store.get_conversation(self.id)
-        metadata = dict(info.metadata)
-        metadata["origin"] = {"forked_from": self.id, "event_id": head}
-        if workspace is not None and SETTINGS_KEY in metadata:
-            moved = ConversationSettings.model_validate(metadata[SETTINGS_KEY]).model_copy(
-                update={"workspace": str(LocalWorkspace(workspace).root)}
-            )
-            metadata[SETTINGS_KEY] = moved.to_metadata()
-        child = self.store.create_conversation(
-            title=title or f"fork of {info.title or self.id}", metadata=metadata
+            root = LocalWorkspace(workspace, create=True, within=self._policy.workspace_root).root
+        child_id = record_fork(
+            self.store, self.id, head, title=title, workspace=root, snapshots=self.snapshots
         )
-        if path:
-            self.store.append_batch(child.id, path)
-            self._copy_snapshots(child.id, {event.id for event in path})
-        if path and pending_actions(path):  # its calls wait for an answer there too
-            status, why = status_after_head_move(True)
-            self.store.append(child.id, status_event(status, path[-1].id, why), move_head=False)
         if workspace is None:
             # The parent's parts (its tools: the parent closes them), hooks of its own.
             shared_parts = self.parts.replace(hooks=self.hooks.copied())
-            log = ConversationLog(self.store, child.id, self.callbacks)
+            log = ConversationLog(self.store, child_id, self.callbacks)
             return Conversation(log, shared_parts, owns_parts=False)
         forked = Conversation.open(
             self.store,
-            child.id,
+            child_id,
             model=self.agent.model,
             secrets=self.secrets,
             callbacks=self.callbacks,
@@ -636,52 +625,11 @@ class Conversation:
         if covering is not None:
             if forked.snapshots is None:
                 forked.close()
-                raise NoSnapshot(f"snapshots are off for the fork {child.id}: nothing restored")
+                raise NoSnapshot(f"snapshots are off for the fork {child_id}: nothing restored")
             with forked._log.lock:
-                restore(
-                    forked.snapshots,
-                    forked._log,
-                    covering.id,
-                    event=head,
-                    git_target=covering.git_tree,
-                )
+                git_tree = covering.git_tree
+                restore(forked.snapshots, forked._log, covering.id, event=head, git_target=git_tree)
         return forked
-
-    def _copy_snapshots(self, child_id: str, on_path: set[str]) -> None:
-        """The fork keeps the snapshots of the events it copied (its own refs to them)."""
-        kept = [fact for fact in snapshot_facts(self.store, self.id) if fact.after_event in on_path]
-        if not kept:
-            return
-        copied = [
-            StateChangeEvent(key=SNAPSHOT_KEY, value=fact.value, parent_id=fact.after_event)
-            for fact in kept
-        ]
-        self.store.append_batch(child_id, copied, move_head=False)
-        if self.snapshots is not None:
-            for fact in kept:
-                self.snapshots.objects.keep(child_id, fact.id)
-
-    def _restore_event(self, event_id: str) -> RestoreResult:
-        snapshots = self._snapshots_or_refuse()
-        fact = snapshots.covering(self.store, self.id, event_id)
-        if fact is None:
-            raise NoSnapshot(self._no_snapshot_text(event_id))
-        return restore(snapshots, self._log, fact.id, event=event_id, git_target=fact.git_tree)
-
-    def _no_snapshot_text(self, event_id: str | None) -> str:
-        return (
-            f"no snapshot covers event {event_id} of conversation {self.id} (none was taken "
-            "after the batch before it, or a tool ran since): the workspace's files were left "
-            "as they are"
-        )
-
-    def _snapshots_or_refuse(self) -> WorkspaceSnapshots:
-        if self.snapshots is None:
-            raise NoSnapshot(
-                f"conversation {self.id} takes no workspace snapshots (off in its settings, "
-                "or its store has no local folder for them): nothing was changed"
-            )
-        return self.snapshots
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -817,45 +765,19 @@ class Conversation:
 
     def raise_budget(self, budget: Budget) -> dict[str, Any]:
         """Raise this conversation's budgets to those ``budget`` gives (None: kept), stored
-        in its settings and recorded in its log (a ``budget`` state change with each
-        ``from`` and ``to``); the changes made. ``BudgetLowered`` when one would go down:
-        a budget is never lowered under a log made with it. Not while a run is in progress."""
+        in its settings and recorded in its log (``runtime/settings_changes.py``); the
+        changes made. ``BudgetLowered`` when one would go down. Not while a run is in
+        progress."""
         with self._running(), self._log.lock:
-            info = self.store.get_conversation(self.id)
-            stored = ConversationSettings.from_metadata(info.metadata)
-            if stored is None:
-                raise NotRunnable(f"conversation {self.id!r} has no settings to raise")
-            changes = raised(stored, budget)
-            if not changes:
-                return changes
-            updated = stored.model_copy(
-                update={name: change["to"] for name, change in changes.items()}
-            )
-            metadata = dict(info.metadata)
-            metadata[SETTINGS_KEY] = updated.to_metadata()
-            self.store.update_conversation(self.id, metadata=metadata)
-            self._log.record_fact(BUDGET_KEY, changes)
-            return changes
+            return settings_changes.raise_budget(self._log, budget)
 
     def change_model(self, choice: ModelChoice) -> dict[str, Any] | None:
-        """Store ``choice`` as this conversation's model from now on (its other settings
-        kept) and record it in its log (a ``model`` state change with ``from`` and ``to``);
-        the fact's value, None when it is the stored model already. The caller runs this
-        object with that model (given to ``open``) and holds the run lease. Not while a run
-        is in progress."""
+        """Store ``choice`` as this conversation's model from now on and record it; the
+        fact's value, None when it is the stored model already. The caller runs this object
+        with that model (given to ``open``) and holds the run lease. Not while a run is in
+        progress."""
         with self._running(), self._log.lock:
-            info = self.store.get_conversation(self.id)
-            stored = ConversationSettings.from_metadata(info.metadata)
-            if stored is None:
-                raise NotRunnable(f"conversation {self.id!r} has no settings to change")
-            if stored.model == choice:
-                return None
-            metadata = dict(info.metadata)
-            metadata[SETTINGS_KEY] = stored.model_copy(update={"model": choice}).to_metadata()
-            self.store.update_conversation(self.id, metadata=metadata)
-            change = {"from": model_fact(stored.model), "to": model_fact(choice)}
-            self._log.record_fact(MODEL_KEY, change)
-            return change
+            return settings_changes.change_model(self._log, choice)
 
     def _used_call_ids(self) -> set[str]:
         """The call ids on the active path, followed as it grows (not a pass over it)."""

@@ -1,5 +1,6 @@
 """What a conversation is built from: its agent (model and tools), workspace, secrets,
-confirmation, condenser, snapshots, hooks and skills, as one typed value
+confirmation, condenser, snapshots, hooks, skills and the caller's own run extensions, as one
+typed value
 (``ConversationParts``), and the one builder that makes them from stored settings
 (``build_parts``).
 
@@ -18,6 +19,7 @@ from typing import Any
 from treadle.runtime.agent import Agent
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.confirmation import ConfirmationPolicy, RiskAnalyzer
+from treadle.runtime.extensions.base import RunExtension
 from treadle.runtime.hooks import ConversationHooks, build_hooks
 from treadle.runtime.llm.base import LanguageModel
 from treadle.runtime.secrets import Secrets
@@ -58,6 +60,9 @@ class ConversationParts:
     choice, recorded with each run's isolation), or None."""
     hooks: ConversationHooks | None = None
     skills: WorkspaceSkills | None = None
+    extensions: tuple[RunExtension, ...] = ()
+    """Capabilities of the caller's own, called at each point of the loop after the built-in
+    ones, in this order (``RunExtension``; docs/architecture.md, the loop's points)."""
 
     def replace(self, **changes: Any) -> ConversationParts:
         """These parts with ``changes`` (e.g. ``agent=``, ``hooks=``): the others shared."""

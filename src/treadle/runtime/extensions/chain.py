@@ -36,7 +36,7 @@ def run_extensions(
     """The extensions ``parts`` ask for, in calling order: what shapes the first event and
     each message (skills), what screens them and the calls (hooks), what may stop a model
     call (budgets), what shrinks a request (condensation), what records files (snapshots,
-    last: after the batch's results are stored)."""
+    after the batch's results are stored), then the caller's own (``parts.extensions``)."""
     extensions: list[RunExtension] = [
         SkillsExtension(skills),
         HooksExtension(hooks),
@@ -45,6 +45,7 @@ def run_extensions(
     ]
     if parts.snapshots is not None:
         extensions.append(SnapshotsExtension(parts.snapshots, parts.agent.tools))
+    extensions.extend(parts.extensions)
     return extensions
 
 
