@@ -17,6 +17,7 @@ from treadle.api import (
     CreateConversation,
 )
 from treadle.runtime import confirmation, settings, status
+from treadle.runtime.llm.base import ModelRequest
 from treadle.runtime.llm.scripted import ScriptedModel
 from treadle.runtime.tools import BUILTIN_TOOLS
 
@@ -54,7 +55,7 @@ def test_the_runtime_builds_the_agent_the_settings_describe(tmp_path: Path) -> N
     ]
     assert agent.system_prompt == "be brief"
     assert isinstance(agent.model, ScriptedModel)
-    assert agent.model.complete([], []).text == "hi"
+    assert agent.model.complete(ModelRequest([], [])).text == "hi"
     default = settings.build_agent(ConversationSettings.scripted_inline([], tmp_path))
     assert default.system_prompt == DEFAULT_SYSTEM_PROMPT
     assert len(default.tools.openai_schemas()) == len(BUILTIN_TOOL_NAMES)

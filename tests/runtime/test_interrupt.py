@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
 
-from support.waiting import wait_until
+from support.waiting import DEADLINE_S, wait_until
 from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent, PauseEvent
 from treadle.runtime.agent import Agent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.interrupts import ABANDON_GRACE_S
-from treadle.runtime.llm.base import ModelResponse, ToolCall
+from treadle.runtime.llm.base import ModelRequest, ModelResponse, ToolCall
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.parts import ConversationParts
 from treadle.runtime.requests import USER_INTERRUPT, PauseRequest
@@ -95,13 +93,11 @@ class _SlowModel:
         self.release = threading.Event()
         self.calls = 0
 
-    def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-    ) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
         if self.calls == 1:
             self.asked.set()
-            self.release.wait(30)
+            self.release.wait(DEADLINE_S)
             return ModelResponse(
                 id="late", tool_calls=(ToolCall("late-call", "think", '{"thought": "late"}'),)
             )
@@ -117,7 +113,7 @@ def test_a_model_call_in_flight_is_abandoned(store, workspace):
     conversation.send_message("think")
     thread, outcome = run_in_background(conversation)
     try:
-        assert model.asked.wait(10)
+        assert model.asked.wait(DEADLINE_S)
         sent = time.monotonic()
         conversation.interrupt()
         thread.join(timeout=10)
@@ -153,16 +149,14 @@ class _StubbornTool(Tool[_StubbornArguments]):
         self.started.release()
         if arguments.name == "quick":
             return ToolResult(content="quick done")
-        self.release.wait(30)
+        self.release.wait(DEADLINE_S)
         return ToolResult(content="too late")
 
 
 class _TwoCallsModel:
     name = "two-calls"
 
-    def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-    ) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
         return ModelResponse(
             id="both",
             tool_calls=(

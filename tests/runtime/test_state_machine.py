@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from support.replays import recorded
-from support.waiting import wait_until
+from support.waiting import DEADLINE_S, wait_until
 from treadle.events.model import AgentErrorEvent, ObservationEvent
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import Conversation
-from treadle.runtime.llm.base import ModelResponse, ToolCall
+from treadle.runtime.llm.base import ModelRequest, ModelResponse, ToolCall
 from treadle.runtime.replay import replay_recorded
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.snapshots import covering_snapshot, snapshot_facts
@@ -109,13 +107,11 @@ class _GatedModel:
         self.release = threading.Event()
         self.calls = 0
 
-    def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-    ) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
         if self.calls == 1:
             self.asked.set()
-            self.release.wait(30)
+            self.release.wait(DEADLINE_S)
             return ModelResponse(id="r1", tool_calls=(ToolCall("t1", "think", '{"thought": "a"}'),))
         return ModelResponse(id="r2", tool_calls=(ToolCall("f", "finish", '{"message": "ok"}'),))
 
@@ -128,7 +124,7 @@ def test_a_pause_during_a_confirm_mode_model_call_pauses_keeping_the_calls(store
     with Conversation.create(store, settings, model=model) as conv:
         conv.send_message("think")
         thread, outcome = run_in_background(conv)
-        assert model.asked.wait(10)
+        assert model.asked.wait(DEADLINE_S)
         conv.pause()
         model.release.set()
         thread.join(timeout=30)
@@ -150,12 +146,11 @@ class _SlowSummaries:
         self.steps = 0
         self.after_summary = 0
 
-    def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-    ) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        tools = request.tools
         if not tools:
             self.summary_asked.set()
-            self.release.wait(30)
+            self.release.wait(DEADLINE_S)
             return ModelResponse(id="summary", text="a summary")
         if self.summary_asked.is_set():
             self.after_summary += 1
@@ -174,7 +169,7 @@ def test_an_interrupt_during_the_summary_call_is_honoured(store, workspace):
     with Conversation.create(store, settings, model=model) as conv:
         conv.send_message("think a lot")
         thread, outcome = run_in_background(conv)
-        assert model.summary_asked.wait(30)
+        assert model.summary_asked.wait(DEADLINE_S)
         conv.interrupt()
         thread.join(timeout=10)
         model.release.set()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from treadle.events.links import pending_actions
 from treadle.events.model import ActionEvent, AgentErrorEvent, StateChangeEvent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.errors import ConversationError
-from treadle.runtime.llm.base import ModelResponse
+from treadle.runtime.llm.base import ModelRequest, ModelResponse
 from treadle.runtime.llm.scripted import ScriptedModel
 from treadle.runtime.replay import replay_recorded
 from treadle.runtime.settings import ConversationSettings
@@ -64,8 +63,6 @@ class StrictScripted:
     """The scripted model behind a strict provider: every request's history is checked, and
     a pause or an interrupt can be made while it answers (a model call in flight)."""
 
-    takes_responses_before = True
-
     def __init__(self) -> None:
         self.inner = ScriptedModel.from_responses(SCRIPT)
         self.problems: list[str] = []
@@ -76,21 +73,14 @@ class StrictScripted:
     def name(self) -> str:
         return self.inner.name
 
-    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
-        return self.inner.summarize(messages, number=number)
-
-    def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        responses_before: int | None = None,
-    ) -> ModelResponse:
-        self.problems += provider_history_problems(list(messages))
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        if request.purpose == "summary":
+            return self.inner.complete(request)
+        self.problems += provider_history_problems(list(request.messages))
         what, self.during_call = self.during_call, None
         if what is not None and self.conversation is not None:
             getattr(self.conversation, what)()  # the user, while the model answers
-        return self.inner.complete(messages, tools, responses_before=responses_before)
+        return self.inner.complete(request)
 
 
 class ConversationMachine(RuleBasedStateMachine):

@@ -6,6 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+DEADLINE_S = 120.0
+"""How long a test waits for what another thread brings about: far past what it takes on a
+loaded machine (importing LiteLLM alone, a conversation's first step on a LiteLLM model, took
+20 s of wall time beside two CPU burners and a suite)."""
+
 
 def wait_until(
     condition: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition"

@@ -13,7 +13,6 @@ import itertools
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from treadle.events.model import CondensationEvent, Event, TokenUsage
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.condense.context import ContextView
 from treadle.runtime.conversation import Conversation
-from treadle.runtime.llm.base import ModelResponse, ToolCall
+from treadle.runtime.llm.base import ModelRequest, ModelResponse, ToolCall
 from treadle.runtime.llm.litellm_model import litellm_token_counter
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import ConversationSettings, SandboxSettings, build_workspace
@@ -44,18 +43,16 @@ class InstantThinkModel:
     def __init__(self) -> None:
         self._steps = itertools.count()
 
-    def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-    ) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        if request.purpose == "summary":
+            number = request.summaries_before
+            return ModelResponse(id=f"bench-summary-{number}", text="the earlier steps thought")
         step = next(self._steps)
         return ModelResponse(
             id=f"bench-response-{step}",
             tool_calls=(ToolCall(f"bench-call-{step}", "think", f'{{"thought": "step {step}"}}'),),
             usage=TokenUsage(),
         )
-
-    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
-        return ModelResponse(id=f"bench-summary-{number}", text="the earlier steps thought")
 
 
 def _step_seconds(

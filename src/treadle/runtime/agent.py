@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from treadle.api.settings import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT  # settings data
 from treadle.events.json_limits import JsonLimitError, load_json
@@ -27,7 +27,7 @@ from treadle.runtime.interrupts import (
     in_thread,
     result_unless_interrupted,
 )
-from treadle.runtime.llm.base import LanguageModel, ModelResponse, PlacedModel
+from treadle.runtime.llm.base import LanguageModel, ModelRequest, ModelResponse
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolCallError, ToolContext, ToolSet
 
@@ -54,13 +54,10 @@ class Agent:
     def ask(
         self, messages: Sequence[dict[str, Any]], *, responses_before: int | None = None
     ) -> ModelResponse:
-        """The model's next response; ``responses_before`` (the responses already on the
-        active path) is told to a model that asks for it (``PlacedModel``)."""
+        """The model's next response to a step's ``messages``; ``responses_before``: the
+        responses already on the active path (``ModelRequest``)."""
         tools = self.tools.openai_schemas()
-        if responses_before is not None and getattr(self.model, "takes_responses_before", False):
-            placed = cast(PlacedModel, self.model)
-            return placed.complete(messages, tools, responses_before=responses_before)
-        return self.model.complete(messages, tools)
+        return self.model.complete(ModelRequest(messages, tools, "step", responses_before))
 
     @staticmethod
     def response_events(response: ModelResponse) -> list[MessageEvent] | list[ActionEvent]:

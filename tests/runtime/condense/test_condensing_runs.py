@@ -13,6 +13,7 @@ from treadle.events.audit import audit_events
 from treadle.events.projection import condensed_view, project_messages
 from treadle.runtime.condense.context import ContextView, TokenSizes
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.llm.base import ModelRequest
 from treadle.runtime.llm.litellm_model import import_litellm
 from treadle.runtime.llm.scripted import DEFAULT_SUMMARY, ScriptedModel
 from treadle.runtime.settings import ConversationSettings
@@ -22,8 +23,6 @@ from treadle.store.urls import open_store
 
 class RecordingModel:
     """The scripted model, with every request it gets recorded (messages and responses before)."""
-
-    takes_responses_before = True  # as the scripted model: told its place on the path
 
     def __init__(self, inner: ScriptedModel, fail_summaries: bool = False) -> None:
         self.inner = inner
@@ -36,17 +35,16 @@ class RecordingModel:
     def name(self) -> str:
         return self.inner.name
 
-    def complete(self, messages, tools, *, responses_before=None):
-        self.requests.append(list(messages))
+    def complete(self, request: ModelRequest):
+        if request.purpose == "summary":
+            self.summary_requests.append(list(request.messages))
+            if self.fail_summaries:
+                raise RuntimeError("the summary service is down")
+            return self.inner.complete(request)
+        self.requests.append(list(request.messages))
         if self.on_request is not None:
-            self.on_request(messages)
-        return self.inner.complete(messages, tools, responses_before=responses_before)
-
-    def summarize(self, messages, *, number):
-        self.summary_requests.append(list(messages))
-        if self.fail_summaries:
-            raise RuntimeError("the summary service is down")
-        return self.inner.summarize(messages, number=number)
+            self.on_request(request.messages)
+        return self.inner.complete(request)
 
 
 def run_scripted(

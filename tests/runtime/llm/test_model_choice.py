@@ -18,6 +18,7 @@ from treadle.runtime.llm import (
     ModelSettings,
     ScriptedModel,
 )
+from treadle.runtime.llm.base import ModelRequest
 from treadle.runtime.llm.litellm_model import normalize_base_url
 from treadle.runtime.llm.scripted import MAX_SCRIPT_BYTES
 from treadle.runtime.settings import ConversationSettings, ModelChoice, SettingsPolicy, build_model
@@ -29,7 +30,7 @@ def test_inline_responses_build_a_scripted_model(tmp_path: Path) -> None:
     settings = ConversationSettings.scripted_inline([{"text": "hi"}], tmp_path)
     stored = ConversationSettings.model_validate(settings.to_metadata())
     model = build_model(stored.model, SettingsPolicy(trusted=False))
-    assert model.complete([], []).text == "hi"
+    assert model.complete(ModelRequest([], [])).text == "hi"
 
 
 def test_a_model_choice_names_exactly_what_its_kind_needs() -> None:
@@ -44,7 +45,7 @@ def test_a_model_choice_names_exactly_what_its_kind_needs() -> None:
 def test_script_files_must_be_regular_and_small(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"responses": [{"text": "ok"}]}))
-    assert ScriptedModel.from_file(good).complete([], []).text == "ok"
+    assert ScriptedModel.from_file(good).complete(ModelRequest([], [])).text == "ok"
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     huge = tmp_path / "huge.json"
@@ -71,7 +72,7 @@ def test_untrusted_settings_open_script_files_only_inside_the_root(tmp_path: Pat
     os.symlink(tmp_path / "outside.json", root / "link.json")
     policy = SettingsPolicy(trusted=False, workspace_root=root)
     assert build_model(ModelChoice(kind="scripted", script="s.json"), policy).complete(
-        [], []
+        ModelRequest([], [])
     ).text == ("inside")
     messages = set()
     for script in [str(tmp_path / "outside.json"), "link.json", "../missing.json", "/dev/zero"]:

@@ -12,6 +12,7 @@ from treadle.runtime.llm import (
     LiteLLMModel,
     ModelEnvironment,
     ModelError,
+    ModelRequest,
     ModelSettings,
     ScriptedModel,
 )
@@ -46,7 +47,7 @@ def test_litellm_parallel_calls_usage_and_request_shape():
         }
     ]
     with FakeOpenAIServer(replies) as server:
-        response = litellm_model(server).complete(MESSAGES, TOOLS)
+        response = litellm_model(server).complete(ModelRequest(MESSAGES, TOOLS))
     assert response.id == "chatcmpl-1"
     assert [(c.id, c.name) for c in response.tool_calls] == [("c1", "terminal"), ("c2", "terminal")]
     assert json.loads(response.tool_calls[0].arguments) == {"command": "ls"}
@@ -63,7 +64,7 @@ def test_litellm_parallel_calls_usage_and_request_shape():
 
 def test_litellm_retries_rate_limits_then_answers():
     with FakeOpenAIServer([{"status": 429}, {"status": 429}, {"text": "done"}]) as server:
-        response = litellm_model(server).complete(MESSAGES, TOOLS)
+        response = litellm_model(server).complete(ModelRequest(MESSAGES, TOOLS))
     assert response.text == "done"
     assert len(server.requests) == 3
 
@@ -73,7 +74,7 @@ def test_litellm_gives_up_after_max_retries_with_a_clear_error():
         FakeOpenAIServer([{"status": 429}] * 5) as server,
         pytest.raises(ModelError, match="failed after 3 attempts"),
     ):
-        litellm_model(server, max_retries=2).complete(MESSAGES, TOOLS)
+        litellm_model(server, max_retries=2).complete(ModelRequest(MESSAGES, TOOLS))
     assert len(server.requests) == 3
 
 
@@ -96,13 +97,13 @@ def test_scripted_model_finds_its_place_from_the_messages():
             {"text": "all done"},
         ]
     )
-    first = model.complete(MESSAGES, TOOLS)
+    first = model.complete(ModelRequest(MESSAGES, TOOLS))
     assert first.tool_calls[0].name == "terminal"
     assert json.loads(first.tool_calls[0].arguments) == {"command": "ls"}
     later = [*MESSAGES, {"role": "assistant", "content": None, "tool_calls": []}]
-    assert model.complete(later, TOOLS).text == "all done"
+    assert model.complete(ModelRequest(later, TOOLS)).text == "all done"
     with pytest.raises(ModelError, match="2 responses"):
-        model.complete([*later, {"role": "assistant", "content": "all done"}], TOOLS)
+        model.complete(ModelRequest([*later, {"role": "assistant", "content": "all done"}], TOOLS))
 
 
 # -- a provider that misbehaves (issue 10, items 17, 18, 20) -----------------------------------
@@ -112,7 +113,7 @@ def test_a_provider_that_never_answers_fails_within_the_total_deadline():
     with FakeOpenAIServer([{"hang": True}] * 5) as server:
         model = litellm_model(server, deadline_s=1.0, timeout_s=120.0)
         with pytest.raises(ModelError, match="within its deadline of 1 s") as raised:
-            model.complete(MESSAGES, TOOLS)
+            model.complete(ModelRequest(MESSAGES, TOOLS))
     assert "no answer from" in str(raised.value)
     assert len(server.requests) == 1  # the one attempt used up the deadline: no 120 s waits
 
@@ -127,7 +128,7 @@ def test_retry_after_is_honoured_and_each_retry_is_announced():
             sleep=waits.append,
             on_retry=notices.append,
         )
-        assert model.complete(MESSAGES, TOOLS).text == "done"
+        assert model.complete(ModelRequest(MESSAGES, TOOLS)).text == "done"
     assert waits[0] >= 7
     (notice,) = notices
     assert "rate limited" in notice
@@ -141,7 +142,7 @@ def test_a_retry_after_past_the_deadline_fails_at_once_saying_so():
         FakeOpenAIServer([{"status": 429, "retry_after": 3600}]) as server,
         pytest.raises(ModelError, match="it asked to wait 3600 s"),
     ):
-        litellm_model(server, deadline_s=5.0).complete(MESSAGES, TOOLS)
+        litellm_model(server, deadline_s=5.0).complete(ModelRequest(MESSAGES, TOOLS))
     assert len(server.requests) == 1
 
 
@@ -155,7 +156,7 @@ def test_a_retry_after_past_the_deadline_fails_at_once_saying_so():
 )
 def test_provider_failures_are_said_in_words(reply, words):
     with FakeOpenAIServer([reply] * 2) as server, pytest.raises(ModelError) as raised:
-        litellm_model(server, max_retries=1).complete(MESSAGES, TOOLS)
+        litellm_model(server, max_retries=1).complete(ModelRequest(MESSAGES, TOOLS))
     message = str(raised.value)
     assert words in message
     assert message.startswith("model openai/test-model failed after 2 attempts: ")
@@ -178,7 +179,7 @@ def test_an_unusable_response_is_a_model_error_keeping_the_raw_response(payload_
         FakeOpenAIServer([payload_or_calls]) as server,
         pytest.raises(ModelError, match=problem) as raised,
     ):
-        litellm_model(server).complete(MESSAGES, TOOLS)
+        litellm_model(server).complete(ModelRequest(MESSAGES, TOOLS))
     assert raised.value.raw is not None
     assert json.loads(raised.value.raw)["id"] in ("r1", "chatcmpl-1")
 
@@ -221,7 +222,7 @@ def test_a_refusal_of_the_request_is_never_retried(status):
     """A bad key, a model the provider does not have, a request it refuses: asking again gets
     the same answer (and, for a real provider, is paid for or counts against the account)."""
     with FakeOpenAIServer([{"status": status}] * 3) as server, pytest.raises(ModelError) as raised:
-        litellm_model(server, max_retries=2).complete(MESSAGES, TOOLS)
+        litellm_model(server, max_retries=2).complete(ModelRequest(MESSAGES, TOOLS))
     assert len(server.requests) == 1
     message = str(raised.value)
     assert f"HTTP {status} from" in message

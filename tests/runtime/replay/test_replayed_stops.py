@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from treadle.events.model import AgentErrorEvent, PauseEvent, StateChangeEvent
 from treadle.runtime.agent import NOT_STARTED_BY_USER
 from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import MODEL_ERROR_KEY, Conversation
-from treadle.runtime.llm.base import ModelError, ModelResponse
+from treadle.runtime.llm.base import ModelError, ModelRequest, ModelResponse
 from treadle.runtime.llm.scripted import ScriptedModel
 from treadle.runtime.replay import replay_recorded
 from treadle.runtime.replay.rerun_mode import rerun
@@ -74,8 +73,6 @@ class StoppedWhileAnswering:
     """The scripted model, with the user stopping the run (``conversation.interrupt`` or
     ``pause``) while it answers response ``at``: the calls of that answer never start."""
 
-    takes_responses_before = True
-
     def __init__(self, responses: list[dict[str, Any]], at: int, how: str) -> None:
         self.inner = ScriptedModel.from_responses(responses)
         self.at, self.how = at, how
@@ -85,10 +82,10 @@ class StoppedWhileAnswering:
     def name(self) -> str:
         return self.inner.name
 
-    def complete(self, messages, tools, *, responses_before: int | None = None) -> ModelResponse:
-        if responses_before == self.at and self.conversation is not None:
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        if request.responses_before == self.at and self.conversation is not None:
             getattr(self.conversation, self.how)()
-        return self.inner.complete(messages, tools, responses_before=responses_before)
+        return self.inner.complete(request)
 
 
 @pytest.mark.parametrize("how", ["interrupt", "pause"])
@@ -181,8 +178,6 @@ def test_a_budget_raised_after_its_pause_replays_the_same(store, workspace):
 class FailsOnce:
     """The scripted model, but its ``fail_at``-th call fails (a provider's bad answer)."""
 
-    takes_responses_before = True
-
     def __init__(self, scripted: ScriptedModel, fail_at: int) -> None:
         self._scripted = scripted
         self._calls = 0
@@ -192,20 +187,13 @@ class FailsOnce:
     def name(self) -> str:
         return self._scripted.name
 
-    def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        responses_before: int | None = None,
-    ) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        if request.purpose == "summary":
+            return self._scripted.complete(request)
         self._calls += 1
         if self._calls == self._fail_at:
             raise ModelError("the provider answered 502", raw='{"error": "bad gateway"}')
-        return self._scripted.complete(messages, tools, responses_before=responses_before)
-
-    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
-        return self._scripted.summarize(messages, number=number)
+        return self._scripted.complete(request)
 
 
 def facts_of(store, conversation_id, key):

@@ -19,7 +19,7 @@ from treadle.events.model import CondensationEvent, CondensationTrigger
 from treadle.events.projection import ViewItem
 from treadle.runtime.condense.context import ContextView, TokenSizes, item_text
 from treadle.runtime.condense.policy import CondensationPlan, head_end, plan_condensation
-from treadle.runtime.llm.base import LanguageModel, ModelResponse
+from treadle.runtime.llm.base import LanguageModel, ModelRequest, ModelResponse
 
 logger = logging.getLogger(__name__)
 
@@ -205,11 +205,7 @@ def _describe(item: ViewItem) -> str:
 def _summary_response(
     model: LanguageModel, messages: list[dict[str, Any]], number: int
 ) -> ModelResponse:
-    summarize = getattr(model, "summarize", None)
-    if callable(summarize):
-        response: ModelResponse = summarize(messages, number=number)
-        return response
-    return model.complete(messages, [])
+    return model.complete(ModelRequest(messages, (), "summary", summaries_before=number))
 
 
 def stated_limit(message: str) -> int | None:

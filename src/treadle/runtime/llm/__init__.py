@@ -1,6 +1,12 @@
 """Models: the ``LanguageModel`` interface, LiteLLM for real providers, a scripted model."""
 
-from treadle.runtime.llm.base import LanguageModel, ModelError, ModelResponse, ToolCall
+from treadle.runtime.llm.base import (
+    LanguageModel,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+)
 from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelEnvironment, ModelSettings
 from treadle.runtime.llm.scripted import ScriptedModel
 
@@ -9,6 +15,7 @@ __all__ = [
     "LiteLLMModel",
     "ModelEnvironment",
     "ModelError",
+    "ModelRequest",
     "ModelResponse",
     "ModelSettings",
     "ScriptedModel",

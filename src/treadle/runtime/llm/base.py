@@ -1,13 +1,15 @@
-"""The one small model interface: messages and tool schemas in, one response out.
+"""The one small model interface: a ``ModelRequest`` in (messages, tool schemas, what the
+request is for and where it stands on the path), one ``ModelResponse`` out.
 
-Everything the runtime needs from a provider is here; LiteLLM and the scripted model implement it.
+Everything the runtime needs from a provider is here; LiteLLM, the scripted model and the
+recorded model (replay) implement it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from treadle.errors import TreadleError
 from treadle.events.model import TokenUsage
@@ -49,40 +51,42 @@ class ModelResponse:
     usage: TokenUsage = field(default_factory=TokenUsage)
 
 
+ModelPurpose = Literal["step", "summary"]
+"""What a request is for: a step of the run (the model may call tools), or a condensation's
+summary (no tools)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One model call: what is sent, and what the runtime knows of its place, for the models
+    that answer by it (the scripted model, a replay's recorded one); a provider's model uses
+    ``messages`` and ``tools`` only."""
+
+    messages: Sequence[dict[str, Any]]
+    tools: Sequence[dict[str, Any]] = ()
+    purpose: ModelPurpose = "step"
+    responses_before: int | None = None
+    """The model responses already on the active path, those a condensation forgot included
+    (None: not known; ``place`` counts the assistant messages sent)."""
+    summaries_before: int = 0
+    """The condensations already on the path (a summary request's number)."""
+
+    @property
+    def place(self) -> int:
+        """How many responses the model already gave on the path: ``responses_before`` when
+        the runtime says (counted by ``ResponseCounter``), else the assistant messages sent."""
+        if self.responses_before is not None:
+            return self.responses_before
+        return sum(1 for message in self.messages if message.get("role") == "assistant")
+
+
 class LanguageModel(Protocol):
     """Anything that answers chat messages (OpenAI format) with text or tool calls."""
 
     @property
     def name(self) -> str: ...
 
-    def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-    ) -> ModelResponse: ...
-
-
-class PlacedModel(Protocol):
-    """A model that answers by its place in the conversation (the scripted model): it sets
-    ``takes_responses_before`` and is told how many responses it already gave on the active
-    path, those a condensation forgot included. Other models keep the plain ``complete``."""
-
-    takes_responses_before: bool
-
-    def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        responses_before: int | None = None,
-    ) -> ModelResponse: ...
-
-
-def responses_given(messages: Sequence[dict[str, Any]], responses_before: int | None) -> int:
-    """How many responses a placed model already gave: ``responses_before`` when the runtime
-    says (forgotten ones included, counted by ``ResponseCounter``), else the assistant
-    messages it was sent."""
-    if responses_before is not None:
-        return responses_before
-    return sum(1 for message in messages if message.get("role") == "assistant")
+    def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
 class ResponseCounter:
@@ -110,13 +114,3 @@ class ResponseCounter:
         if kind == "message" and event.source == "agent":
             self.count += 1
         self._batch = None
-
-
-class Summarizer(Protocol):
-    """A model with its own way to answer a condenser's summary request (the scripted model
-    answers from its script's summaries, not its responses); other models get the request
-    through ``complete`` without tools."""
-
-    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
-        """The summary of ``messages``; ``number``: condensations already on the path."""
-        ...

@@ -21,7 +21,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from treadle.events.model import TokenUsage
-from treadle.runtime.llm.base import ContextWindowExceeded, ModelError, ModelResponse, ToolCall
+from treadle.runtime.llm.base import (
+    ContextWindowExceeded,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+)
 from treadle.runtime.text import storable_text
 
 logger = logging.getLogger(__name__)
@@ -200,9 +206,8 @@ class LiteLLMModel:
         litellm = self._litellm = self._litellm or import_litellm()
         return int(litellm.token_counter(model=self.settings.model, text=text))
 
-    def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-    ) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        messages, tools = request.messages, request.tools
         litellm = self._litellm = self._litellm or import_litellm()
         import openai  # installed with litellm; its errors are the base of LiteLLM's
 

@@ -22,7 +22,7 @@ from treadle.api.settings import ScriptedResponse
 from treadle.events.json_limits import load_json
 from treadle.events.model import TokenUsage
 from treadle.files import read_regular_file
-from treadle.runtime.llm.base import ModelError, ModelResponse, ToolCall, responses_given
+from treadle.runtime.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 """A script file larger than this is refused unread (a path like /dev/zero must not fill memory)."""
@@ -57,9 +57,6 @@ def _where(error: ValidationError, shown: int = 3) -> str:
 
 class ScriptedModel:
     """Answers the n-th model call with the n-th scripted response."""
-
-    takes_responses_before = True
-    """Told its place by the runtime (``PlacedModel``)."""
 
     def __init__(self, script: Script, *, source: str = "inline") -> None:
         self.script = script
@@ -96,7 +93,14 @@ class ScriptedModel:
     def name(self) -> str:
         return f"scripted:{self.source}"
 
-    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """A step's request: the response at the request's place; a summary's: the script's
+        next summary."""
+        if request.purpose == "summary":
+            return self._summary(request.messages, request.summaries_before)
+        return self._response(request.messages, request.place)
+
+    def _summary(self, messages: Sequence[dict[str, Any]], number: int) -> ModelResponse:
         """The script's ``number``-th summary, or a fixed text past its end."""
         summaries = self.script.summaries
         text = summaries[number] if number < len(summaries) else DEFAULT_SUMMARY
@@ -109,14 +113,7 @@ class ScriptedModel:
             ),
         )
 
-    def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        responses_before: int | None = None,
-    ) -> ModelResponse:
-        answered = responses_given(messages, responses_before)
+    def _response(self, messages: Sequence[dict[str, Any]], answered: int) -> ModelResponse:
         if answered >= len(self.script.responses):
             raise ModelError(
                 f"the script has {len(self.script.responses)} responses and response {answered + 1} was asked for"

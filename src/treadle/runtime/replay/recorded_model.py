@@ -1,8 +1,8 @@
 """The model of a replay: it answers the n-th model call on the path with the n-th recorded
 response, and a condenser's summary call with the recorded summary (never asked again).
 
-It finds its place like the scripted model (``PlacedModel``): the runtime tells it how many
-responses its path already holds. Where the recording condensed after a provider refused the
+It finds its place like the scripted model (``ModelRequest.place``): the runtime tells it how
+many responses its path already holds. Where the recording condensed after a provider refused the
 request as too long, it refuses once at the same place, so the runtime condenses there too;
 where a model call failed (a ``model_error`` fact), it fails there again, with that error.
 """
@@ -10,16 +10,14 @@ where a model call failed (a ``model_error`` fact), it fails there again, with t
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any
 
 from treadle.api.settings import CondenseMode
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.llm.base import (
     ContextWindowExceeded,
     ModelError,
+    ModelRequest,
     ModelResponse,
-    responses_given,
 )
 from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelSettings
 from treadle.runtime.replay.recording import Recording
@@ -31,8 +29,6 @@ END_OF_RECORDING = "the recording has no response {number}: the replay stops her
 class RecordedModel:
     """Answers from ``recording``; named as the recorded model (its name picks the token
     counter the condenser uses, so the replay condenses where the run did)."""
-
-    takes_responses_before = True
 
     def __init__(self, recording: Recording, name: str) -> None:
         self._recording = recording
@@ -48,14 +44,10 @@ class RecordedModel:
     def name(self) -> str:
         return self._name
 
-    def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        *,
-        responses_before: int | None = None,
-    ) -> ModelResponse:
-        number = responses_given(messages, responses_before)
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        if request.purpose == "summary":
+            return self._summary(request.summaries_before)
+        number = request.place
         with self._lock:
             if number in self._recording.refused_before and number not in self._refused:
                 self._refused.add(number)
@@ -77,7 +69,7 @@ class RecordedModel:
             raise ModelError(END_OF_RECORDING.format(number=number + 1))
         return responses[number]
 
-    def summarize(self, messages: Sequence[dict[str, Any]], *, number: int) -> ModelResponse:
+    def _summary(self, number: int) -> ModelResponse:
         """The ``number``-th recorded condensation's summary, as it was recorded (its
         response id and usage); a condensation recorded without one fails again."""
         summaries = self._recording.summaries
