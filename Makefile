@@ -41,7 +41,7 @@ lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# mypy over src/treadle: strict on events/, store/ and api/, the default checks elsewhere
+# mypy over src/treadle, strict on the whole package
 # ([tool.mypy] in pyproject.toml).
 typecheck: $(STAMP)
 	$(BIN)/mypy

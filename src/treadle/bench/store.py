@@ -339,7 +339,9 @@ SEARCHES: dict[str, Callable[[str, str, int], EventQuery]] = {
 }
 
 
-def measure_searches(store: EventStore, conversation: str, head: str, side: str, n: int):
+def measure_searches(
+    store: EventStore, conversation: str, head: str, side: str, n: int
+) -> dict[str, float]:
     figures: dict[str, float] = {}
     for name, make in SEARCHES.items():
         query = make(head, side, n)
@@ -401,7 +403,8 @@ def reader_process(url: str, conversation: str) -> dict[str, float]:
         text=True,
         check=True,
     )
-    return json.loads(result.stdout)
+    figures: dict[str, float] = json.loads(result.stdout)
+    return figures
 
 
 def postgres_bytes(url: str) -> int:
@@ -428,7 +431,9 @@ def _say(progress: bool, message: str) -> None:
         print(f"[bench store] {message}", file=sys.stderr, flush=True)
 
 
-def run_store_bench(url: str | None = None, *, events: int = 100_000, progress: bool = False):
+def run_store_bench(
+    url: str | None = None, *, events: int = 100_000, progress: bool = False
+) -> dict[str, Any]:
     """Every store figure (README, Benchmarks) for the store at ``url`` (see the module docstring)."""
     place = Place(url)
     durable_count = min(10_000, max(CHUNK, events // 10))

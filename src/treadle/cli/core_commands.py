@@ -158,7 +158,7 @@ def _read_regular_file(file: Path) -> bytes:
         return handle.read()
 
 
-def _resolve_head(tree: EventTree, head: str | None, log: Log) -> str | None:
+def _resolve_head(tree: EventTree[Event], head: str | None, log: Log) -> str | None:
     if head is None:
         return log.saved_head if log.has_saved_head else tree.default_head()
     if head not in tree:

@@ -145,7 +145,7 @@ class HttpApi:
 
     def retry_wait(self, error: Exception, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None when this error is final."""
-        backoff = min(self.max_retry_wait_s, 0.5 * 2**attempt)
+        backoff: float = min(self.max_retry_wait_s, 0.5 * 2**attempt)
         if isinstance(error, ConnectionFailed):
             return backoff if isinstance(error.__cause__, httpx.ConnectError) else None
         if not isinstance(error, RemoteError) or error.status not in RETRY_STATUSES:

@@ -9,7 +9,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -181,7 +181,9 @@ class EventSubscription:
         for frame in self:
             yield typed_frame(frame)
 
-    def messages_until(self, predicate, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    def messages_until(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 60.0
+    ) -> list[dict[str, Any]]:
         """Consume messages until ``predicate(message)`` holds (or time out)."""
         deadline = time.monotonic() + timeout_s
         seen = []

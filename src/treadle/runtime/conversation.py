@@ -349,7 +349,7 @@ class Conversation:
         self._context.follow(self._log.path())
         return self._context.model_responses
 
-    def messages(self) -> list[dict]:
+    def messages(self) -> list[dict[str, Any]]:
         """What the model would be sent now (PROJECT-*)."""
         return self._projection.project(self._log.path())
 
@@ -739,7 +739,7 @@ class Conversation:
         self._log.append([message])
         return True
 
-    def _ask(self, messages: list[dict]) -> ModelResponse:
+    def _ask(self, messages: list[dict[str, Any]]) -> ModelResponse:
         """The model's answer, asked in the model-call thread so that an interrupt need not
         wait for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
         self._context.follow(self._log.path())

@@ -15,6 +15,7 @@ from treadle.events.model import (
     AgentErrorEvent,
     EventBase,
     FinalResult,
+    MessageEvent,
     ObservationEvent,
 )
 
@@ -31,9 +32,13 @@ def _result_text(event: FinalResult) -> str:
     return event.reason
 
 
-def response_signatures(path: Sequence[EventBase]) -> list[tuple]:
+Signature = tuple[tuple[str, str | None, str | None], ...]
+"""A response's calls (name, raw arguments, result), or its message ("message", source, text)."""
+
+
+def response_signatures(path: Sequence[EventBase]) -> list[Signature]:
     """One signature per model response on ``path``: its calls and their results, in order."""
-    responses: dict[str, list] = {}
+    responses: dict[str, list[ActionEvent | MessageEvent]] = {}
     call_response: dict[str, str] = {}
     results: dict[str, str] = {}
     for event in path:
@@ -44,13 +49,13 @@ def response_signatures(path: Sequence[EventBase]) -> list[tuple]:
             result = cast(FinalResult, event)
             results[result.tool_call_id] = _result_text(result)
         elif event.kind == "message":
-            responses.setdefault(f"message:{event.id}", []).append(event)
-    signatures = []
+            responses.setdefault(f"message:{event.id}", []).append(cast(MessageEvent, event))
+    signatures: list[Signature] = []
     for events in responses.values():
         signatures.append(
             tuple(
                 (e.tool_name, e.raw_arguments, results.get(e.tool_call_id))
-                if e.kind == "action"
+                if isinstance(e, ActionEvent)
                 else ("message", e.source, e.text)
                 for e in events
             )

@@ -3,7 +3,7 @@ run, pause, interrupt, confirm, reject, fork, move the head, raise a budget)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
@@ -134,7 +134,9 @@ def delete_conversation(conversation_id: str, state: State) -> Response:
 
 
 @router.post("/{conversation_id}/messages", status_code=201)
-def send_message(conversation_id: str, body: SendMessage, state: State, response: Response) -> dict:
+def send_message(
+    conversation_id: str, body: SendMessage, state: State, response: Response
+) -> dict[str, Any]:
     """201 with the stored message; while a run holds the conversation (in any server), 202
     with the message it will store, after the results of the calls in flight."""
     state.runtime(conversation_id)  # 404 / 409

@@ -121,7 +121,9 @@ def get_path(
 
 
 @router.get("/messages")
-def get_messages(conversation_id: str, state: State, head: str | None = None) -> list[dict]:
+def get_messages(
+    conversation_id: str, state: State, head: str | None = None
+) -> list[dict[str, Any]]:
     """The OpenAI-format messages the model would be sent for the active path (PROJECT-*)."""
     return project_messages(state.store.path_to_root(conversation_id, head))
 

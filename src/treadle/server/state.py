@@ -115,4 +115,5 @@ class ServerState:
 
 
 def server_state(request: Request) -> ServerState:
-    return request.app.state.treadle
+    state: ServerState = request.app.state.treadle
+    return state

@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 from treadle.events.model import EVENT_KINDS, event_to_json
 from treadle.events.usage import USAGE_KINDS, UsageTotals, usage_of
@@ -56,7 +57,7 @@ class Delivery:
         return cls(stored.seq, frame_texts(stored, state))
 
     @classmethod
-    def transient(cls, frame: dict) -> Delivery:
+    def transient(cls, frame: dict[str, Any]) -> Delivery:
         return cls(None, (json.dumps({**frame, "stored": False}),))
 
 
@@ -270,7 +271,7 @@ class ConversationHub:
             self._stop.set()
             return True
 
-    def publish_transient(self, frame: dict) -> None:
+    def publish_transient(self, frame: dict[str, Any]) -> None:
         """Hand a transient frame (not stored) to every listener now; late joiners miss it."""
         delivery = Delivery.transient(frame)
         with self._lock:
@@ -385,7 +386,7 @@ class Hubs:
             hub = self._hubs.get(conversation_id)
         return 0 if hub is None else hub.listener_count
 
-    def publish_transient(self, conversation_id: str, frame: dict) -> None:
+    def publish_transient(self, conversation_id: str, frame: dict[str, Any]) -> None:
         """Hand a transient frame to the conversation's listeners in this process, if any.
         Never blocks: any thread may call it."""
         with self._lock:

@@ -30,10 +30,10 @@ def item_text(item: ViewItem) -> str:
     kind = item.kind
     event: Any = item
     if kind == "message":
-        return event.text + "".join(event.extended_content) + (event.reasoning or "")
+        return str(event.text + "".join(event.extended_content) + (event.reasoning or ""))
     if kind == "system_prompt":
         tools = json.dumps(list(event.tools)) if event.tools else ""
-        return event.text + (event.context or "") + tools
+        return str(event.text + (event.context or "") + tools)
     # A call and its result are counted with their ids and tool name, as they are sent.
     if kind == "action":
         return (

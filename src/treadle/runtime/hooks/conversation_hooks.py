@@ -23,7 +23,7 @@ from treadle.events.model import (
     UserRejectionEvent,
 )
 from treadle.runtime.errors import ConversationError
-from treadle.runtime.extensions.base import Screened
+from treadle.runtime.extensions.base import Screened as Screened
 from treadle.runtime.hooks.process import run_hook
 from treadle.runtime.hooks.replies import HookVerdict, verdict
 from treadle.runtime.secrets import Secrets

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from treadle.api.settings import SandboxSettings, SnapshotSettings
 from treadle.errors import TreadleError
+from treadle.events.model import Event
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.parts import build_parts
 from treadle.runtime.replay.compare import RECORDED, compare_paths
@@ -53,7 +54,7 @@ def replay_recorded(
 
 def _replayed_path(
     store: EventStore, recording: Recording, folder: Path
-) -> tuple[list, Divergence | None]:
+) -> tuple[list[Event], Divergence | None]:
     """The replay's path, and why the replay stopped early (None: it went to the end)."""
     # No tool runs: no workspace is read, no sandbox started, no snapshot taken. None of
     # these shapes the path's events (the system prompt holds the tools' schemas only).

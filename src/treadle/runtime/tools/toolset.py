@@ -118,7 +118,8 @@ class ToolSet(Mapping[str, Tool[Any]]):
             )
         try:
             # Event arguments are frozen (tuples for lists); the model wants plain JSON.
-            return tool.parse_arguments(thaw(dict(arguments)))
+            parsed: ToolArguments = tool.parse_arguments(thaw(dict(arguments)))
+            return parsed
         except ValidationError as error:
             problems = "; ".join(_describe(detail, mask) for detail in error.errors())
         except ValueError as error:  # a tool's own check (e.g. an MCP tool's JSON Schema)

@@ -34,7 +34,8 @@ class OpenHandsState:
 
 
 def openhands_state(request: Request) -> OpenHandsState:
-    return request.app.state.openhands
+    state: OpenHandsState = request.app.state.openhands
+    return state
 
 
 State = Annotated[ServerState, Depends(server_state)]

@@ -82,7 +82,9 @@ def _remember_key(
         state.runs.forget(conversation_id)  # reopened with the key at its next use
 
 
-def _create(extra: OpenHandsState, state: ServerState, request: dict[str, Any]) -> tuple[dict, int]:
+def _create(
+    extra: OpenHandsState, state: ServerState, request: dict[str, Any]
+) -> tuple[dict[str, Any], int]:
     check_unsupported(request)
     agent = request.get("agent")
     if not isinstance(agent, dict):
@@ -247,7 +249,7 @@ def start_run(state: ServerState, extra: OpenHandsState, conversation_id: str) -
 
 
 @router.post("/{conversation_id}/run")
-def run(conversation_id: str, state: State, extra: OpenHands, response: Response) -> dict:
+def run(conversation_id: str, state: State, extra: OpenHands, response: Response) -> dict[str, Any]:
     """Run in the background (accepting every call waiting for confirmation); 409 when it
     already runs, which the SDK's client takes as "wait for it"."""
     info = stored(state, conversation_id)

@@ -98,7 +98,9 @@ def _title_from(text: str) -> str:
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 3].rstrip() + "..."
 
 
-def _send(state: ServerState, extra: OpenHandsState, conversation_id: str, body: dict) -> None:
+def _send(
+    state: ServerState, extra: OpenHandsState, conversation_id: str, body: dict[str, Any]
+) -> None:
     text = _message_text(body)
     run = body.get("run", False)
     if not isinstance(run, bool):
@@ -128,7 +130,9 @@ async def send_message(
     return SUCCESS
 
 
-def _respond(state: ServerState, extra: OpenHandsState, conversation_id: str, body: dict) -> None:
+def _respond(
+    state: ServerState, extra: OpenHandsState, conversation_id: str, body: dict[str, Any]
+) -> None:
     accept = body.get("accept")
     reason = body.get("reason", "User rejected the action.")
     if not isinstance(accept, bool):
