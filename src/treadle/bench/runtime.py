@@ -21,6 +21,7 @@ from treadle.bench.hooks import run_hook_bench
 from treadle.bench.live_output import run_live_output_bench
 from treadle.bench.live_view import run_live_view_bench
 from treadle.bench.workload import realistic_events
+from treadle.events.links import pending_actions
 from treadle.events.model import CondensationEvent, Event, TokenUsage
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.condense.context import ContextView
@@ -29,6 +30,7 @@ from treadle.runtime.llm.base import ModelRequest, ModelResponse, ToolCall
 from treadle.runtime.llm.litellm_model import litellm_token_counter
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import ConversationSettings, SandboxSettings, build_workspace
+from treadle.runtime.status import ConversationStatus
 from treadle.runtime.tools import TerminalTool, ToolContext, ToolSet
 from treadle.store.urls import open_store
 
@@ -77,19 +79,32 @@ def _step_seconds(
     )
     conversation = Conversation.create(store, settings, model=InstantThinkModel())
     past = realistic_events(history)
+    while pending_actions(past):  # a history cut in a batch: a run would wait for answers
+        past.pop()
     for start in range(0, len(past), 1000):
         store.append_batch(conversation.id, past[start : start + 1000])
     # Warm up: caches filled as in a long-running process (a long history is condensed
     # here the first time, its events' tokens counted once).
-    conversation.run(max_steps=3)
+    _steps_made(conversation, 3)
     before = _condensations(conversation)
     begin = time.perf_counter()
-    conversation.run(max_steps=steps)
+    _steps_made(conversation, steps)
     elapsed = time.perf_counter() - begin
     made = _condensations(conversation) - before
     conversation.close()
     store.close()
     return elapsed / steps, made
+
+
+def _steps_made(conversation: Conversation, steps: int) -> None:
+    """Run ``steps`` steps; an error when the run stopped before them (the figure would
+    measure a run that did nothing)."""
+    status = conversation.run(max_steps=steps)
+    if status is not ConversationStatus.IDLE:
+        raise RuntimeError(
+            f"the measured run stopped before its {steps} steps: {status.value} "
+            f"({conversation.status_reason})"
+        )
 
 
 def _condensations(conversation: Conversation) -> int:
