@@ -13,7 +13,7 @@ import pytest
 from support.fake_openai import FakeOpenAIServer
 from treadle.events.audit import audit_events
 from treadle.events.model import ROOT, ActionEvent, MessageEvent, SystemPromptEvent
-from treadle.runtime import conversation as conversation_module
+from treadle.runtime import ending as ending_module
 from treadle.runtime.conversation import CALL_IDS_KEY, MODEL_ERROR_KEY, Conversation
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import ConversationStatus as Status
@@ -188,7 +188,7 @@ class FlakyStore:
 
 
 def test_a_store_outage_mid_run_ends_in_error_once_the_store_is_back(store, workspace, monkeypatch):
-    monkeypatch.setattr(conversation_module, "STORE_RETRY_DELAYS_S", (0.01,) * 3)
+    monkeypatch.setattr(ending_module, "STORE_RETRY_DELAYS_S", (0.01,) * 3)
     replies = [
         {"tool_calls": [{"id": "t1", "name": "terminal", "arguments": {"command": "echo hi"}}]}
     ]
@@ -209,7 +209,7 @@ def test_a_store_outage_mid_run_ends_in_error_once_the_store_is_back(store, work
 
 
 def test_a_store_that_stays_down_raises_the_cause_to_the_caller(store, workspace, monkeypatch):
-    monkeypatch.setattr(conversation_module, "STORE_RETRY_DELAYS_S", (0.01,))
+    monkeypatch.setattr(ending_module, "STORE_RETRY_DELAYS_S", (0.01,))
     flaky = FlakyStore(store, fail_after=4, recover_after=None)
     with (
         FakeOpenAIServer([{"text": "hi"}]) as server,

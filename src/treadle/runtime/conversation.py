@@ -11,27 +11,21 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-
-from pydantic import ValidationError
 
 from treadle.api.isolation import ISOLATION_KEY
 from treadle.api.mcp import MCP_SERVERS_KEY
 from treadle.api.settings import ModelChoice
 from treadle.api.transcript import TranscriptPage
-from treadle.errors import TreadleError
 from treadle.events.fact_keys import CALL_IDS_KEY as CALL_IDS_KEY
 from treadle.events.fact_keys import MODEL_ERROR_KEY as MODEL_ERROR_KEY
 from treadle.events.links import pending_actions
 from treadle.events.model import (
     ROOT,
     ActionEvent,
-    AgentErrorEvent,
     Event,
     MessageEvent,
-    ObservationEvent,
     PauseEvent,
     UserRejectionEvent,
 )
@@ -39,10 +33,8 @@ from treadle.events.projection_cache import IncrementalProjection
 from treadle.runtime import settings_changes
 from treadle.runtime.agent import (
     InterruptedBy,
-    duplicate_call_error,
-    interrupted_error,
-    unique_call_ids,
 )
+from treadle.runtime.batch import close_open_calls, finish_message, run_batch
 from treadle.runtime.budget import Budget
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.condense.context import ContextView
@@ -51,10 +43,10 @@ from treadle.runtime.confirmation import (
     ToolHintRiskAnalyzer,
     needs_confirmation,
 )
+from treadle.runtime.ending import record_failure
 from treadle.runtime.errors import (
     ConversationBusy,
     ConversationError,
-    ForkNeedsWorkspace,
     NothingPending,
     NotPending,
     NotRunnable,
@@ -63,7 +55,7 @@ from treadle.runtime.errors import (
 from treadle.runtime.extensions import RunScope
 from treadle.runtime.extensions.chain import RunExtensions, run_extensions
 from treadle.runtime.extensions.condensation import CondensationExtension
-from treadle.runtime.forking import record_fork
+from treadle.runtime.forking import fork as fork_conversation
 from treadle.runtime.hooks import ConversationHooks, PromptBlocked
 from treadle.runtime.interrupts import (
     Abandoned,
@@ -88,6 +80,7 @@ from treadle.runtime.requests import (
     queued_message_event,
     undelivered_messages,
 )
+from treadle.runtime.responses import response_events, store_calls
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (
     SETTINGS_KEY,
@@ -97,13 +90,10 @@ from treadle.runtime.settings import (
 )
 from treadle.runtime.skills import WorkspaceSkills
 from treadle.runtime.snapshots import (
-    NoSnapshot,
     RestoreResult,
     recover,
-    restore,
 )
 from treadle.runtime.snapshots.putting_back import (
-    covering_or_refuse,
     restore_event,
     restore_recorded,
     snapshots_or_refuse,
@@ -114,8 +104,7 @@ from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.transcript import transcript_page
-from treadle.runtime.workspace.local import LocalWorkspace
-from treadle.store.base import EventStore, StoreError, StoreUnavailable
+from treadle.store.base import EventStore
 
 __all__ = [
     "CALL_IDS_KEY",
@@ -135,12 +124,6 @@ logger = logging.getLogger(__name__)
 
 AWAITING_ANSWER = "calls wait for confirmation: confirm or reject them to continue"
 """The reason of a run that asked nothing: calls on the path wait for the user's answer."""
-NOT_STARTED_BY_STOP = (
-    "This call was not run: the run stopped before it started ({why}). Make it again if it "
-    "is still needed."
-)
-STORE_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
-"""How long a failed run keeps trying to record its ERROR while its store is unavailable."""
 
 Status = ConversationStatus
 _T = TypeVar("_T")
@@ -324,6 +307,12 @@ class Conversation:
         return self._log.head
 
     @property
+    def log(self) -> ConversationLog:
+        """Where this conversation's events go (runtime/log.py); the loop's writes go through
+        its methods, which keep the state machine."""
+        return self._log
+
+    @property
     def condenser(self) -> Condenser | None:
         """What shrinks this conversation's requests (with the window it has learned), None
         when condensation is off."""
@@ -424,7 +413,7 @@ class Conversation:
                 return self._set_status(Status.WAITING_FOR_CONFIRMATION, AWAITING_ANSWER)
             return status
         if rule.outcome is Outcome.RECOVER:  # a run that died left them: they may have run
-            self._close_open_calls("crash")
+            close_open_calls(self._log, "crash")
         self._record_isolation()
         self._pause_requested.watch_from(self._log.last_seq())
         self._pause_requested.forget_interrupt()
@@ -474,7 +463,7 @@ class Conversation:
         status, _reason = self._log.read_status()
         rule = decide(op, status, bool(self.pending_actions()))
         if rule.outcome is Outcome.RECOVER_THEN_PAUSE:
-            self._close_open_calls("crash")
+            close_open_calls(self._log, "crash")
         self._record_pause()
 
     def interrupt(self) -> None:
@@ -593,43 +582,9 @@ class Conversation:
         are not copied, see ``switch_branch``); with one, it works there (created if
         missing), and ``restore_files`` fills it from the snapshot covering the fork's event
         (``NoSnapshot`` before anything is created when none does)."""
-        head = event_id or self.head
-        if restore_files and workspace is None:
-            raise ForkNeedsWorkspace(
-                "a fork that restores files needs a workspace of its own (a fork shares its "
-                "parent's workspace otherwise, whose files would change under it): give one"
-            )
-        covering = None
-        if restore_files:
-            snapshots = snapshots_or_refuse(self.snapshots, self.id)
-            covering = covering_or_refuse(snapshots, self.store, self.id, head)
-        root = None
-        if workspace is not None:  # refused here, before a conversation exists, if outside
-            root = LocalWorkspace(workspace, create=True, within=self._policy.workspace_root).root
-        child_id = record_fork(
-            self.store, self.id, head, title=title, workspace=root, snapshots=self.snapshots
+        return fork_conversation(
+            self, event_id, title=title, restore_files=restore_files, workspace=workspace
         )
-        if workspace is None:
-            # The parent's parts (its tools: the parent closes them), hooks of its own.
-            shared_parts = self.parts.replace(hooks=self.hooks.copied())
-            log = ConversationLog(self.store, child_id, self.callbacks)
-            return Conversation(log, shared_parts, owns_parts=False)
-        forked = Conversation.open(
-            self.store,
-            child_id,
-            model=self.agent.model,
-            secrets=self.secrets,
-            callbacks=self.callbacks,
-            policy=self._policy,
-        )
-        if covering is not None:
-            if forked.snapshots is None:
-                forked.close()
-                raise NoSnapshot(f"snapshots are off for the fork {child_id}: nothing restored")
-            with forked._log.lock:
-                git_tree = covering.git_tree
-                restore(forked.snapshots, forked._log, covering.id, event=head, git_target=git_tree)
-        return forked
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -639,9 +594,9 @@ class Conversation:
         response = self._model_response()
         if isinstance(response, ConversationStatus):
             return response
-        events = self._response_events(response)
-        if isinstance(events, ConversationStatus):
-            return events
+        events = response_events(self.agent, response)
+        if isinstance(events, ModelError):
+            return self._record_model_error(events)
         if not response.tool_calls:
             self._log.append(events)
             if self._kept_going(response.text):
@@ -650,7 +605,10 @@ class Conversation:
         # Screened before confirmation and before any runs: a blocked call is answered now;
         # "ask" waits for the user, and nothing lets a call skip the confirmation the policy
         # asks for.
-        screened = self._extensions.screen_calls(self._stored_calls(response, events))
+        screened = self._extensions.screen_calls(
+            # With tool calls, every event of the response is an action (agent.response_events).
+            store_calls(self._log, response, events, self._used_call_ids())  # type: ignore[arg-type]
+        )
         if screened.rejections:
             self._log.append(screened.rejections)
         actions = screened.allowed
@@ -691,44 +649,6 @@ class Conversation:
                 return self._record_model_error(error)
             except Abandoned:  # interrupted while the model thought: its answer is not wanted
                 return self._record_pause()
-
-    def _response_events(
-        self, response: ModelResponse
-    ) -> list[MessageEvent] | list[ActionEvent] | ConversationStatus:
-        """The events of ``response``, or ERROR when it cannot be turned into events."""
-        try:
-            return self.agent.response_events(response)
-        except ValidationError as error:  # e.g. a field a provider left empty
-            problem = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
-            )
-            return self._record_model_error(
-                ModelError(
-                    f"model {self.agent.model.name} sent a response the runtime cannot turn "
-                    f"into events: {problem}",
-                    raw=repr(response),
-                )
-            )
-
-    def _stored_calls(
-        self, response: ModelResponse, events: list[MessageEvent] | list[ActionEvent]
-    ) -> list[ActionEvent]:
-        """Store the response's calls; those that may run. PROJECT-DUP-CALL / LINK-UNIQUE are
-        checked before anything is stored or run: a repeated call id is renamed (recorded as
-        a ``call_ids`` fact), a repeated call answered by an error and not run."""
-        # With tool calls, every event of the response is an action (agent.response_events).
-        checked = unique_call_ids(events, self._used_call_ids())  # type: ignore[arg-type]
-        stored: list[ActionEvent] = self._log.append(checked.actions)  # type: ignore[assignment]
-        if checked.renamed:
-            self._log.record_fact(
-                CALL_IDS_KEY, {"llm_response_id": response.id, "renamed": checked.renamed}
-            )
-        not_run = {action.id for action in checked.not_run}
-        originals = {item["action_id"]: item["original"] for item in checked.renamed}
-        for action in stored:
-            if action.id in not_run:
-                self._log.append([duplicate_call_error(action, originals[action.id])])
-        return [action for action in stored if action.id not in not_run]
 
     def _kept_going(self, last_message: str) -> bool:
         """As the agent ends its turn: True when an extension keeps it going (e.g. a Stop
@@ -805,27 +725,13 @@ class Conversation:
             self._record_stop(str(stop) or "an interrupt")
             raise
         except Exception as error:
-            return self._record_failure(error)
+            return record_failure(
+                error, conversation_id=self.id, mask=self.secrets.mask, record=self._record_error
+            )
 
-    def _record_failure(self, error: Exception) -> ConversationStatus:
-        """ERROR with the cause; while the store is unavailable, tried again for a while
-        (STORE_RETRY_DELAYS_S). When even that fails, ``error`` propagates to the caller."""
-        cause = self.secrets.mask(storable_text(_failure_text(error)))
-        # A traceback only for what is not ours to explain (a bug); the rest is the cause.
-        bug = not isinstance(error, TreadleError)
-        logger.warning("the run of conversation %s failed: %s", self.id, cause, exc_info=bug)
-        delays = iter(STORE_RETRY_DELAYS_S)
-        while True:
-            try:
-                self._close_in_flight(None, f"The run failed before this call returned: {cause}")
-                return self._set_status(Status.ERROR, cause)
-            except StoreUnavailable:
-                delay = next(delays, None)
-                if delay is None:
-                    raise error from None
-                time.sleep(delay)
-            except Exception:
-                raise error from None
+    def _record_error(self, cause: str) -> ConversationStatus:
+        self._close_in_flight(None, f"The run failed before this call returned: {cause}")
+        return self._set_status(Status.ERROR, cause)
 
     def _record_stop(self, why: str) -> None:
         """An interrupted run (Ctrl-C, SIGTERM): open calls closed as interrupted by the user
@@ -841,74 +747,29 @@ class Conversation:
     def _close_in_flight(self, by: InterruptedBy | None, reason: str | None = None) -> None:
         """Close the calls this run was running (a failure, a stop): those waiting for the
         user's answer stay pending (docs/contracts.md, the state machine)."""
-        self._close_open_calls(by, reason, only=self._in_flight)
+        close_open_calls(self._log, by, reason, only=self._in_flight)
         self._in_flight = set()
-
-    def _close_open_calls(
-        self, by: InterruptedBy | None, reason: str | None = None, *, only: set[str] | None = None
-    ) -> None:
-        """Answer every call without a result (``only``: of these ids) with an agent error,
-        so the projection stays valid: interrupted ``by`` the user or a crash, or (None) with
-        ``reason`` as its text."""
-        for action in self.pending_actions():
-            if only is not None and action.id not in only:
-                continue
-            event = interrupted_error(action, by or "crash")
-            if by is None:
-                event = event.model_copy(
-                    update={"error": reason or event.error, "interrupted": None}
-                )
-            self._log.append([event])
 
     def _execute(self, actions: Sequence[ActionEvent]) -> ConversationStatus | None:
-        ended_turn = False
-        failure = None
-        answered: set[str] = set()
-        by_call = {action.tool_call_id: action for action in actions}
-        interruption = self.context.interruption
-        for outcome in self.agent.run_calls(
-            actions, self.context, should_start=lambda: not self._pause_requested.is_set()
-        ):
-            event = outcome.event
-            if isinstance(event, AgentErrorEvent) and event.interrupted == "user":
-                pass  # abandoned after the interrupt: already says so
-            elif interruption.is_set():
-                # Stopped by the user (or ended as the interrupt came): the model is told so,
-                # with what the tool returned once stopped; a failure it caused is no failure.
-                returned = event.content if isinstance(event, ObservationEvent) else event.error
-                event = interrupted_error(by_call[event.tool_call_id], "user", returned)
-            else:
-                ended_turn = ended_turn or outcome.ends_turn
-                failure = failure or outcome.failure
-                event = self._extensions.after_call(by_call[event.tool_call_id], event)
-            self._log.append([event])
-            answered.add(event.tool_call_id)
-        for action in actions:
-            if action.tool_call_id not in answered:  # paused before it started: close it
-                self._log.append([self._not_started(action)])
+        """Run ``actions`` (runtime/batch.py); a status when the run must stop after them."""
+        outcome = run_batch(
+            actions,
+            agent=self.agent,
+            context=self.context,
+            log=self._log,
+            extensions=self._extensions,
+            pause=self._pause_requested,
+        )
         self._in_flight = set()
-        self._extensions.after_batch(actions)  # every call answered
-        if failure:
-            return self._set_status(Status.ERROR, failure)
-        if ended_turn and not self._kept_going(_finish_message(actions)):
+        if outcome.failure:
+            return self._set_status(Status.ERROR, outcome.failure)
+        if outcome.ended_turn and not self._kept_going(finish_message(actions)):
             return self._set_status(Status.FINISHED, "the agent called finish")
         if is_stuck(self._log.path()):
             return self._set_status(Status.STUCK, "the same calls gave the same results 3 times")
         if self._pause_requested.is_set():
             return self._record_pause()
         return None
-
-    def _not_started(self, action: ActionEvent) -> AgentErrorEvent:
-        """The answer to a call a pause kept from starting: never a crash (it never ran)."""
-        if self._pause_requested.by_user():
-            return interrupted_error(action, "user", started=False)
-        why = self._pause_requested.reason() or "this process stopped its run"
-        return AgentErrorEvent(
-            tool_call_id=action.tool_call_id,
-            tool_name=action.tool_name,
-            action_id=action.id,
-            error=storable_text(NOT_STARTED_BY_STOP.format(why=why)),
-        )
 
     def _after_user_decision(self) -> ConversationStatus:
         if self.pending_actions():
@@ -966,24 +827,6 @@ class Conversation:
 
     def _running(self) -> _RunGuard:
         return _RunGuard(self._run_lock, self.id)
-
-
-def _finish_message(actions: Sequence[ActionEvent]) -> str:
-    """What the agent said as it called ``finish`` (a Stop hook's ``last_assistant_message``)."""
-    for action in actions:
-        if action.tool_name == "finish" and action.arguments is not None:
-            return str(action.arguments.get("message", ""))
-    return ""
-
-
-def _failure_text(error: Exception) -> str:
-    """The cause of a failed run in one line: our own errors say it; anything else is a bug,
-    whose class name helps."""
-    if isinstance(error, StoreError):
-        return f"the store failed: {error}"
-    if isinstance(error, TreadleError):
-        return f"the run failed: {error}"
-    return f"the run failed: {type(error).__name__}: {error}"
 
 
 class _RunGuard:

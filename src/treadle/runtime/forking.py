@@ -1,19 +1,80 @@
-"""A fork's record: a new conversation holding a parent's path up to an event, the
+"""Forking a conversation: a new conversation holding a parent's path up to an event, the
 snapshots of those events, the parent's settings (moved to the fork's own workspace when it
-has one), its origin, and a waiting status when calls on the path wait for an answer.
-Which parts run it (the parent's shared, or its own) is the ``Conversation``'s choice."""
+has one), its origin, and a waiting status when calls on the path wait for an answer
+(``record_fork``); then the parts that run it: the parent's, shared and left for the parent
+to close, or its own in its own workspace, filled from a snapshot when asked (``fork``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from treadle.events.links import pending_actions
+from treadle.runtime.errors import ForkNeedsWorkspace
+from treadle.runtime.log import ConversationLog
 from treadle.runtime.settings import SETTINGS_KEY, ConversationSettings
-from treadle.runtime.snapshots import WorkspaceSnapshots
-from treadle.runtime.snapshots.putting_back import copy_snapshots
+from treadle.runtime.snapshots import NoSnapshot, WorkspaceSnapshots, restore
+from treadle.runtime.snapshots.putting_back import (
+    copy_snapshots,
+    covering_or_refuse,
+    snapshots_or_refuse,
+)
 from treadle.runtime.states import status_after_head_move
 from treadle.runtime.status import status_event
+from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.store.base import EventStore
+
+if TYPE_CHECKING:
+    from treadle.runtime.conversation import Conversation
+
+
+def fork(
+    parent: Conversation,
+    event_id: str | None,
+    *,
+    title: str | None,
+    restore_files: bool,
+    workspace: str | None,
+) -> Conversation:
+    """The fork of ``parent`` at ``event_id`` (``Conversation.fork`` says what it holds)."""
+    head = event_id or parent.head
+    if restore_files and workspace is None:
+        raise ForkNeedsWorkspace(
+            "a fork that restores files needs a workspace of its own (a fork shares its "
+            "parent's workspace otherwise, whose files would change under it): give one"
+        )
+    covering = None
+    if restore_files:
+        snapshots = snapshots_or_refuse(parent.snapshots, parent.id)
+        covering = covering_or_refuse(snapshots, parent.store, parent.id, head)
+    policy = parent.parts.policy
+    root = None
+    if workspace is not None:  # refused here, before a conversation exists, if outside
+        root = LocalWorkspace(workspace, create=True, within=policy.workspace_root).root
+    child_id = record_fork(
+        parent.store, parent.id, head, title=title, workspace=root, snapshots=parent.snapshots
+    )
+    if workspace is None:
+        # The parent's parts (its tools: the parent closes them), hooks of its own.
+        shared_parts = parent.parts.replace(hooks=parent.hooks.copied())
+        log = ConversationLog(parent.store, child_id, parent.callbacks)
+        return type(parent)(log, shared_parts, owns_parts=False)
+    forked = type(parent).open(
+        parent.store,
+        child_id,
+        model=parent.agent.model,
+        secrets=parent.secrets,
+        callbacks=parent.callbacks,
+        policy=policy,
+    )
+    if covering is not None:
+        if forked.snapshots is None:
+            forked.close()
+            raise NoSnapshot(f"snapshots are off for the fork {child_id}: nothing restored")
+        with forked.log.lock:
+            git_tree = covering.git_tree
+            restore(forked.snapshots, forked.log, covering.id, event=head, git_target=git_tree)
+    return forked
 
 
 def record_fork(
