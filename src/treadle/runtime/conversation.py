@@ -26,22 +26,17 @@ from treadle.events.model import (
     ActionEvent,
     Event,
     MessageEvent,
-    PauseEvent,
     UserRejectionEvent,
 )
 from treadle.events.projection_cache import IncrementalProjection
 from treadle.runtime import settings_changes
-from treadle.runtime.agent import (
-    InterruptedBy,
-)
-from treadle.runtime.batch import close_open_calls, finish_message, run_batch
+from treadle.runtime.batch import close_open_calls
 from treadle.runtime.budget import Budget
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.condense.context import ContextView
 from treadle.runtime.confirmation import (
     ConfirmationPolicy,
     ToolHintRiskAnalyzer,
-    needs_confirmation,
 )
 from treadle.runtime.ending import record_failure
 from treadle.runtime.errors import (
@@ -58,18 +53,14 @@ from treadle.runtime.extensions.condensation import CondensationExtension
 from treadle.runtime.forking import fork as fork_conversation
 from treadle.runtime.hooks import ConversationHooks, PromptBlocked
 from treadle.runtime.interrupts import (
-    Abandoned,
     CallThread,
     InterruptWatcher,
-    result_unless_interrupted,
 )
 from treadle.runtime.llm.base import (
-    ContextWindowExceeded,
     LanguageModel,
-    ModelError,
-    ModelResponse,
 )
 from treadle.runtime.log import ConversationLog, EventCallback
+from treadle.runtime.loop import RunLoop, RunStatus
 from treadle.runtime.parts import ConversationParts, build_parts
 from treadle.runtime.requests import (
     USER_INTERRUPT,
@@ -80,7 +71,6 @@ from treadle.runtime.requests import (
     queued_message_event,
     undelivered_messages,
 )
-from treadle.runtime.responses import response_events, store_calls
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (
     SETTINGS_KEY,
@@ -100,8 +90,6 @@ from treadle.runtime.snapshots.putting_back import (
 )
 from treadle.runtime.states import Op, Outcome, decide, status_after_head_move
 from treadle.runtime.status import ConversationStatus
-from treadle.runtime.stuck import is_stuck
-from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
 from treadle.runtime.transcript import transcript_page
 from treadle.store.base import EventStore
@@ -145,8 +133,6 @@ class Conversation:
         self.id = log.id
         self.agent = parts.agent
         workspace = self.workspace = parts.workspace
-        self.confirmation = ConfirmationPolicy(parts.confirmation)
-        self.risk_analyzer = parts.risk_analyzer or ToolHintRiskAnalyzer()
         self.snapshots = parts.snapshots
         """The workspace's snapshots (None: off in the settings, or no place for them)."""
         self._policy = parts.policy
@@ -158,7 +144,7 @@ class Conversation:
         self._queue_seen = -1
         """The seq up to which queued messages were delivered (see deliver_queued_messages)."""
         self._run_lock = threading.Lock()
-        self._status, self.status_reason = log.read_status()
+        self._status = RunStatus(log)
         # The projection of the active path, extended as it grows: a step costs O(new events).
         self._projection = IncrementalProjection()
         # What the model's context holds, followed as the path grows (condensation, turns).
@@ -170,15 +156,26 @@ class Conversation:
             parts.skills if parts.skills is not None else WorkspaceSkills.load(workspace.root)
         )
         """The workspace's skills; what they add is recorded on the events (docs/skills.md)."""
+        # Where the model is asked (a thread, so that an interrupt need not wait for it).
         self._model_calls = CallThread(f"treadle-model-{self.id[:8]}")
-        """Where the model is asked (a thread, so that an interrupt need not wait for it)."""
-        self._in_flight: set[str] = set()
-        """The ids of the calls this run is running (or is about to): the only ones a failure
-        or a stop closes; a call waiting for confirmation is never among them."""
         self._owns_parts = owns_parts
         scope = RunScope(log, self._context, self._in_model_thread)
         self._extensions = RunExtensions(run_extensions(parts, self.hooks, self.skills), scope)
         """The capabilities the loop calls at its points (runtime/extensions/)."""
+        self._loop = RunLoop(
+            log=log,
+            agent=self.agent,
+            context=self.context,
+            extensions=self._extensions,
+            pause=self._pause_requested,
+            confirmation=ConfirmationPolicy(parts.confirmation),
+            risk_analyzer=parts.risk_analyzer or ToolHintRiskAnalyzer(),
+            status=self._status,
+            secrets=self.secrets,
+            context_view=self._context,
+            projection=self._projection,
+            model_calls=self._model_calls,
+        )
         self._extensions.opened()
 
     # -- opening ---------------------------------------------------------------------------
@@ -296,7 +293,11 @@ class Conversation:
 
     @property
     def status(self) -> ConversationStatus:
-        return self._status
+        return self._status.status
+
+    @property
+    def status_reason(self) -> str | None:
+        return self._status.reason
 
     def stored_status(self) -> tuple[ConversationStatus, str | None]:
         """The status the log records now (another process may have moved it on)."""
@@ -408,19 +409,14 @@ class Conversation:
         status, reason = self._log.read_status()
         rule = decide(Op.RUN, status, bool(self.pending_actions()))
         if rule.outcome is Outcome.ANSWER_FIRST:  # nothing is asked: the calls need an answer
-            self._status, self.status_reason = status, reason
+            self._status.remember(status, reason)
             if status is not Status.WAITING_FOR_CONFIRMATION:
                 return self._set_status(Status.WAITING_FOR_CONFIRMATION, AWAITING_ANSWER)
             return status
         if rule.outcome is Outcome.RECOVER:  # a run that died left them: they may have run
             close_open_calls(self._log, "crash")
-        self._record_isolation()
-        self._pause_requested.watch_from(self._log.last_seq())
-        self._pause_requested.forget_interrupt()
-        self.context.interruption.clear()
         self._extensions.run_started()
-        self._in_flight.clear()
-        self._set_status(Status.RUNNING)
+        self._begin(set())
         with self._interrupt_watcher(), self._model_calls:  # the run's threads end with it
             return self._steps(max_steps)
 
@@ -429,11 +425,10 @@ class Conversation:
             self.deliver_queued_messages()  # every call so far has its result
             if self._pause_requested.check():  # the log read once per step
                 return self._record_pause()
-            outcome = self._step()
+            outcome = self._loop.step()
             if outcome is not None:
                 return outcome
-        self._set_status(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
-        return self._status
+        return self._set_status(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
 
     def pause(
         self, kind: PauseKind = "pause", *, local_only: bool = False, reason: str = USER_PAUSE
@@ -515,14 +510,9 @@ class Conversation:
             return self._ending_cleanly(self._confirm, chosen)
 
     def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
-        self._record_isolation()
-        self._pause_requested.watch_from(self._log.last_seq())
-        self._pause_requested.forget_interrupt()
-        self.context.interruption.clear()
-        self._in_flight = {action.id for action in chosen}
-        self._set_status(Status.RUNNING, "confirmed by the user")
+        self._begin({action.id for action in chosen}, "confirmed by the user")
         with self._interrupt_watcher():
-            outcome = self._execute(chosen)
+            outcome = self._loop.run_calls(chosen)
         return outcome or self._after_user_decision()
 
     def reject(
@@ -586,102 +576,7 @@ class Conversation:
             self, event_id, title=title, restore_files=restore_files, workspace=workspace
         )
 
-    # -- the loop --------------------------------------------------------------------------
-
-    def _step(self) -> ConversationStatus | None:
-        """One model call and its consequences; a status when the run must stop."""
-        self._ensure_system_prompt()
-        response = self._model_response()
-        if isinstance(response, ConversationStatus):
-            return response
-        events = response_events(self.agent, response)
-        if isinstance(events, ModelError):
-            return self._record_model_error(events)
-        if not response.tool_calls:
-            self._log.append(events)
-            if self._kept_going(response.text):
-                return None
-            return self._set_status(Status.FINISHED, "the agent answered and awaits the user")
-        # Screened before confirmation and before any runs: a blocked call is answered now;
-        # "ask" waits for the user, and nothing lets a call skip the confirmation the policy
-        # asks for.
-        screened = self._extensions.screen_calls(
-            # With tool calls, every event of the response is an action (agent.response_events).
-            store_calls(self._log, response, events, self._used_call_ids())  # type: ignore[arg-type]
-        )
-        if screened.rejections:
-            self._log.append(screened.rejections)
-        actions = screened.allowed
-        if not actions:
-            return None  # every call blocked: the model is told why at the next step
-        if screened.ask or needs_confirmation(
-            self.confirmation, actions, self.agent.tools, self.risk_analyzer
-        ):
-            # A pause asked while the model answered is honoured: paused, the calls kept
-            # pending and confirmable (docs/contracts.md, the state machine).
-            if self._pause_requested.check():
-                return self._record_pause()
-            return self._set_status(Status.WAITING_FOR_CONFIRMATION)
-        self._in_flight = {action.id for action in actions}
-        return self._execute(actions)
-
-    def _model_response(self) -> ModelResponse | ConversationStatus:
-        """The model's answer to the next request, or the status the run stops with: a
-        budget reached, an error, an interrupt, or a refusal as too long that no extension
-        could make room for (room is made once per step: a second refusal ends the run)."""
-        retried = False
-        while True:
-            # Before each model call: this one, and a condensation's summary call.
-            if (why := self._extensions.before_model_call()) is not None:
-                return self._pause_for(why)
-            head = self.head
-            try:
-                self._extensions.before_request()
-                if self.head != head and (why := self._extensions.before_model_call()):
-                    return self._pause_for(why)  # a summary call was just made
-                return self._ask(self.messages())
-            except ContextWindowExceeded as error:
-                why = self._extensions.after_refusal(error, retried)
-                if why is not None:
-                    return self._record_model_error(ModelError(f"{error}; {why}"))
-                retried = True
-            except ModelError as error:
-                return self._record_model_error(error)
-            except Abandoned:  # interrupted while the model thought: its answer is not wanted
-                return self._record_pause()
-
-    def _kept_going(self, last_message: str) -> bool:
-        """As the agent ends its turn: True when an extension keeps it going (e.g. a Stop
-        hook, its reason stored as a message for the model)."""
-        message = self._extensions.at_stop(last_message)
-        if message is None:
-            return False
-        self._log.append([message])
-        return True
-
-    def _ask(self, messages: list[dict[str, Any]]) -> ModelResponse:
-        """The model's answer, asked in the model-call thread so that an interrupt need not
-        wait for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
-        self._context.follow(self._log.path())
-        responses_before = self._context.model_responses
-        return self._in_model_thread(
-            lambda: self.agent.ask(messages, responses_before=responses_before)
-        )
-
-    def _in_model_thread(self, call: Callable[[], _T]) -> _T:
-        """``call`` (a model call: a step's, or a summary's) in the model-call thread;
-        ``Abandoned`` when the run is interrupted, before it starts or while it runs."""
-        if self.context.interruption.is_set():
-            raise Abandoned()  # an interrupt already made wins over any answer
-        future = self._model_calls.submit(call)
-        return result_unless_interrupted(future, self.context.interruption, grace_s=0)
-
     # -- budgets ---------------------------------------------------------------------------
-
-    def _pause_for(self, reason: str) -> ConversationStatus:
-        # Paused by the runtime, not the user (e.g. a budget reached): the reason says why.
-        self._log.append([PauseEvent(source="environment")])
-        return self._set_status(Status.PAUSED, reason)
 
     def raise_budget(self, budget: Budget) -> dict[str, Any]:
         """Raise this conversation's budgets to those ``budget`` gives (None: kept), stored
@@ -699,19 +594,6 @@ class Conversation:
         with self._running(), self._log.lock:
             return settings_changes.change_model(self._log, choice)
 
-    def _used_call_ids(self) -> set[str]:
-        """The call ids on the active path, followed as it grows (not a pass over it)."""
-        self._context.follow(self._log.path())
-        return self._context.call_ids
-
-    def _record_model_error(self, error: ModelError) -> ConversationStatus:
-        """A model that could not answer, or answered unusably: ERROR, raw response kept."""
-        message = self.secrets.mask(storable_text(str(error)))
-        if error.raw is not None:
-            raw = self.secrets.mask(storable_text(error.raw))
-            self._log.record_fact(MODEL_ERROR_KEY, {"error": message, "raw_response": raw})
-        return self._set_status(Status.ERROR, message)
-
     # -- ending a run that failed or was stopped ---------------------------------------------
 
     def _ending_cleanly(
@@ -726,57 +608,27 @@ class Conversation:
             raise
         except Exception as error:
             return record_failure(
-                error, conversation_id=self.id, mask=self.secrets.mask, record=self._record_error
+                error,
+                conversation_id=self.id,
+                mask=self.secrets.mask,
+                record=self._loop.record_error,
             )
-
-    def _record_error(self, cause: str) -> ConversationStatus:
-        self._close_in_flight(None, f"The run failed before this call returned: {cause}")
-        return self._set_status(Status.ERROR, cause)
 
     def _record_stop(self, why: str) -> None:
         """An interrupted run (Ctrl-C, SIGTERM): open calls closed as interrupted by the user
         (a command in progress was stopped with what it started, ``BashSession.run``), the stop
         recorded (PAUSED, with the reason)."""
         try:
-            self._close_in_flight("user")
-            self._log.append([PauseEvent()])
-            self._set_status(Status.PAUSED, f"stopped by {why}; run again to continue")
+            self._loop.record_stop(why)
         except Exception:  # the store cannot take it: the interrupt still ends the run
             logger.exception("could not record the stop of conversation %s", self.id)
-
-    def _close_in_flight(self, by: InterruptedBy | None, reason: str | None = None) -> None:
-        """Close the calls this run was running (a failure, a stop): those waiting for the
-        user's answer stay pending (docs/contracts.md, the state machine)."""
-        close_open_calls(self._log, by, reason, only=self._in_flight)
-        self._in_flight = set()
-
-    def _execute(self, actions: Sequence[ActionEvent]) -> ConversationStatus | None:
-        """Run ``actions`` (runtime/batch.py); a status when the run must stop after them."""
-        outcome = run_batch(
-            actions,
-            agent=self.agent,
-            context=self.context,
-            log=self._log,
-            extensions=self._extensions,
-            pause=self._pause_requested,
-        )
-        self._in_flight = set()
-        if outcome.failure:
-            return self._set_status(Status.ERROR, outcome.failure)
-        if outcome.ended_turn and not self._kept_going(finish_message(actions)):
-            return self._set_status(Status.FINISHED, "the agent called finish")
-        if is_stuck(self._log.path()):
-            return self._set_status(Status.STUCK, "the same calls gave the same results 3 times")
-        if self._pause_requested.is_set():
-            return self._record_pause()
-        return None
 
     def _after_user_decision(self) -> ConversationStatus:
         if self.pending_actions():
             return self._set_status(Status.WAITING_FOR_CONFIRMATION)
-        if self._status is Status.RUNNING or self._status is Status.WAITING_FOR_CONFIRMATION:
+        if self.status is Status.RUNNING or self.status is Status.WAITING_FOR_CONFIRMATION:
             return self._set_status(Status.IDLE, "every call answered; run to continue")
-        return self._status
+        return self.status
 
     def _choose_pending(self, action_ids: Sequence[str] | None) -> list[ActionEvent]:
         pending = self.pending_actions()
@@ -803,27 +655,31 @@ class Conversation:
             servers = list(self.agent.tools.mcp_servers)
             self._log.record_fact(MCP_SERVERS_KEY, {"servers": servers})
 
-    def _record_pause(self) -> ConversationStatus:
-        reason = self._pause_requested.clear()
-        self._log.append([PauseEvent()])
-        return self._set_status(Status.PAUSED, reason)
+    def _begin(self, in_flight: set[str], reason: str | None = None) -> None:
+        """A run or a confirmation starts: its isolation recorded, pause requests watched
+        from now, ``in_flight`` the calls it will run, RUNNING."""
+        self._record_isolation()
+        self._pause_requested.watch_from(self._log.last_seq())
+        self._pause_requested.forget_interrupt()
+        self.context.interruption.clear()
+        self._loop.in_flight = in_flight
+        self._set_status(Status.RUNNING, reason)
 
-    # -- writing ---------------------------------------------------------------------------
+    def _in_model_thread(self, call: Callable[[], _T]) -> _T:
+        """``call`` (e.g. a condensation's summary call) where the model is asked;
+        ``Abandoned`` when the run is interrupted, before it starts or while it runs."""
+        return self._model_calls.call_unless_interrupted(call, self.context.interruption)
+
+    def _record_pause(self) -> ConversationStatus:
+        return self._loop.record_pause()
 
     def _ensure_system_prompt(self) -> None:
-        if self.head is None:
-            prompt = self._extensions.system_prompt(self.agent.system_prompt_event())
-            self._log.append([prompt])
-            self._extensions.conversation_started()
+        self._loop.ensure_started()
 
     def _set_status(
         self, status: ConversationStatus, reason: str | None = None
     ) -> ConversationStatus:
-        def remember() -> None:
-            self._status, self.status_reason = status, reason
-
-        self._log.record_status(status, reason, then=remember)
-        return status
+        return self._status.set(status, reason)
 
     def _running(self) -> _RunGuard:
         return _RunGuard(self._run_lock, self.id)

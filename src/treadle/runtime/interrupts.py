@@ -153,6 +153,15 @@ class CallThread:
             worker.jobs.put((future, function))
         return future
 
+    def call_unless_interrupted(
+        self, function: Callable[[], T], interruption: threading.Event
+    ) -> T:
+        """``function``'s result, computed here; ``Abandoned`` when ``interruption`` is set,
+        before it starts or while it runs (an interrupt already made wins over any answer)."""
+        if interruption.is_set():
+            raise Abandoned()
+        return result_unless_interrupted(self.submit(function), interruption, grace_s=0)
+
     def __enter__(self) -> CallThread:
         return self
 
