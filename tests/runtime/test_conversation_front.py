@@ -114,10 +114,10 @@ def test_what_a_conversation_cannot_do_now_is_a_domain_error(store, workspace):
             conv.reject(["nope"])
         assert conv.check_pending() == [pending]
         # A call without a result while the log says the run goes on: running, not waiting.
-        conv._set_status(Status.RUNNING)
+        conv.log.record_status(Status.RUNNING, None)  # as another process would
         with pytest.raises(NotWaiting, match="status running"):
             conv.check_pending([pending.id])
-        conv._set_status(Status.WAITING_FOR_CONFIRMATION)
+        conv.log.record_status(Status.WAITING_FOR_CONFIRMATION, None)
 
         entered, release = threading.Event(), threading.Event()
 

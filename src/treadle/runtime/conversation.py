@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from treadle.api.isolation import ISOLATION_KEY
-from treadle.api.mcp import MCP_SERVERS_KEY
 from treadle.api.settings import ModelChoice
 from treadle.api.transcript import TranscriptPage
 from treadle.events.fact_keys import CALL_IDS_KEY as CALL_IDS_KEY
@@ -26,17 +25,14 @@ from treadle.events.model import (
     ActionEvent,
     Event,
     MessageEvent,
-    UserRejectionEvent,
 )
-from treadle.events.projection_cache import IncrementalProjection
 from treadle.runtime import settings_changes
 from treadle.runtime.batch import close_open_calls
 from treadle.runtime.budget import Budget
 from treadle.runtime.condense.condenser import Condenser
-from treadle.runtime.condense.context import ContextView
 from treadle.runtime.confirmation import (
-    ConfirmationPolicy,
-    ToolHintRiskAnalyzer,
+    choose_pending,
+    rejections,
 )
 from treadle.runtime.ending import record_failure
 from treadle.runtime.errors import (
@@ -47,23 +43,17 @@ from treadle.runtime.errors import (
     NotRunnable,
     NotWaiting,
 )
-from treadle.runtime.extensions import RunScope
-from treadle.runtime.extensions.chain import RunExtensions, run_extensions
+from treadle.runtime.extensions.chain import run_extensions
 from treadle.runtime.extensions.condensation import CondensationExtension
 from treadle.runtime.forking import fork as fork_conversation
 from treadle.runtime.hooks import ConversationHooks, PromptBlocked
-from treadle.runtime.interrupts import (
-    CallThread,
-    InterruptWatcher,
-)
 from treadle.runtime.llm.base import (
     LanguageModel,
 )
 from treadle.runtime.log import ConversationLog, EventCallback
-from treadle.runtime.loop import RunLoop, RunStatus
+from treadle.runtime.loop import RunLoop
 from treadle.runtime.parts import ConversationParts, build_parts
 from treadle.runtime.requests import (
-    USER_INTERRUPT,
     USER_PAUSE,
     PauseKind,
     PauseRequest,
@@ -114,7 +104,6 @@ AWAITING_ANSWER = "calls wait for confirmation: confirm or reject them to contin
 """The reason of a run that asked nothing: calls on the path wait for the user's answer."""
 
 Status = ConversationStatus
-_T = TypeVar("_T")
 
 
 class Conversation:
@@ -144,11 +133,6 @@ class Conversation:
         self._queue_seen = -1
         """The seq up to which queued messages were delivered (see deliver_queued_messages)."""
         self._run_lock = threading.Lock()
-        self._status = RunStatus(log)
-        # The projection of the active path, extended as it grows: a step costs O(new events).
-        self._projection = IncrementalProjection()
-        # What the model's context holds, followed as the path grows (condensation, turns).
-        self._context = ContextView()
         self.hooks = parts.hooks if parts.hooks is not None else ConversationHooks.none()
         """The hooks run at the points of the loop (docs/hooks.md)."""
         self.hooks.attach(self.id, self.context.interruption)
@@ -156,26 +140,12 @@ class Conversation:
             parts.skills if parts.skills is not None else WorkspaceSkills.load(workspace.root)
         )
         """The workspace's skills; what they add is recorded on the events (docs/skills.md)."""
-        # Where the model is asked (a thread, so that an interrupt need not wait for it).
-        self._model_calls = CallThread(f"treadle-model-{self.id[:8]}")
         self._owns_parts = owns_parts
-        scope = RunScope(log, self._context, self._in_model_thread)
-        self._extensions = RunExtensions(run_extensions(parts, self.hooks, self.skills), scope)
-        """The capabilities the loop calls at its points (runtime/extensions/)."""
-        self._loop = RunLoop(
-            log=log,
-            agent=self.agent,
-            context=self.context,
-            extensions=self._extensions,
-            pause=self._pause_requested,
-            confirmation=ConfirmationPolicy(parts.confirmation),
-            risk_analyzer=parts.risk_analyzer or ToolHintRiskAnalyzer(),
-            status=self._status,
-            secrets=self.secrets,
-            context_view=self._context,
-            projection=self._projection,
-            model_calls=self._model_calls,
+        extensions = run_extensions(parts, self.hooks, self.skills)
+        self._loop = loop = RunLoop(
+            log, parts, context=self.context, extensions=extensions, pause=self._pause_requested
         )
+        self._status, self._extensions = loop.status, loop.extensions
         self._extensions.opened()
 
     # -- opening ---------------------------------------------------------------------------
@@ -274,7 +244,7 @@ class Conversation:
     def close(self) -> None:
         """Release the tools' processes (terminal sessions, MCP connections) and the model
         calls' thread (a run ends it too)."""
-        self._model_calls.close()
+        self._loop.model_calls.close()
         if self._owns_parts:
             self.parts.close()
 
@@ -336,12 +306,12 @@ class Conversation:
     def model_responses(self) -> int:
         """The model responses on the active path (forgotten ones included): how many model
         calls made it so far, e.g. to share one step budget across runs and confirmations."""
-        self._context.follow(self._log.path())
-        return self._context.model_responses
+        self._loop.view.follow(self._log.path())
+        return self._loop.view.model_responses
 
     def messages(self) -> list[dict[str, Any]]:
         """What the model would be sent now (PROJECT-*)."""
-        return self._projection.project(self._log.path())
+        return self._loop.projection.project(self._log.path())
 
     def transcript(
         self, head: str | None = None, *, before_seq: int | None = None, limit: int = 200
@@ -357,7 +327,7 @@ class Conversation:
         """Store the conversation's first event, its system prompt, when it has none yet (a
         message or a run does it first anyway)."""
         with self._log.lock:
-            self._ensure_system_prompt()
+            self._loop.ensure_started()
 
     def send_message(self, text: str) -> MessageEvent:
         return self._store_message(MessageEvent(source="user", text=text))
@@ -388,7 +358,7 @@ class Conversation:
         # Screened first (e.g. a hook's ``PromptBlocked``: nothing stored).
         following = self._extensions.screen_message(message.text)
         with self._log.lock:
-            self._ensure_system_prompt()
+            self._loop.ensure_started()
             (event,) = self._log.append([self._extensions.shape_message(message)])
             if following:
                 self._log.append(following)
@@ -396,7 +366,7 @@ class Conversation:
             status = self._log.read_status()[0]
             after = decide(Op.MESSAGE, status, False).status
             if after is not None and after is not status:
-                self._set_status(after, "new user message")
+                self._status.set(after, "new user message")
         return event  # type: ignore[return-value]  # append gives back each event's kind
 
     def run(self, max_steps: int = 50) -> ConversationStatus:
@@ -411,24 +381,27 @@ class Conversation:
         if rule.outcome is Outcome.ANSWER_FIRST:  # nothing is asked: the calls need an answer
             self._status.remember(status, reason)
             if status is not Status.WAITING_FOR_CONFIRMATION:
-                return self._set_status(Status.WAITING_FOR_CONFIRMATION, AWAITING_ANSWER)
+                return self._status.set(Status.WAITING_FOR_CONFIRMATION, AWAITING_ANSWER)
             return status
         if rule.outcome is Outcome.RECOVER:  # a run that died left them: they may have run
             close_open_calls(self._log, "crash")
         self._extensions.run_started()
-        self._begin(set())
-        with self._interrupt_watcher(), self._model_calls:  # the run's threads end with it
+        self._loop.begin(set())
+        with (
+            self._loop.interrupt_watcher(),
+            self._loop.model_calls,
+        ):  # the run's threads end with it
             return self._steps(max_steps)
 
     def _steps(self, max_steps: int) -> ConversationStatus:
         for _ in range(max_steps):
             self.deliver_queued_messages()  # every call so far has its result
             if self._pause_requested.check():  # the log read once per step
-                return self._record_pause()
+                return self._loop.record_pause()
             outcome = self._loop.step()
             if outcome is not None:
                 return outcome
-        return self._set_status(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
+        return self._status.set(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")
 
     def pause(
         self, kind: PauseKind = "pause", *, local_only: bool = False, reason: str = USER_PAUSE
@@ -459,7 +432,7 @@ class Conversation:
         rule = decide(op, status, bool(self.pending_actions()))
         if rule.outcome is Outcome.RECOVER_THEN_PAUSE:
             close_open_calls(self._log, "crash")
-        self._record_pause()
+        self._loop.record_pause()
 
     def interrupt(self) -> None:
         """Stop the calls in progress now (a command and what it started are killed), close
@@ -473,22 +446,7 @@ class Conversation:
                 self._run_lock.release()
             return
         self.request_pause("interrupt")  # the user's request, on record
-        self._interrupt_now()
-
-    def _interrupt_now(self) -> None:
-        """Make the run in this process stop its calls: no further call starts, and each
-        tool stops its calls in progress (``Tool.interrupt``)."""
-        self._pause_requested.set(USER_INTERRUPT, "interrupt")
-        self.context.interruption.set()
-        self.agent.tools.interrupt(self.context)
-
-    def _interrupt_watcher(self) -> InterruptWatcher:
-        """While a run or confirmation runs here, notice an interrupt recorded by any process."""
-        return InterruptWatcher(
-            self._pause_requested.interrupt_requested,
-            self._interrupt_now,
-            name=f"treadle-interrupt-watch-{self.id[:8]}",
-        )
+        self._loop.interrupt_now()
 
     def request_pause(self, kind: PauseKind = "pause") -> None:
         """Record that the user asked the run in progress to pause: whichever process holds
@@ -500,18 +458,18 @@ class Conversation:
         the log says they wait for confirmation: ``NothingPending``, ``NotWaiting`` (a run,
         maybe in another process, is running them) or ``NotPending`` otherwise. A caller that
         serves other processes checks this holding the run lease."""
-        return self._choose_pending(action_ids)
+        return choose_pending(self.pending_actions(), self._log.read_status()[0], action_ids)
 
     def confirm(self, action_ids: Sequence[str] | None = None) -> ConversationStatus:
         """Run the pending calls the user confirmed (all of them by default); the others stay
         pending. ``NotWaiting`` while the log says a run is running them."""
         with self._running():
-            chosen = self._choose_pending(action_ids)
+            chosen = choose_pending(self.pending_actions(), self._log.read_status()[0], action_ids)
             return self._ending_cleanly(self._confirm, chosen)
 
     def _confirm(self, chosen: Sequence[ActionEvent]) -> ConversationStatus:
-        self._begin({action.id for action in chosen}, "confirmed by the user")
-        with self._interrupt_watcher():
+        self._loop.begin({action.id for action in chosen}, "confirmed by the user")
+        with self._loop.interrupt_watcher():
             outcome = self._loop.run_calls(chosen)
         return outcome or self._after_user_decision()
 
@@ -520,21 +478,12 @@ class Conversation:
     ) -> ConversationStatus:
         """Answer the pending calls the user refused with user-rejection events."""
         with self._running():
-            chosen = self._choose_pending(action_ids)
+            chosen = choose_pending(self.pending_actions(), self._log.read_status()[0], action_ids)
             return self._ending_cleanly(self._reject, chosen, reason)
 
     def _reject(self, chosen: Sequence[ActionEvent], reason: str) -> ConversationStatus:
-        for action in chosen:
-            self._log.append(
-                [
-                    UserRejectionEvent(
-                        action_id=action.id,
-                        tool_call_id=action.tool_call_id,
-                        tool_name=action.tool_name,
-                        reason=reason,
-                    )
-                ]
-            )
+        for rejection in rejections(chosen, reason):  # one at a time: each a stored answer
+            self._log.append([rejection])
         return self._after_user_decision()
 
     def switch_branch(self, event_id: str, *, restore_files: bool = False) -> RestoreResult | None:
@@ -549,7 +498,7 @@ class Conversation:
                 restored = restore_event(snapshots, self._log, event_id)
             self._log.move_head(event_id)
             status, why = status_after_head_move(bool(self.pending_actions()))
-            self._set_status(status, f"switched to the branch of {event_id}" + (why and f": {why}"))
+            self._status.set(status, f"switched to the branch of {event_id}" + (why and f": {why}"))
         return restored
 
     def restore_snapshot(self, snapshot_id: str) -> RestoreResult:
@@ -625,61 +574,10 @@ class Conversation:
 
     def _after_user_decision(self) -> ConversationStatus:
         if self.pending_actions():
-            return self._set_status(Status.WAITING_FOR_CONFIRMATION)
+            return self._status.set(Status.WAITING_FOR_CONFIRMATION)
         if self.status is Status.RUNNING or self.status is Status.WAITING_FOR_CONFIRMATION:
-            return self._set_status(Status.IDLE, "every call answered; run to continue")
+            return self._status.set(Status.IDLE, "every call answered; run to continue")
         return self.status
-
-    def _choose_pending(self, action_ids: Sequence[str] | None) -> list[ActionEvent]:
-        pending = self.pending_actions()
-        if not pending:
-            raise NothingPending()
-        status, _reason = self._log.read_status()
-        if decide(Op.CONFIRM, status, True).outcome is Outcome.NOT_WAITING:
-            raise NotWaiting(status.value)
-        if action_ids is None:
-            return pending
-        by_id = {action.id: action for action in pending}
-        unknown = [action_id for action_id in action_ids if action_id not in by_id]
-        if unknown:
-            raise NotPending(unknown, by_id)
-        return [by_id[action_id] for action_id in action_ids]
-
-    def _record_isolation(self) -> None:
-        """ISOLATION: what this run's tools run under, recorded before any of them runs, with
-        the MCP servers this object connected or failed to (none: no fact)."""
-        fact = dict(self.workspace.isolation)
-        fact["override"] = self._isolation_override
-        self._log.record_fact(ISOLATION_KEY, fact)
-        if self.agent.tools.mcp_servers:
-            servers = list(self.agent.tools.mcp_servers)
-            self._log.record_fact(MCP_SERVERS_KEY, {"servers": servers})
-
-    def _begin(self, in_flight: set[str], reason: str | None = None) -> None:
-        """A run or a confirmation starts: its isolation recorded, pause requests watched
-        from now, ``in_flight`` the calls it will run, RUNNING."""
-        self._record_isolation()
-        self._pause_requested.watch_from(self._log.last_seq())
-        self._pause_requested.forget_interrupt()
-        self.context.interruption.clear()
-        self._loop.in_flight = in_flight
-        self._set_status(Status.RUNNING, reason)
-
-    def _in_model_thread(self, call: Callable[[], _T]) -> _T:
-        """``call`` (e.g. a condensation's summary call) where the model is asked;
-        ``Abandoned`` when the run is interrupted, before it starts or while it runs."""
-        return self._model_calls.call_unless_interrupted(call, self.context.interruption)
-
-    def _record_pause(self) -> ConversationStatus:
-        return self._loop.record_pause()
-
-    def _ensure_system_prompt(self) -> None:
-        self._loop.ensure_started()
-
-    def _set_status(
-        self, status: ConversationStatus, reason: str | None = None
-    ) -> ConversationStatus:
-        return self._status.set(status, reason)
 
     def _running(self) -> _RunGuard:
         return _RunGuard(self._run_lock, self.id)

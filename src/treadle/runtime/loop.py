@@ -11,29 +11,37 @@ the two.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
+from treadle.api.isolation import ISOLATION_KEY
+from treadle.api.mcp import MCP_SERVERS_KEY
 from treadle.events.fact_keys import MODEL_ERROR_KEY
 from treadle.events.model import ActionEvent, PauseEvent
 from treadle.events.projection_cache import IncrementalProjection
-from treadle.runtime.agent import Agent, InterruptedBy
+from treadle.runtime.agent import InterruptedBy
 from treadle.runtime.batch import close_open_calls, finish_message, run_batch
 from treadle.runtime.condense.context import ContextView
-from treadle.runtime.confirmation import ConfirmationPolicy, RiskAnalyzer, needs_confirmation
+from treadle.runtime.confirmation import (
+    ConfirmationPolicy,
+    ToolHintRiskAnalyzer,
+    needs_confirmation,
+)
+from treadle.runtime.extensions import RunExtension, RunScope
 from treadle.runtime.extensions.chain import RunExtensions
-from treadle.runtime.interrupts import Abandoned, CallThread
+from treadle.runtime.interrupts import Abandoned, CallThread, InterruptWatcher
 from treadle.runtime.llm.base import ContextWindowExceeded, ModelError, ModelResponse
 from treadle.runtime.log import ConversationLog
-from treadle.runtime.requests import PauseRequest
+from treadle.runtime.parts import ConversationParts
+from treadle.runtime.requests import USER_INTERRUPT, PauseRequest
 from treadle.runtime.responses import response_events, store_calls
-from treadle.runtime.secrets import Secrets
 from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
 
 Status = ConversationStatus
+T = TypeVar("T")
 
 
 class RunStatus:
@@ -53,46 +61,83 @@ class RunStatus:
 
 
 class RunLoop:
-    """The steps of one conversation's runs over its parts (see the module docstring).
-    ``in_flight`` holds the ids of the calls a run is running (or is about to): the only
-    ones a failure or a stop closes; a call waiting for confirmation is never among them."""
+    """The steps of one conversation's runs over its parts (see the module docstring), and
+    what they keep between steps: the status, the projection and the context view followed
+    as the path grows (a step costs O(new events)), the thread the model is asked in, and the
+    extensions. ``in_flight`` holds the ids of the calls a run is running (or is about to):
+    the only ones a failure or a stop closes; a call waiting for confirmation is never among
+    them."""
 
     def __init__(
         self,
-        *,
         log: ConversationLog,
-        agent: Agent,
+        parts: ConversationParts,
+        *,
         context: ToolContext,
-        extensions: RunExtensions,
+        extensions: Sequence[RunExtension],
         pause: PauseRequest,
-        confirmation: ConfirmationPolicy,
-        risk_analyzer: RiskAnalyzer,
-        status: RunStatus,
-        secrets: Secrets,
-        context_view: ContextView,
-        projection: IncrementalProjection,
-        model_calls: CallThread,
     ) -> None:
         self._log = log
-        self._agent = agent
+        self._parts = parts
+        self._agent = parts.agent
         self._context = context
-        self._extensions = extensions
         self._pause = pause
-        self._confirmation = confirmation
-        self._risk_analyzer = risk_analyzer
-        self._status = status
-        self._secrets = secrets
-        self._view = context_view
-        self._projection = projection
-        self._model_calls = model_calls
+        self._confirmation = ConfirmationPolicy(parts.confirmation)
+        self._risk_analyzer = parts.risk_analyzer or ToolHintRiskAnalyzer()
+        self._secrets = parts.secrets
+        self.status = RunStatus(log)
+        self.projection = IncrementalProjection()
+        self.view = ContextView()
+        """What the model's context holds (condensation, turns), followed as the path grows."""
+        self.model_calls = CallThread(f"treadle-model-{log.id[:8]}")
+        """Where the model is asked (a thread, so that an interrupt need not wait for it)."""
+        scope = RunScope(log, self.view, self.in_model_thread)
+        self.extensions = RunExtensions(extensions, scope)
+        """The capabilities the loop calls at its points (runtime/extensions/)."""
         self.in_flight: set[str] = set()
+
+    def begin(self, in_flight: set[str], reason: str | None = None) -> None:
+        """A run or a confirmation starts: ISOLATION recorded before any tool runs (with the
+        MCP servers connected or failed to), pause requests watched from now, ``in_flight``
+        the calls it will run, RUNNING."""
+        fact = dict(self._parts.workspace.isolation)
+        fact["override"] = self._parts.isolation_override
+        self._log.record_fact(ISOLATION_KEY, fact)
+        if self._agent.tools.mcp_servers:
+            servers = list(self._agent.tools.mcp_servers)
+            self._log.record_fact(MCP_SERVERS_KEY, {"servers": servers})
+        self._pause.watch_from(self._log.last_seq())
+        self._pause.forget_interrupt()
+        self._context.interruption.clear()
+        self.in_flight = in_flight
+        self.status.set(Status.RUNNING, reason)
+
+    def interrupt_now(self) -> None:
+        """Make the run in this process stop its calls: no further call starts, and each
+        tool stops its calls in progress (``Tool.interrupt``)."""
+        self._pause.set(USER_INTERRUPT, "interrupt")
+        self._context.interruption.set()
+        self._agent.tools.interrupt(self._context)
+
+    def interrupt_watcher(self) -> InterruptWatcher:
+        """While a run or confirmation runs here, notice an interrupt recorded by any process."""
+        return InterruptWatcher(
+            self._pause.interrupt_requested,
+            self.interrupt_now,
+            name=f"treadle-interrupt-watch-{self._log.id[:8]}",
+        )
+
+    def in_model_thread(self, call: Callable[[], T]) -> T:
+        """``call`` (a step's model call, or a condensation's summary call) where the model is
+        asked; ``Abandoned`` when the run is interrupted, before it starts or while it runs."""
+        return self.model_calls.call_unless_interrupted(call, self._context.interruption)
 
     def ensure_started(self) -> None:
         """Store the system prompt when the conversation has no event yet."""
         if self._log.head is None:
-            prompt = self._extensions.system_prompt(self._agent.system_prompt_event())
+            prompt = self.extensions.system_prompt(self._agent.system_prompt_event())
             self._log.append([prompt])
-            self._extensions.conversation_started()
+            self.extensions.conversation_started()
 
     def step(self) -> ConversationStatus | None:
         """One model call and its consequences; a status when the run must stop."""
@@ -107,11 +152,11 @@ class RunLoop:
             self._log.append(events)
             if self._kept_going(response.text):
                 return None
-            return self._status.set(Status.FINISHED, "the agent answered and awaits the user")
+            return self.status.set(Status.FINISHED, "the agent answered and awaits the user")
         # Screened before confirmation and before any runs: a blocked call is answered now;
         # "ask" waits for the user, and nothing lets a call skip the confirmation the policy
         # asks for.
-        screened = self._extensions.screen_calls(
+        screened = self.extensions.screen_calls(
             # With tool calls, every event of the response is an action (agent.response_events).
             store_calls(self._log, response, events, self._used_call_ids())  # type: ignore[arg-type]
         )
@@ -127,7 +172,7 @@ class RunLoop:
             # pending and confirmable (docs/contracts.md, the state machine).
             if self._pause.check():
                 return self.record_pause()
-            return self._status.set(Status.WAITING_FOR_CONFIRMATION)
+            return self.status.set(Status.WAITING_FOR_CONFIRMATION)
         self.in_flight = {action.id for action in actions}
         return self.run_calls(actions)
 
@@ -138,16 +183,16 @@ class RunLoop:
             agent=self._agent,
             context=self._context,
             log=self._log,
-            extensions=self._extensions,
+            extensions=self.extensions,
             pause=self._pause,
         )
         self.in_flight = set()
         if outcome.failure:
-            return self._status.set(Status.ERROR, outcome.failure)
+            return self.status.set(Status.ERROR, outcome.failure)
         if outcome.ended_turn and not self._kept_going(finish_message(actions)):
-            return self._status.set(Status.FINISHED, "the agent called finish")
+            return self.status.set(Status.FINISHED, "the agent called finish")
         if is_stuck(self._log.path()):
-            return self._status.set(Status.STUCK, "the same calls gave the same results 3 times")
+            return self.status.set(Status.STUCK, "the same calls gave the same results 3 times")
         if self._pause.is_set():
             return self.record_pause()
         return None
@@ -156,12 +201,12 @@ class RunLoop:
         """PAUSED, with the reason of the pause request it honours."""
         reason = self._pause.clear()
         self._log.append([PauseEvent()])
-        return self._status.set(Status.PAUSED, reason)
+        return self.status.set(Status.PAUSED, reason)
 
     def record_error(self, cause: str) -> ConversationStatus:
         """A failed run: the calls it was running closed with ``cause``, then ERROR."""
         self.close_in_flight(None, f"The run failed before this call returned: {cause}")
-        return self._status.set(Status.ERROR, cause)
+        return self.status.set(Status.ERROR, cause)
 
     def record_stop(self, why: str) -> None:
         """An interrupted run (Ctrl-C, SIGTERM): open calls closed as interrupted by the user
@@ -169,7 +214,7 @@ class RunLoop:
         recorded (PAUSED, with the reason)."""
         self.close_in_flight("user")
         self._log.append([PauseEvent()])
-        self._status.set(Status.PAUSED, f"stopped by {why}; run again to continue")
+        self.status.set(Status.PAUSED, f"stopped by {why}; run again to continue")
 
     def close_in_flight(self, by: InterruptedBy | None, reason: str | None = None) -> None:
         """Close the calls this run was running (a failure, a stop): those waiting for the
@@ -184,16 +229,16 @@ class RunLoop:
         retried = False
         while True:
             # Before each model call: this one, and a condensation's summary call.
-            if (why := self._extensions.before_model_call()) is not None:
+            if (why := self.extensions.before_model_call()) is not None:
                 return self._pause_for(why)
             head = self._log.head
             try:
-                self._extensions.before_request()
-                if self._log.head != head and (why := self._extensions.before_model_call()):
+                self.extensions.before_request()
+                if self._log.head != head and (why := self.extensions.before_model_call()):
                     return self._pause_for(why)  # a summary call was just made
-                return self._ask(self._projection.project(self._log.path()))
+                return self._ask(self.projection.project(self._log.path()))
             except ContextWindowExceeded as error:
-                why = self._extensions.after_refusal(error, retried)
+                why = self.extensions.after_refusal(error, retried)
                 if why is not None:
                     return self._record_model_error(ModelError(f"{error}; {why}"))
                 retried = True
@@ -205,17 +250,16 @@ class RunLoop:
     def _ask(self, messages: list[dict[str, Any]]) -> ModelResponse:
         """The model's answer, asked in the model-call thread so that an interrupt need not
         wait for it: ``Abandoned`` then (the call ends alone; its answer and cost are dropped)."""
-        self._view.follow(self._log.path())
-        responses_before = self._view.model_responses
-        return self._model_calls.call_unless_interrupted(
-            lambda: self._agent.ask(messages, responses_before=responses_before),
-            self._context.interruption,
+        self.view.follow(self._log.path())
+        responses_before = self.view.model_responses
+        return self.in_model_thread(
+            lambda: self._agent.ask(messages, responses_before=responses_before)
         )
 
     def _kept_going(self, last_message: str) -> bool:
         """As the agent ends its turn: True when an extension keeps it going (e.g. a Stop
         hook, its reason stored as a message for the model)."""
-        message = self._extensions.at_stop(last_message)
+        message = self.extensions.at_stop(last_message)
         if message is None:
             return False
         self._log.append([message])
@@ -224,12 +268,12 @@ class RunLoop:
     def _pause_for(self, reason: str) -> ConversationStatus:
         # Paused by the runtime, not the user (e.g. a budget reached): the reason says why.
         self._log.append([PauseEvent(source="environment")])
-        return self._status.set(Status.PAUSED, reason)
+        return self.status.set(Status.PAUSED, reason)
 
     def _used_call_ids(self) -> set[str]:
         """The call ids on the active path, followed as it grows (not a pass over it)."""
-        self._view.follow(self._log.path())
-        return self._view.call_ids
+        self.view.follow(self._log.path())
+        return self.view.call_ids
 
     def _record_model_error(self, error: ModelError) -> ConversationStatus:
         """A model that could not answer, or answered unusably: ERROR, raw response kept."""
@@ -237,4 +281,4 @@ class RunLoop:
         if error.raw is not None:
             raw = self._secrets.mask(storable_text(error.raw))
             self._log.record_fact(MODEL_ERROR_KEY, {"error": message, "raw_response": raw})
-        return self._status.set(Status.ERROR, message)
+        return self.status.set(Status.ERROR, message)
