@@ -12,7 +12,7 @@ Where the two differ (each kept on purpose; README "The agent server and the typ
 - ``active_path``, ``messages``: remote also takes ``head`` (any branch, as the server does).
 - ``fork``: each returns its own kind (a local fork is a ``Conversation``, a remote one a
   ``RemoteConversation``), both handles.
-- ``switch_branch``: what a file restore changed comes back as the runtime's ``RestoreResult``
+- ``switch_branch``: what a file restore changed comes back as the runtime's ``RestoreView``
   locally and as its wire view ``RestoreView`` remotely (the same fields); not in the protocol.
 - ``raise_budget``: local takes a ``Budget`` and returns the stored settings, remote takes the
   two limits and returns the conversation's view; not in the protocol.

@@ -22,9 +22,9 @@ from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import TreadleError
 
 if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
+    from treadle.api.views import RestoreView
     from treadle.runtime.conversation import Conversation
     from treadle.runtime.settings import SettingsPolicy
-    from treadle.runtime.snapshots import RestoreResult
     from treadle.store.base import EventStore
 
 ConversationArgument = Annotated[
@@ -79,7 +79,7 @@ def _held(opened: EventStore, conversation_id: str) -> Iterator[Conversation]:
         lease.leases.close()
 
 
-def _restored_lines(result: RestoreResult) -> list[str]:
+def _restored_lines(result: RestoreView) -> list[str]:
     lines = [
         f"restored snapshot {result.snapshot} ({len(result.changed)} file(s) changed); the "
         f"files as they were are snapshot {result.previous_snapshot} "
@@ -108,7 +108,7 @@ def switch(
         with _held(opened, conversation) as conv:
             result = conv.switch_branch(event, restore_files=restore_files)
     if as_json:
-        print_json({"head": event, "restore": result.to_dict() if result else None})
+        print_json({"head": event, "restore": result.model_dump(mode="json") if result else None})
         return
     typer.echo(f"head of {conversation} is now {event}")
     if result is None:
@@ -204,7 +204,7 @@ def restore(
         with _held(opened, conversation) as conv:
             result = conv.restore_snapshot(chosen)
     if as_json:
-        print_json(result.to_dict())
+        print_json(result.model_dump(mode="json"))
     else:
         typer.echo("\n".join(_restored_lines(result)))
 
@@ -229,7 +229,7 @@ def diff(
         objects = open_snapshot_store(opened, default_store_dir())
         found = events_diff(opened, objects, conversation, event_a, event_b)
     if as_json:
-        print_json(found.to_dict())
+        print_json(found.model_dump(mode="json"))
     elif found.diff:
         typer.echo(found.diff, nl=False)
 

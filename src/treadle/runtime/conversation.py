@@ -17,6 +17,7 @@ from typing import Any
 from treadle.api.isolation import ISOLATION_KEY
 from treadle.api.settings import ModelChoice
 from treadle.api.transcript import TranscriptPage
+from treadle.api.views import RestoreView
 from treadle.events.fact_keys import CALL_IDS_KEY as CALL_IDS_KEY
 from treadle.events.fact_keys import MODEL_ERROR_KEY as MODEL_ERROR_KEY
 from treadle.events.links import pending_actions
@@ -69,10 +70,7 @@ from treadle.runtime.settings import (
     SettingsPolicy,
 )
 from treadle.runtime.skills import WorkspaceSkills
-from treadle.runtime.snapshots import (
-    RestoreResult,
-    recover,
-)
+from treadle.runtime.snapshots import recover
 from treadle.runtime.snapshots.putting_back import (
     restore_event,
     restore_recorded,
@@ -486,7 +484,7 @@ class Conversation:
             self._log.append([rejection])
         return self._after_user_decision()
 
-    def switch_branch(self, event_id: str, *, restore_files: bool = False) -> RestoreResult | None:
+    def switch_branch(self, event_id: str, *, restore_files: bool = False) -> RestoreView | None:
         """Make ``event_id`` the head: the model's context becomes that branch. The workspace's
         files are NOT rolled back (BRANCH: a branch of events is not a file snapshot) unless
         ``restore_files``: then they are put back to the snapshot covering ``event_id``
@@ -501,7 +499,7 @@ class Conversation:
             self._status.set(status, f"switched to the branch of {event_id}" + (why and f": {why}"))
         return restored
 
-    def restore_snapshot(self, snapshot_id: str) -> RestoreResult:
+    def restore_snapshot(self, snapshot_id: str) -> RestoreView:
         """Put back any snapshot recorded in this conversation (the undo of a restore: the
         files it replaced are the snapshot it took first). The head does not move."""
         with self._running(), self._log.lock:

@@ -242,7 +242,7 @@ def move_head(conversation_id: str, body: MoveHead, state: State) -> Conversatio
             body.event_id, restore_files=body.restore_files
         )
     shown = view(state, state.store.get_conversation(conversation_id), isolation=True)
-    shown.restore = RestoreView(**restored.to_dict()) if restored else None
+    shown.restore = restored if restored else None
     return shown
 
 
@@ -252,8 +252,8 @@ def restore_snapshot(conversation_id: str, body: RestoreRequest, state: State) -
     restore: its ``previous_snapshot``). The head does not move."""
     state.store.get_conversation(conversation_id)
     with state.runs.exclusive(conversation_id, "pause it before restoring files"):
-        restored = state.runtime(conversation_id).restore_snapshot(body.snapshot)
-    return RestoreView(**restored.to_dict())
+        restored: RestoreView = state.runtime(conversation_id).restore_snapshot(body.snapshot)
+    return restored
 
 
 @router.get("/{conversation_id}/snapshots", response_model=SnapshotList)
@@ -279,7 +279,7 @@ def batch_files(conversation_id: str, event_id: str, state: State) -> DiffView:
     """What the batch this event starts (a response's first call) did to the workspace's
     files, as a unified diff (409 ``no_snapshot`` when it cannot be shown)."""
     found = batch_diff(state.store, _snapshot_store(state), conversation_id, event_id)
-    return DiffView(**found.to_dict())
+    return found
 
 
 @router.get("/{conversation_id}/diff", response_model=DiffView)
@@ -294,7 +294,7 @@ def diff(
     for event_id in (a, b):
         state.store.get_event(conversation_id, event_id)  # 404 for an unknown event
     found = events_diff(state.store, _snapshot_store(state), conversation_id, a, b)
-    return DiffView(**found.to_dict())
+    return found
 
 
 @router.patch("/{conversation_id}/budget", response_model=ConversationView)

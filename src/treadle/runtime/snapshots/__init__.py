@@ -20,12 +20,10 @@ from treadle.runtime.snapshots.location import snapshot_root
 from treadle.runtime.snapshots.restore import (
     NoSnapshot,
     RestoreBusy,
-    RestoreResult,
     recover,
     restore,
 )
 from treadle.runtime.snapshots.workspace import (
-    EventsDiff,
     WorkspaceSnapshots,
     batch_diff,
     covering_snapshot,
@@ -38,11 +36,9 @@ from treadle.runtime.snapshots.workspace import (
 __all__ = [
     "RESTORE_KEY",
     "SNAPSHOT_KEY",
-    "EventsDiff",
     "GitSnapshotStore",
     "NoSnapshot",
     "RestoreBusy",
-    "RestoreResult",
     "SnapshotError",
     "SnapshotFact",
     "TreeSnapshot",

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Set
 
+from treadle.api.views import RestoreView
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.facts import SNAPSHOT_KEY, SnapshotFact, snapshot_facts
-from treadle.runtime.snapshots.restore import NoSnapshot, RestoreResult, restore
+from treadle.runtime.snapshots.restore import NoSnapshot, restore
 from treadle.runtime.snapshots.workspace import WorkspaceSnapshots
 from treadle.store.base import EventStore
 
@@ -42,7 +43,7 @@ def covering_or_refuse(
 
 def restore_event(
     snapshots: WorkspaceSnapshots, log: ConversationLog, event_id: str
-) -> RestoreResult:
+) -> RestoreView:
     """Put back the files as they were at ``event_id`` (the caller holds the log's lock)."""
     fact = covering_or_refuse(snapshots, log.store, log.id, event_id)
     return restore(snapshots, log, fact.id, event=event_id, git_target=fact.git_tree)
@@ -50,7 +51,7 @@ def restore_event(
 
 def restore_recorded(
     snapshots: WorkspaceSnapshots, log: ConversationLog, snapshot_id: str
-) -> RestoreResult:
+) -> RestoreView:
     """Put back any snapshot recorded in the conversation (the head does not move): the undo
     of a restore is the snapshot that restore took first."""
     recorded = {fact.id: fact for fact in snapshot_facts(log.store, log.id)}

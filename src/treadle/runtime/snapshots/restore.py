@@ -20,10 +20,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from treadle.api.views import RestoreView
 from treadle.runtime.errors import ConversationError
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.facts import RESTORE_KEY, facts
@@ -50,26 +50,6 @@ class RestoreBusy(ConversationError):
     """Another restore of the same workspace is in progress (here or in another process)."""
 
 
-@dataclass(frozen=True)
-class RestoreResult:
-    snapshot: str
-    previous_snapshot: str
-    changed: list[str]
-    kept: list[str]
-    """Paths the snapshot holds that the workspace has as files no snapshot holds (ignored,
-    too large): never written over."""
-    restore_id: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "snapshot": self.snapshot,
-            "previous_snapshot": self.previous_snapshot,
-            "changed": self.changed,
-            "kept": self.kept,
-            "restore_id": self.restore_id,
-        }
-
-
 def restore(
     snapshots: WorkspaceSnapshots,
     log: ConversationLog,
@@ -77,7 +57,7 @@ def restore(
     *,
     event: str | None = None,
     git_target: str | None = None,
-) -> RestoreResult:
+) -> RestoreView:
     """Make the workspace hold snapshot ``target`` (recorded in ``log``; ``event``: the event
     the restore was asked for, if any; ``git_target``: the snapshot's ``.git`` tree, restored
     too when the settings include ``.git``). ``SnapshotError`` for an unknown snapshot."""
@@ -132,7 +112,13 @@ def restore(
             objects.checkout(snapshots.root / ".git", git_apply)
         log.record_fact(RESTORE_KEY, {**value, "phase": "done"})
         journal.unlink()
-        return RestoreResult(target, previous, changed, kept, restore_id)
+        return RestoreView(
+            snapshot=target,
+            previous_snapshot=previous,
+            changed=changed,
+            kept=kept,
+            restore_id=restore_id,
+        )
 
 
 def recover(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from treadle.api.settings import SnapshotSettings
+from treadle.api.views import DiffView
 from treadle.events.model import ActionEvent, Event
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.facts import (
@@ -178,31 +179,9 @@ def try_record(
         logger.warning("no snapshot of %s after %s", snapshots.root, log.head, exc_info=True)
 
 
-@dataclass(frozen=True)
-class EventsDiff:
-    """The workspace's difference between two events, from the snapshots covering them."""
-
-    event_a: str
-    event_b: str
-    snapshot_a: str
-    snapshot_b: str
-    changed: list[str]
-    diff: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "event_a": self.event_a,
-            "event_b": self.event_b,
-            "snapshot_a": self.snapshot_a,
-            "snapshot_b": self.snapshot_b,
-            "changed": self.changed,
-            "diff": self.diff,
-        }
-
-
 def events_diff(
     store: EventStore, objects: GitSnapshotStore | None, conversation_id: str, a: str, b: str
-) -> EventsDiff:
+) -> DiffView:
     """The unified diff of the files from event ``a`` to event ``b`` (``NoSnapshot`` naming
     the event no snapshot covers; ``EventNotFound`` for an unknown event)."""
     from treadle.runtime.snapshots.restore import NoSnapshot
@@ -224,7 +203,14 @@ def events_diff(
         )
     changes = objects.changes(found[0], found[1]) if found[0] != found[1] else []
     text = objects.diff(found[0], found[1]) if changes else ""
-    return EventsDiff(a, b, found[0], found[1], [c.path for c in changes], text)
+    return DiffView(
+        event_a=a,
+        event_b=b,
+        snapshot_a=found[0],
+        snapshot_b=found[1],
+        changed=[c.path for c in changes],
+        diff=text,
+    )
 
 
 def snapshot_list(
@@ -265,7 +251,7 @@ def covering_snapshot(
 
 def batch_diff(
     store: EventStore, objects: GitSnapshotStore | None, conversation_id: str, event_id: str
-) -> EventsDiff:
+) -> DiffView:
     """What the batch that ``event_id`` starts (a response's first call) did to the files:
     from the snapshot covering its parent to the first snapshot taken after it on a path
     through it (``NoSnapshot`` when either is missing, e.g. a batch still running)."""
@@ -285,7 +271,14 @@ def batch_diff(
         and _file_safe_batch(store, conversation_id, event)
     ):
         # No snapshot after a batch of file-safe calls: the files are the ones before it.
-        return EventsDiff(str(parent), event_id, before.id, before.id, [], "")
+        return DiffView(
+            event_a=str(parent),
+            event_b=event_id,
+            snapshot_a=before.id,
+            snapshot_b=before.id,
+            changed=[],
+            diff="",
+        )
     after = None
     for fact in recorded:
         if fact.seq > event.seq and any(
@@ -300,8 +293,13 @@ def batch_diff(
         )
     changes = objects.changes(before.id, after.id) if before.id != after.id else []
     text = objects.diff(before.id, after.id) if changes else ""
-    return EventsDiff(
-        str(parent), after.after_event, before.id, after.id, [c.path for c in changes], text
+    return DiffView(
+        event_a=str(parent),
+        event_b=after.after_event,
+        snapshot_a=before.id,
+        snapshot_b=after.id,
+        changed=[c.path for c in changes],
+        diff=text,
     )
 
 
