@@ -605,7 +605,9 @@ class Conversation:
             covering = covering_or_refuse(snapshots, self.store, self.id, head)
         root = None
         if workspace is not None:  # refused here, before a conversation exists, if outside
-            root = LocalWorkspace(workspace, create=True, within=self._policy.workspace_root).root
+            root = LocalWorkspace(
+                workspace, create=True, within=self._policy.allows.workspace_root
+            ).root
         child_id = record_fork(
             self.store, self.id, head, title=title, workspace=root, snapshots=self.snapshots
         )
