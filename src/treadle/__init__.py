@@ -19,6 +19,8 @@ _EXPORTS: dict[str, str] = {
     "RunExtension": "treadle.runtime.extensions.base",
     "RunScope": "treadle.runtime.extensions.base",
     "SettingsPolicy": "treadle.runtime.settings",
+    "HostAllows": "treadle.runtime.settings",
+    "HostProvides": "treadle.runtime.settings",
     "open_store": "treadle.store.urls",
     "EventStore": "treadle.store.base",
     # settings and statuses (data: the same for a local run and a server)
@@ -59,6 +61,8 @@ __all__ = [
     "Event",
     "EventStore",
     "EventTree",
+    "HostAllows",
+    "HostProvides",
     "InvalidRequest",
     "ModelChoice",
     "NotFound",

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from treadle.api.mcp import MCPServerConfig
 from treadle.api.network import AllowList, NetworkChoiceError, network_looser, normalize_host
 from treadle.api.settings import SandboxSettings
-from treadle.runtime.settings import SandboxRefused, SettingsPolicy
+from treadle.runtime.settings import HostAllows, SandboxRefused, SettingsPolicy
 
 
 def test_a_list_is_normalized_and_kept_as_settings_store_it() -> None:
@@ -95,11 +95,14 @@ def test_a_list_within_a_limit(mine: str, limit: str, refused: str | None) -> No
 
 def test_a_server_refuses_a_wider_list_naming_the_host() -> None:
     policy = SettingsPolicy(
-        trusted=False, sandbox_limit=SandboxSettings(network="allow=*.example.com,10.0.0.5:8443")
+        allows=HostAllows(
+            trusted=False,
+            sandbox_limit=SandboxSettings(network="allow=*.example.com,10.0.0.5:8443"),
+        )
     )
-    policy.check_sandbox(SandboxSettings(network="allow=api.example.com,10.0.0.5:8443"))
+    policy.allows.check_sandbox(SandboxSettings(network="allow=api.example.com,10.0.0.5:8443"))
     with pytest.raises(SandboxRefused) as refused:
-        policy.check_sandbox(SandboxSettings(network="allow=api.example.com,evil.org:443"))
+        policy.allows.check_sandbox(SandboxSettings(network="allow=api.example.com,evil.org:443"))
     assert "evil.org:443" in str(refused.value)
     assert "allow=*.example.com,10.0.0.5:8443" in str(refused.value)
     assert "api.example.com" not in str(refused.value).split("(")[0]

@@ -249,7 +249,8 @@ def test_audit_path_and_project_take_a_stored_id_when_no_such_file_exists(ran) -
 def test_deleting_an_eval_tasks_conversation_says_the_eval_keeps_its_result(
     tmp_path: Path,
 ) -> None:
-    from treadle.eval.results import EvalRecord, open_eval_results
+    from treadle.eval.results import EvalRecord, begin_eval
+    from treadle.store.eval_results import open_eval_results
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = open_store(url)
@@ -258,7 +259,8 @@ def test_deleting_an_eval_tasks_conversation_says_the_eval_keeps_its_result(
     store.close()
     results = open_eval_results(url)
     try:
-        results.begin_eval(
+        begin_eval(
+            results,
             EvalRecord(
                 id="eval-x", tasks_file="tasks.jsonl", tasks_sha256="0" * 64, settings={},
                 engine={}, task_ids=("fix-calc",), created_at="2026-12-02T00:00:00+00:00",

@@ -1,11 +1,10 @@
 """The eval's driver with the attempts run in this process (Ray's part is in test_eval_ray):
 an attempt that raises is tried again up to --retries times, then the task is not_run; a
 task left running by a driver that died is marked abandoned and run again; an eval id reused
-with another task file is refused; the eval tables keep their own schema version."""
+with another task file is refused (a store made by the old eval layer: test_old_eval_tables)."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,10 @@ import pytest
 from support.eval_tasks import EXPECTED, FINISH, InProcessEngine, write_eval
 from treadle.api.settings import ConversationSettings
 from treadle.eval.driver import EVAL_ATTEMPT_KEY, EvalPlan, run_eval
-from treadle.eval.results import (
-    EVAL_MIGRATIONS,
-    EvalMismatch,
-    EvalRecord,
-    SqliteEvalResults,
-    open_eval_results,
-)
+from treadle.eval.results import EvalMismatch, EvalRecord, begin_eval
 from treadle.eval.tasks import read_task_file
 from treadle.events.model import StateChangeEvent
-from treadle.store.base import StoreError
+from treadle.store.eval_results import open_eval_results
 from treadle.store.urls import open_store
 
 
@@ -67,7 +60,8 @@ def test_an_attempt_that_raises_is_retried_then_the_task_is_not_run(two_tasks):
 
 def test_a_task_left_running_by_a_dead_driver_is_marked_abandoned_and_run_again(two_tasks):
     plan, store, results = two_tasks
-    results.begin_eval(
+    begin_eval(
+        results,
         EvalRecord(
             id="e1",
             tasks_file=str(plan.task_file.path),
@@ -77,7 +71,7 @@ def test_a_task_left_running_by_a_dead_driver_is_marked_abandoned_and_run_again(
             task_ids=("sed-fix", "editor-fix"),
             created_at="2026-01-01T00:00:00",
             updated_at="2026-01-01T00:00:00",
-        )
+        ),
     )
     left = store.create_conversation(
         "left-behind",
@@ -130,51 +124,9 @@ def test_an_eval_id_reused_with_other_tasks_or_model_is_refused(two_tasks, tmp_p
     assert len(results.tasks("e1")) == 2  # nothing stored was changed
 
 
-def test_the_eval_tables_have_their_own_version_and_a_newer_one_is_refused(tmp_path):
-    path = tmp_path / "store.db"
-    open_store(f"sqlite:///{path}").close()
-    SqliteEvalResults(str(path)).close()
-    with sqlite3.connect(path) as conn:
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        assert meta["eval_schema_version"] == str(len(EVAL_MIGRATIONS))
-        conn.execute("UPDATE meta SET value = '99' WHERE key = 'eval_schema_version'")
-    conn.close()
-    with pytest.raises(StoreError, match="eval schema version 99"):
-        SqliteEvalResults(str(path))
-    open_store(f"sqlite:///{path}").close()  # the event store itself still opens
-
-
 def test_treadle_schema_describes_the_eval_attempt_fact():
     from treadle.events.model import events_json_schema
 
     fact = events_json_schema()["facts"][EVAL_ATTEMPT_KEY]
     assert set(fact["required"]) == {"eval", "task", "attempt", "outcome"}
     assert fact["properties"]["outcome"]["enum"] == ["result", "worker_died", "failed", "abandoned"]
-
-
-def test_a_version_1_store_gains_epochs_and_keeps_its_results(tmp_path):
-    from treadle.eval.results import EVAL_TABLES
-
-    path = tmp_path / "store.db"
-    open_store(f"sqlite:///{path}").close()
-    with sqlite3.connect(path) as conn:
-        for statement in EVAL_TABLES:
-            conn.execute(statement)
-        conn.execute("INSERT INTO meta (key, value) VALUES ('eval_schema_version', '1')")
-        conn.execute(
-            "INSERT INTO eval_runs VALUES ('old', 'f', 'sha', '{}', '{}', '[\"a\"]', 't', 't')"
-        )
-        conn.execute(
-            "INSERT INTO eval_tasks VALUES ('old', 'a', 0, 'done', 1, 'c', 1, "
-            "'{\"passed\": true}', 't')"
-        )
-    conn.close()
-    results = SqliteEvalResults(str(path))
-    try:
-        (row,) = results.tasks("old")
-        assert (row.task_id, row.epoch, row.passed, row.result) == ("a", 1, True, {"passed": True})
-        assert results.get_eval("old").inputs_sha256 == ""
-        results.start_attempt("old", "a", 0, "c2", epoch=2)
-        assert [r.epoch for r in results.tasks("old")] == [1, 2]
-    finally:
-        results.close()

@@ -20,10 +20,11 @@ from treadle.eval.driver import EvalPlan, model_settings, run_eval
 from treadle.eval.environment import inputs_digest
 from treadle.eval.prices import PriceError, litellm_can_price, parse_prices, priced
 from treadle.eval.report import eval_report
-from treadle.eval.results import EvalMismatch, open_eval_results
+from treadle.eval.results import EvalMismatch
 from treadle.eval.tasks import eval_id_for, read_task_file
 from treadle.events.model import TokenUsage
 from treadle.runtime.llm.base import ModelResponse
+from treadle.store.eval_results import open_eval_results
 from treadle.store.urls import open_store
 
 BY_ID = {task.id: task for task in EXPECTED}

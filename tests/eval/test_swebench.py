@@ -18,9 +18,9 @@ from support.eval_tasks import InProcessEngine
 from treadle.api.settings import SandboxSettings
 from treadle.eval.driver import EvalPlan, run_eval
 from treadle.eval.report import eval_report
-from treadle.eval.results import open_eval_results
 from treadle.eval.swebench import predictions, read_swebench_file
 from treadle.eval.tasks import TaskFileError
+from treadle.store.eval_results import open_eval_results
 from treadle.store.urls import open_store
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "swebench"

@@ -32,7 +32,12 @@ from treadle.runtime.hooks import (
 from treadle.runtime.hooks import process as hook_process
 from treadle.runtime.hooks.process import run_hook
 from treadle.runtime.hooks.sources import workspace_declares_hooks
-from treadle.runtime.settings import ConversationSettings, SandboxRefused, SettingsPolicy
+from treadle.runtime.settings import (
+    ConversationSettings,
+    HostAllows,
+    SandboxRefused,
+    SettingsPolicy,
+)
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.workspace import check_bubblewrap
 from treadle.runtime.workspace.local import LocalWorkspace
@@ -390,7 +395,7 @@ def test_hooks_are_stored_with_the_conversation_and_apply_when_reopened(store, w
 
 
 def test_a_server_refuses_a_clients_hooks_outside_a_sandbox(store, workspace):
-    server = SettingsPolicy(trusted=False, sandbox_limit=NO_SANDBOX)
+    server = SettingsPolicy(allows=HostAllows(trusted=False, sandbox_limit=NO_SANDBOX))
     for fields in ({"hooks": hooks("PreToolUse", "true")}, {"trust_workspace_hooks": True}):
         settings = ConversationSettings.scripted_inline(
             [FINISH], workspace, sandbox=NO_SANDBOX, **fields
@@ -457,7 +462,7 @@ class TestInTheSandbox:
     def test_a_clients_hook_gets_no_host_file_mounted(self, store, workspace, tmp_path):
         private = tmp_path / "host-only.txt"
         private.write_text("host secret")
-        server = SettingsPolicy(trusted=False)
+        server = SettingsPolicy(allows=HostAllows(trusted=False))
         settings = ConversationSettings.scripted_inline(
             [terminal("true"), FINISH],
             workspace,

@@ -13,7 +13,7 @@ from support.processes import host_pids_with
 from treadle.api.mcp import MCPServerConfig
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.secrets import Secrets
-from treadle.runtime.settings import ConversationSettings, SettingsPolicy
+from treadle.runtime.settings import ConversationSettings, HostProvides, SettingsPolicy
 from treadle.runtime.tools import ToolCallError
 from treadle.runtime.tools.mcp_config import MCPConfigError, resolve
 from treadle.store.base import ConversationExists
@@ -39,7 +39,7 @@ def settings_with(script: Path, workspace: Path) -> ConversationSettings:
     )
 
 
-POLICY = SettingsPolicy(mcp_environment={"MCP_TEST_KEY": "value-of-the-key"})
+POLICY = SettingsPolicy(provides=HostProvides(mcp_environment={"MCP_TEST_KEY": "value-of-the-key"}))
 
 
 def test_the_servers_live_as_long_as_the_conversation_object(store, workspace, script) -> None:

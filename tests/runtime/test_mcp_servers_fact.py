@@ -16,7 +16,7 @@ from treadle.api.mcp import MCP_SERVERS_KEY
 from treadle.events.frozen_json import thaw
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.conversation import Conversation
-from treadle.runtime.settings import ConversationSettings, SettingsPolicy
+from treadle.runtime.settings import ConversationSettings, HostProvides, SettingsPolicy
 
 SERVER = Path(__file__).parents[1] / "support" / "mcp_server.py"
 SECRET = "s3cret-for-mcp-fact-4711"
@@ -46,7 +46,7 @@ def test_each_run_records_the_servers_that_connected_or_failed_without_secrets(
         mcp_servers=servers,
         sandbox={"kind": "bubblewrap"},
     )
-    policy = SettingsPolicy(mcp_environment={"FACT_KEY": SECRET})
+    policy = SettingsPolicy(provides=HostProvides(mcp_environment={"FACT_KEY": SECRET}))
     with Conversation.create(store, settings, policy=policy) as conversation:
         for text in ("first", "second"):
             conversation.send_message(text)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from treadle.runtime.conversation import USER_PAUSE, Conversation
 from treadle.runtime.secrets import Secrets
-from treadle.runtime.settings import ConversationSettings, SettingsPolicy
+from treadle.runtime.settings import ConversationSettings, HostAllows, HostProvides, SettingsPolicy
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.status import read_status
 
@@ -38,7 +38,9 @@ def test_a_pause_records_the_reason_it_was_asked_with(store, workspace):
 
 def test_masked_values_of_the_policy_are_masked_never_exported(store, workspace):
     key = "server-client-key-0123456789"
-    policy = SettingsPolicy(trusted=False, masked=(key, "abc"))
+    policy = SettingsPolicy(
+        allows=HostAllows(trusted=False), provides=HostProvides(masked=(key, "abc"))
+    )
     assert key not in repr(policy)
     command = {"tool_calls": [{"name": "terminal", "arguments": {"command": f"echo {key}"}}]}
     settings = ConversationSettings.scripted_inline([command, FINISH], workspace)

@@ -12,8 +12,8 @@ from support.server_process import ServerProcess
 from treadle.client import TreadleClient
 from treadle.client.http import NotFound
 from treadle.eval.driver import EvalPlan, run_eval
-from treadle.eval.results import open_eval_results
 from treadle.eval.tasks import read_task_file
+from treadle.store.eval_results import open_eval_results
 from treadle.store.urls import open_store
 
 

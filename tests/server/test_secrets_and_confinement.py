@@ -236,7 +236,7 @@ def test_create_app_reads_the_model_environment_once_and_hands_it_to_the_runtime
         monkeypatch.delenv(name)  # read at the edge already: later changes reach no run
     with TestClient(app):
         state = app.state.treadle
-        assert state.policy.model_environment == ModelEnvironment(
+        assert state.policy.provides.model_environment == ModelEnvironment(
             model="openai/operator-default",
             base_url="http://operator.internal:8080/v1",
             api_key=MODEL_KEY,

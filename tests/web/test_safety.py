@@ -13,8 +13,9 @@ from playwright.sync_api import Browser, Page, expect
 from support.canvas import open_conversation, screenshot
 from support.server_process import ServerProcess
 from treadle.client import TreadleClient
-from treadle.eval.results import EvalRecord, now_text, open_eval_results
+from treadle.eval.results import EvalRecord, begin_eval, now_text
 from treadle.runtime.settings import ConversationSettings
+from treadle.store.eval_results import open_eval_results
 
 IMG = '<img src=x onerror="window.__pwned=1">'
 SCRIPT = "<script>window.__pwned=2</script>"
@@ -115,7 +116,7 @@ def test_injected_html_in_an_evals_results_is_inert(page: Page, web_server: Serv
             "eval-hostile", f"/tasks/{IMG}.jsonl", "0" * 64, {"model": {"kind": IMG}},
             {"name": SCRIPT, "address": IMG, "workers": FAKE_BUTTON}, ("t1",), stamp, stamp,
         )  # fmt: skip
-        results.begin_eval(record)
+        begin_eval(results, record)
         results.start_attempt("eval-hostile", "t1", 0, "c-hostile")
         results.finish(
             "eval-hostile", "t1",

@@ -21,8 +21,8 @@ from typing import Any
 from treadle.api.settings import SandboxSettings
 from treadle.eval.driver import EvalPlan, run_eval
 from treadle.eval.ray_engine import RayEngine
-from treadle.eval.results import open_eval_results
 from treadle.eval.tasks import read_task_file
+from treadle.store.eval_results import open_eval_results
 from treadle.store.urls import open_store
 
 OVERHEAD_FLOOR_S = 1.0

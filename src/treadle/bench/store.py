@@ -1,9 +1,9 @@
 """``treadle bench store``: a store's append rate (against raw sqlite3 in the same run), growth,
 window/path/search times, reader RSS and bytes on disk, for SQLite or PostgreSQL.
 
-Sizes scale with ``events`` (the big conversation): the full issue-3 run is
-``treadle bench store --events 1000000`` (about 1.3 GB of disk and several minutes);
-the default, 100,000, takes about a minute. Events are the realistic mix of
+Sizes scale with ``events`` (the big conversation): the full run, a million events, is
+``treadle bench store --events 1000000`` (about 1.3 GB of disk and several minutes); the
+default, 100,000, takes about a minute. Events are the realistic mix of
 ``bench.workload`` (~900 bytes of JSON each).
 """
 

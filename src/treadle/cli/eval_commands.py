@@ -176,13 +176,14 @@ def eval_run(
     from treadle.eval.prices import PriceError, prices_from_settings
     from treadle.eval.ray_engine import EvalEngineUnavailable, RayEngine, import_ray
     from treadle.eval.report import eval_report, print_report, report_path_problem, write_report
-    from treadle.eval.results import EvalMismatch, open_eval_results
+    from treadle.eval.results import EvalMismatch
     from treadle.eval.swebench import read_swebench_file
     from treadle.eval.tasks import TaskFileError, eval_id_for, read_task_file
     from treadle.eval.workspace import remove_orphans
     from treadle.runtime.workspace.base import SandboxUnavailable
     from treadle.runtime.workspace.sandbox import check_bubblewrap
     from treadle.store.base import StoreError
+    from treadle.store.eval_results import open_eval_results
     from treadle.store.urls import default_store_url
 
     console = Console(highlight=False)
@@ -409,8 +410,9 @@ def eval_report_command(
 ) -> None:
     """Print a stored eval's results again (a table, or the report JSON with --json)."""
     from treadle.eval.report import eval_report, print_report
-    from treadle.eval.results import EvalNotFound, open_eval_results
+    from treadle.eval.results import EvalNotFound
     from treadle.store.base import StoreError
+    from treadle.store.eval_results import open_eval_results
     from treadle.store.urls import default_store_url
 
     url = store or default_store_url()
@@ -474,8 +476,9 @@ def _resolve_eval(results: Any, text: str, url: str) -> str:
 def _stored_reports(url: str, eval_ids: list[str]) -> list[dict[str, Any]]:
     """The reports of the stored evals ``eval_ids`` (exit 2 naming one that is not there)."""
     from treadle.eval.report import eval_report
-    from treadle.eval.results import EvalNotFound, open_eval_results
+    from treadle.eval.results import EvalNotFound
     from treadle.store.base import StoreError
+    from treadle.store.eval_results import open_eval_results
 
     open_store_or_exit(url).close()
     try:
@@ -499,8 +502,8 @@ def eval_list_command(
 ) -> None:
     """The store's evals, newest first: model, tasks, pass rate ± standard error, cost."""
     from treadle.eval.report import eval_report
-    from treadle.eval.results import open_eval_results
     from treadle.store.base import StoreError
+    from treadle.store.eval_results import open_eval_results
     from treadle.store.urls import default_store_url
 
     url = store or default_store_url()

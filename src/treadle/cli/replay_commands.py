@@ -101,7 +101,7 @@ def replay(
     from treadle.environment import shell_environment
     from treadle.runtime.replay import replay_recorded
     from treadle.runtime.replay.rerun_mode import rerun
-    from treadle.runtime.settings import SandboxSettings, SettingsPolicy
+    from treadle.runtime.settings import HostProvides, SandboxSettings, SettingsPolicy
     from treadle.store.urls import default_store_dir
 
     if mode is ReplayMode.recorded and (workspace is not None or into is not None):
@@ -115,7 +115,9 @@ def replay(
             report = replay_recorded(opened, conversation, head)
         else:
             policy = SettingsPolicy(
-                snapshot_data_dir=default_store_dir(), shell_environment=shell_environment()
+                provides=HostProvides(
+                    snapshot_data_dir=default_store_dir(), shell_environment=shell_environment()
+                )
             )
             try:
                 allowed = SandboxSettings(

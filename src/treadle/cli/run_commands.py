@@ -74,9 +74,13 @@ def cli_policy() -> SettingsPolicy:
     """The CLI runs the user's own settings (trusted); an unsandboxed shell gets the PATH,
     HOME and locale of the user's environment, read here at the edge."""
     from treadle.environment import shell_environment
-    from treadle.runtime.settings import SettingsPolicy
+    from treadle.runtime.settings import HostProvides, SettingsPolicy
 
-    return SettingsPolicy(shell_environment=shell_environment(), mcp_environment=dict(os.environ))
+    return SettingsPolicy(
+        provides=HostProvides(
+            shell_environment=shell_environment(), mcp_environment=dict(os.environ)
+        )
+    )
 
 
 EXIT_STOPPED = 3

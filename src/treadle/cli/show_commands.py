@@ -163,8 +163,8 @@ def delete(
 
 def _eval_results_of(url: str, conversation_id: str) -> str:
     """The eval task results whose attempt the conversation is, said in words ("" if none)."""
-    from treadle.eval.results import open_eval_results
     from treadle.store.base import StoreError
+    from treadle.store.eval_results import open_eval_results
 
     try:
         results = open_eval_results(url)

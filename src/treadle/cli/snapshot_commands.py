@@ -43,10 +43,10 @@ RestoreOption = Annotated[
 
 def _policy() -> SettingsPolicy:
     # The edge: where a store without a file of its own (PostgreSQL) keeps its snapshots.
-    from treadle.runtime.settings import SettingsPolicy
+    from treadle.runtime.settings import HostProvides, SettingsPolicy
     from treadle.store.urls import default_store_dir
 
-    return SettingsPolicy(snapshot_data_dir=default_store_dir())
+    return SettingsPolicy(provides=HostProvides(snapshot_data_dir=default_store_dir()))
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from treadle.api.settings import ModelChoice, SandboxSettings
 from treadle.eval.environment import run_settings
 from treadle.eval.ray_engine import AttemptDone
-from treadle.eval.results import EvalRecord, EvalResults, TaskRecord, now_text
+from treadle.eval.results import EvalRecord, EvalResults, TaskRecord, begin_eval, now_text
 from treadle.eval.runner import TaskJob
 from treadle.eval.tasks import EvalTask, TaskFile
 from treadle.events.fact_keys import EVAL_ATTEMPT_KEY as EVAL_ATTEMPT_KEY
@@ -127,7 +127,8 @@ def run_eval(
 ) -> EvalRun:
     """Run every task of ``plan`` that has no result yet; see the module docstring."""
     tell = progress or (lambda _task, _what: None)
-    record = results.begin_eval(
+    record = begin_eval(
+        results,
         EvalRecord(
             id=plan.eval_id,
             tasks_file=str(plan.task_file.path),
@@ -138,7 +139,7 @@ def run_eval(
             created_at=now_text(),
             updated_at=now_text(),
             inputs_sha256=plan.inputs_sha256,
-        )
+        ),
     )
     stored = {(row.task_id, row.epoch): row for row in results.tasks(plan.eval_id)}
     to_run: deque[tuple[int, EvalTask, int]] = deque()

@@ -43,7 +43,7 @@ from treadle.eval.workspace import (
 from treadle.events.model import ActionEvent, MessageEvent
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.llm.base import LanguageModel
-from treadle.runtime.settings import SettingsPolicy, build_model
+from treadle.runtime.settings import HostProvides, SettingsPolicy, build_model
 from treadle.store.base import EventStore
 from treadle.store.lease_holder import HeldLease
 from treadle.store.leases import CLI, new_owner, open_leases
@@ -221,7 +221,9 @@ def _converse(job: TaskJob, folder: AttemptFolder, clock: ModelClock) -> tuple[s
         max_cost_usd=job.max_cost_usd,
     )
     policy = SettingsPolicy(
-        model_environment=model_environment(), shell_environment=shell_environment()
+        provides=HostProvides(
+            model_environment=model_environment(), shell_environment=shell_environment()
+        )
     )
     model = clock.attach(build_model(settings.model, policy))
     conversation = Conversation.create(

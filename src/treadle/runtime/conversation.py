@@ -122,7 +122,6 @@ class Conversation:
         workspace = self.workspace = parts.workspace
         self.snapshots = parts.snapshots
         """The workspace's snapshots (None: off in the settings, or no place for them)."""
-        self._policy = parts.policy
         self.secrets = parts.secrets
         self.context = ToolContext(
             workspace=workspace, secrets=self.secrets, conversation_id=self.id

@@ -50,7 +50,7 @@ def fork(
     policy = parent.parts.policy
     root = None
     if workspace is not None:  # refused here, before a conversation exists, if outside
-        root = LocalWorkspace(workspace, create=True, within=policy.workspace_root).root
+        root = LocalWorkspace(workspace, create=True, within=policy.allows.workspace_root).root
     child_id = record_fork(
         parent.store, parent.id, head, title=title, workspace=root, snapshots=parent.snapshots
     )

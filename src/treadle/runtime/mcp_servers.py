@@ -44,13 +44,13 @@ def check_mcp_servers(settings: ConversationSettings, policy: SettingsPolicy) ->
     a network beyond the sandbox limit's (on, or hosts outside its allow list)."""
     from treadle.runtime.settings import SandboxRefused, SettingsError
 
-    taken = sorted(set(settings.mcp_servers) & set(policy.mcp_servers))
+    taken = sorted(set(settings.mcp_servers) & set(policy.provides.mcp_servers))
     if taken:
         raise SettingsError(
             f"MCP server name(s) {', '.join(map(repr, taken))} are this server's own "
             "(--mcp-config): name yours otherwise"
         )
-    if policy.trusted:
+    if policy.allows.trusted:
         return
     for name, config in settings.mcp_servers.items():
         references = config.references()
@@ -59,7 +59,7 @@ def check_mcp_servers(settings: ConversationSettings, policy: SettingsPolicy) ->
                 f"MCP server {name!r} references {', '.join('${' + v + '}' for v in references)}"
                 ": a client's MCP servers cannot read this server's environment; send the values"
             )
-        limit = policy.sandbox_limit
+        limit = policy.allows.sandbox_limit
         looser = network_looser(config.network_choice, limit.network) if limit else None
         if looser is not None:
             raise SandboxRefused(
@@ -78,19 +78,20 @@ def connect_mcp_servers(
     """Start (or reach) every server the conversation gets here; those that fail are kept
     with their reason. ``sandbox``: what the conversation's tools run under in this run."""
     check_mcp_servers(settings, policy)
-    if not policy.mcp_servers and not settings.mcp_servers:
+    if not policy.provides.mcp_servers and not settings.mcp_servers:
         return MCPTools([], {})  # without loading the MCP client (0.7 s of imports)
     # Here, not at the top: only a conversation with servers loads mcp.
     from treadle.runtime.tools.mcp_config import MCPLaunch, connect_servers
     from treadle.runtime.workspace.sandbox_user import sandbox_user
 
-    environ: Mapping[str, str] = policy.mcp_environment or {}
+    environ: Mapping[str, str] = policy.provides.mcp_environment or {}
     sandboxed = sandbox.kind == "bubblewrap"
     launches = [
-        MCPLaunch(name, config, sandboxed, environ) for name, config in policy.mcp_servers.items()
+        MCPLaunch(name, config, sandboxed, environ)
+        for name, config in policy.provides.mcp_servers.items()
     ]
     for name, config in settings.mcp_servers.items():
-        if policy.trusted:
+        if policy.allows.trusted:
             launches.append(MCPLaunch(name, config, sandboxed, environ))
         else:  # a client's: always sandboxed, nothing of the host but the executable
             launches.append(MCPLaunch(name, config, True, {}, extra_mounts=False))
@@ -102,7 +103,7 @@ def connect_mcp_servers(
         workspace=workspace,
         mounts_ro=sandbox.mounts_ro if sandboxed else (),
         limits=sandbox.limits,
-        user=sandbox_user(workspace, policy.sandbox_user),
+        user=sandbox_user(workspace, policy.provides.sandbox_user),
     )
 
 

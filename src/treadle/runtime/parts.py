@@ -89,7 +89,7 @@ def build_parts(
     ``model_key`` (this process's model key) masked and never given to a tool, ``sandbox``
     instead of the settings' one (the user's explicit choice, recorded as an override)."""
     policy = policy or SettingsPolicy()
-    secrets = policy.register_masked(secrets if secrets is not None else Secrets())
+    secrets = policy.provides.register_masked(secrets if secrets is not None else Secrets())
     if model_key and MODEL_KEY_NAME not in secrets:
         # Masked wherever it shows up (a provider's error text), never given to a tool.
         secrets.add(MODEL_KEY_NAME, model_key, export=False)
@@ -105,8 +105,8 @@ def build_parts(
             settings.trust_workspace_hooks,
             workspace,
             secrets,
-            trusted=policy.trusted,
-            operator_hooks=policy.hooks,
+            trusted=policy.allows.trusted,
+            operator_hooks=policy.provides.hooks,
         )
     except BaseException:
         agent.tools.close()
@@ -137,7 +137,7 @@ def _workspace_snapshots(
     """The snapshots ``settings`` ask for, when the store has a place for them."""
     if not settings.snapshots.enabled:
         return None
-    objects = open_snapshot_store(store, policy.snapshot_data_dir)
+    objects = open_snapshot_store(store, policy.provides.snapshot_data_dir)
     if objects is None:
         return None
     return WorkspaceSnapshots(objects, workspace.root, settings.snapshots, store.url)

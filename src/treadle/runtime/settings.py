@@ -1,6 +1,8 @@
-"""Building an agent from a conversation's settings, and ``SettingsPolicy``: what a process
-lets settings reach (a server: its operator's limits). The settings themselves are data in
-``treadle.api.settings`` (re-exported here), so a client can send them without the runtime."""
+"""Building an agent from a conversation's settings, and the host it runs in
+(``SettingsPolicy``): what the host allows the settings (``HostAllows``: a server's operator's
+limits) and what it provides besides them (``HostProvides``: keys, operator hooks, MCP
+servers). The settings themselves are data in ``treadle.api.settings`` (re-exported here), so
+a client can send them without the runtime."""
 
 from __future__ import annotations
 
@@ -40,42 +42,19 @@ class SandboxRefused(TreadleError):
 
 
 @dataclass(frozen=True)
-class SettingsPolicy:
-    """What settings may reach in this process. The default trusts them: ``treadle run`` runs
-    the user's own settings. A server's settings come from its clients, so it passes
-    ``trusted=False`` with its operator's limits."""
+class HostAllows:
+    """What this host allows a conversation's settings to reach: the limits they are checked
+    against. The default trusts them: ``treadle run`` runs the user's own settings. A server's
+    settings come from its clients, so it passes ``trusted=False`` with its operator's limits."""
 
     trusted: bool = True
     workspace_root: Path | None = None
     """Workspaces (and, untrusted, script files) only inside this folder, by real path."""
     key_base_urls: tuple[str, ...] = ()
     """Untrusted: base URLs besides the provider's own that may receive this process's key."""
-    masked: tuple[str, ...] = field(default=(), repr=False)
-    """Values masked in every conversation this process opens, never given to a tool (a
-    server's client API keys: the agent's bash could still read them from a file)."""
-    model_environment: ModelEnvironment = field(default=ModelEnvironment(), repr=False)
-    """What the process's environment says about the model (default model, operator base
-    URL, key, deadline), read by its edge (``treadle.environment``). Default: nothing."""
-    snapshot_data_dir: Path | None = None
-    """A local folder for the workspace snapshots of a store that has no file of its own
-    (PostgreSQL); a SQLite store keeps them beside its file. None: such a store takes none."""
-    sandbox_user: SandboxUser | None = None
-    """Who sandboxes run as when this process is root (``serve --sandbox-user``); None: the
-    workspace's owner, or uid 0 without capabilities in root's own folder (``sandbox_user``)."""
     sandbox_limit: SandboxSettings | None = None
     """The least isolation settings may ask for (a server's --sandbox, --network,
     --mount-ro); None: any. A limit, not a default: stricter settings are kept as they are."""
-    shell_environment: Mapping[str, str] | None = field(default=None, repr=False)
-    """PATH, HOME and locale for an unsandboxed shell, read by the edge; None: a bare PATH."""
-    hooks: HookSettings | None = None
-    """The operator's hooks (``treadle serve --hooks``), run in every conversation opened
-    here, before its own; never stored with a conversation."""
-    mcp_servers: Mapping[str, MCPServerConfig] = field(default_factory=dict)
-    """MCP servers every conversation this process runs gets (``serve --mcp-config``),
-    besides its own; never stored with it."""
-    mcp_environment: Mapping[str, str] | None = field(default=None, repr=False)
-    """Where ``${VAR}`` in trusted MCP settings resolve (the process's environment, read by
-    the edge); None: nothing resolves."""
 
     def check_sandbox(self, sandbox: SandboxSettings) -> None:
         """``SandboxRefused`` when ``sandbox`` is looser than ``sandbox_limit``."""
@@ -88,15 +67,6 @@ class SettingsPolicy:
                 "isolation (omit the sandbox settings to get the default: bubblewrap, network "
                 "off)"
             )
-
-    def register_masked(self, secrets: Secrets) -> Secrets:
-        """``secrets`` with the ``masked`` values registered (mask only, not exported)."""
-        for number, value in enumerate(self.masked, start=1):
-            name = f"TREADLE_SERVER_API_KEY_{number}"
-            # Shorter values cannot be masked without garbling ordinary output.
-            if name not in secrets and len(value) >= MIN_SECRET_LENGTH:
-                secrets.add(name, value, export=False)
-        return secrets
 
     def check_script(self, script: str) -> Path:
         """The script file settings name, if this process may open it (untrusted: its real
@@ -112,6 +82,56 @@ class SettingsPolicy:
                 "inside the server's --workspace-root"
             )
         return real
+
+
+@dataclass(frozen=True)
+class HostProvides:
+    """What this host gives every conversation it opens, besides what its settings ask for:
+    keys and what its environment says, operator hooks and MCP servers, where snapshots and
+    sandboxes go. Never stored with a conversation. Default: nothing."""
+
+    masked: tuple[str, ...] = field(default=(), repr=False)
+    """Values masked in every conversation this process opens, never given to a tool (a
+    server's client API keys: the agent's bash could still read them from a file)."""
+    model_environment: ModelEnvironment = field(default=ModelEnvironment(), repr=False)
+    """What the process's environment says about the model (default model, operator base
+    URL, key, deadline), read by its edge (``treadle.environment``). Default: nothing."""
+    snapshot_data_dir: Path | None = None
+    """A local folder for the workspace snapshots of a store that has no file of its own
+    (PostgreSQL); a SQLite store keeps them beside its file. None: such a store takes none."""
+    sandbox_user: SandboxUser | None = None
+    """Who sandboxes run as when this process is root (``serve --sandbox-user``); None: the
+    workspace's owner, or uid 0 without capabilities in root's own folder (``sandbox_user``)."""
+    shell_environment: Mapping[str, str] | None = field(default=None, repr=False)
+    """PATH, HOME and locale for an unsandboxed shell, read by the edge; None: a bare PATH."""
+    hooks: HookSettings | None = None
+    """The operator's hooks (``treadle serve --hooks``), run in every conversation opened
+    here, before its own."""
+    mcp_servers: Mapping[str, MCPServerConfig] = field(default_factory=dict)
+    """MCP servers every conversation this process runs gets (``serve --mcp-config``),
+    besides its own."""
+    mcp_environment: Mapping[str, str] | None = field(default=None, repr=False)
+    """Where ``${VAR}`` in trusted MCP settings resolve (the process's environment, read by
+    the edge); None: nothing resolves."""
+
+    def register_masked(self, secrets: Secrets) -> Secrets:
+        """``secrets`` with the ``masked`` values registered (mask only, not exported)."""
+        for number, value in enumerate(self.masked, start=1):
+            name = f"TREADLE_SERVER_API_KEY_{number}"
+            # Shorter values cannot be masked without garbling ordinary output.
+            if name not in secrets and len(value) >= MIN_SECRET_LENGTH:
+                secrets.add(name, value, export=False)
+        return secrets
+
+
+@dataclass(frozen=True)
+class SettingsPolicy:
+    """The host a conversation is opened in: what it allows the settings (``allows``) and
+    what it provides besides them (``provides``), handed on together from the process's edge
+    (``treadle run``, ``treadle serve``, an eval worker) to the parts a conversation builds."""
+
+    allows: HostAllows = field(default_factory=HostAllows)
+    provides: HostProvides = field(default_factory=HostProvides)
 
 
 def _real_inside(path: Path, root: Path) -> Path | None:
@@ -131,7 +151,7 @@ def build_model(choice: ModelChoice, policy: SettingsPolicy | None = None) -> La
         if choice.responses is not None:
             return ScriptedModel.from_responses(choice.responses, choice.summaries or ())
         try:
-            path = policy.check_script(choice.script or "")
+            path = policy.allows.check_script(choice.script or "")
         except SettingsError:
             # Stored settings (a conversation made by `treadle run --script`, then forked or
             # run through a server): say which file and what would let it be read.
@@ -148,10 +168,10 @@ def build_model(choice: ModelChoice, policy: SettingsPolicy | None = None) -> La
     # its operator allowed.
     return LiteLLMModel(
         ModelSettings.resolve(
-            policy.model_environment,
+            policy.provides.model_environment,
             model=choice.model,
             base_url=choice.base_url,
-            key_base_urls=None if policy.trusted else policy.key_base_urls,
+            key_base_urls=None if policy.allows.trusted else policy.allows.key_base_urls,
         )
     )
 
@@ -166,21 +186,21 @@ def build_workspace(
     ``SandboxUnavailable`` when the sandbox cannot start here: never a fallback to none."""
     policy = policy or SettingsPolicy()
     chosen = sandbox or settings.sandbox
-    policy.check_sandbox(chosen)
+    policy.allows.check_sandbox(chosen)
     if chosen.kind == "none":
         return LocalWorkspace(
             settings.workspace,
             create=True,
-            within=policy.workspace_root,
-            environment=policy.shell_environment,
+            within=policy.allows.workspace_root,
+            environment=policy.provides.shell_environment,
         )
     return SandboxedWorkspace(
         settings.workspace,
         chosen,
         create=True,
-        within=policy.workspace_root,
-        environment=policy.shell_environment,
-        user=policy.sandbox_user,
+        within=policy.allows.workspace_root,
+        environment=policy.provides.shell_environment,
+        user=policy.provides.sandbox_user,
     )
 
 

@@ -16,7 +16,7 @@ import treadle
 from treadle.api.hooks import HookSettings
 from treadle.api.mcp import MCPServerConfig
 from treadle.environment import model_environment, shell_environment
-from treadle.runtime.settings import SandboxSettings, SettingsPolicy
+from treadle.runtime.settings import HostAllows, HostProvides, SandboxSettings, SettingsPolicy
 from treadle.runtime.tools.terminal_folders import sweep_quietly
 from treadle.runtime.workspace.sandbox_user import SandboxUser
 from treadle.server import (
@@ -88,21 +88,25 @@ def create_app(
     # Settings come from clients: untrusted (script files only inside the root, the key only
     # to the provider or to the operator's base URLs).
     policy = SettingsPolicy(
-        trusted=False,
-        workspace_root=root,
-        key_base_urls=tuple(allow_base_urls),
-        # The keys clients authenticate with are masked in every conversation's tool output.
-        masked=security.api_keys,
-        model_environment=environment,
-        # Snapshots of a store without a file of its own (PostgreSQL) live in this folder.
-        snapshot_data_dir=default_store_dir(),
-        sandbox_limit=sandbox_limit or SandboxSettings(),
-        sandbox_user=sandbox_user,
-        shell_environment=shell_environment(),
-        hooks=hooks,
-        mcp_servers=dict(mcp_servers or {}),
-        # Only the operator's servers may name its variables (a client's ${VAR} is refused).
-        mcp_environment=dict(os.environ) if mcp_servers else None,
+        allows=HostAllows(
+            trusted=False,
+            workspace_root=root,
+            key_base_urls=tuple(allow_base_urls),
+            sandbox_limit=sandbox_limit or SandboxSettings(),
+        ),
+        provides=HostProvides(
+            # The keys clients authenticate with are masked in every conversation's tool output.
+            masked=security.api_keys,
+            model_environment=environment,
+            # Snapshots of a store without a file of its own (PostgreSQL) live in this folder.
+            snapshot_data_dir=default_store_dir(),
+            sandbox_user=sandbox_user,
+            shell_environment=shell_environment(),
+            hooks=hooks,
+            mcp_servers=dict(mcp_servers or {}),
+            # Only the operator's servers may name its variables (a client's ${VAR} is refused).
+            mcp_environment=dict(os.environ) if mcp_servers else None,
+        ),
     )
     model_key = environment.api_key
 

@@ -310,7 +310,7 @@ def raise_budget(conversation_id: str, body: RaiseBudget, state: State) -> Conve
 
 
 def _snapshot_store(state: ServerState) -> GitSnapshotStore | None:
-    return open_snapshot_store(state.store, state.policy.snapshot_data_dir)
+    return open_snapshot_store(state.store, state.policy.provides.snapshot_data_dir)
 
 
 def _last_restore(state: ServerState, conversation_id: str) -> RestoreView | None:

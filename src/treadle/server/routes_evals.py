@@ -19,9 +19,10 @@ from treadle.api.evals import (
 )
 from treadle.eval.compare import compare_reports
 from treadle.eval.report import eval_report
-from treadle.eval.results import EvalNotFound, EvalResults, open_eval_results
+from treadle.eval.results import EvalNotFound, EvalResults
 from treadle.server.errors import ApiError
 from treadle.server.state import ServerState, server_state
+from treadle.store.eval_results import open_eval_results
 
 router = APIRouter(prefix="/api/evals", tags=["evals"])
 State = Annotated[ServerState, Depends(server_state)]

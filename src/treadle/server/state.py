@@ -10,7 +10,7 @@ from fastapi import Request
 
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.mcp_servers import check_mcp_servers
-from treadle.runtime.settings import ConversationSettings, SettingsError, SettingsPolicy
+from treadle.runtime.settings import ConversationSettings, HostAllows, SettingsError, SettingsPolicy
 from treadle.runtime.status import ConversationStatus, as_read, read_status
 from treadle.server.errors import ApiError
 from treadle.server.runs import RunManager
@@ -42,7 +42,9 @@ class ServerState:
     hubs: Hubs
     workspace_root: Path | None = None
     """When set, conversations may only have workspaces inside this folder."""
-    policy: SettingsPolicy = field(default_factory=lambda: SettingsPolicy(trusted=False))
+    policy: SettingsPolicy = field(
+        default_factory=lambda: SettingsPolicy(allows=HostAllows(trusted=False))
+    )
     """What a client's settings may reach on this server (script files, the model key)."""
     archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)
     """What unpacking one imported archive may write."""
@@ -52,11 +54,11 @@ class ServerState:
         outside) and made: a path that cannot be a workspace folder is a 422 naming why."""
         if settings.model.script is not None:
             try:
-                self.policy.check_script(settings.model.script)
+                self.policy.allows.check_script(settings.model.script)
             except SettingsError as error:
                 raise ApiError(422, "script_path_refused", str(error)) from None
         # Before anything is made: less isolation than the server allows is refused (403).
-        self.policy.check_sandbox(settings.sandbox)
+        self.policy.allows.check_sandbox(settings.sandbox)
         try:
             check_mcp_servers(settings, self.policy)  # the network beyond the limit: 403
         except SettingsError as error:
@@ -85,7 +87,7 @@ class ServerState:
         try:  # made here so that a path that cannot be a folder is the client's 422
             made = not resolved.exists()
             resolved.mkdir(parents=True, exist_ok=True)
-            user = self.policy.sandbox_user
+            user = self.policy.provides.sandbox_user
             if made and user is not None and os.geteuid() == 0:
                 os.chown(resolved, user.uid, user.gid)  # the sandbox's user owns its files
         except OSError as error:  # a file there, a name too long, no permission...

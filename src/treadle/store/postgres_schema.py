@@ -21,6 +21,7 @@ from psycopg.pq import TransactionStatus
 
 from treadle.events.branches import index_shapes
 from treadle.store.base import StoreError, StoreUnavailable, shapes_from_rows
+from treadle.store.eval_tables import postgres_add_eval_tables
 from treadle.store.postgres_text import ensure_text_index
 from treadle.store.usage_totals import postgres_add_usage_totals
 
@@ -164,6 +165,8 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
         # each later open tries again (prepare_schema).
         _text_index,
     ),
+    # the eval tables, or the old eval layer's brought up to date (store/eval_tables.py)
+    (postgres_add_eval_tables,),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

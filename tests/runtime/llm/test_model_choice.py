@@ -21,7 +21,14 @@ from treadle.runtime.llm import (
 from treadle.runtime.llm.base import ModelRequest
 from treadle.runtime.llm.litellm_model import normalize_base_url
 from treadle.runtime.llm.scripted import MAX_SCRIPT_BYTES
-from treadle.runtime.settings import ConversationSettings, ModelChoice, SettingsPolicy, build_model
+from treadle.runtime.settings import (
+    ConversationSettings,
+    HostAllows,
+    HostProvides,
+    ModelChoice,
+    SettingsPolicy,
+    build_model,
+)
 
 KEY = "sk-process-key-0123456789"
 
@@ -29,7 +36,7 @@ KEY = "sk-process-key-0123456789"
 def test_inline_responses_build_a_scripted_model(tmp_path: Path) -> None:
     settings = ConversationSettings.scripted_inline([{"text": "hi"}], tmp_path)
     stored = ConversationSettings.model_validate(settings.to_metadata())
-    model = build_model(stored.model, SettingsPolicy(trusted=False))
+    model = build_model(stored.model, SettingsPolicy(allows=HostAllows(trusted=False)))
     assert model.complete(ModelRequest([], [])).text == "hi"
 
 
@@ -70,7 +77,7 @@ def test_untrusted_settings_open_script_files_only_inside_the_root(tmp_path: Pat
     (root / "s.json").write_text(json.dumps({"responses": [{"text": "inside"}]}))
     (tmp_path / "outside.json").write_text(json.dumps({"responses": [{"text": "outside"}]}))
     os.symlink(tmp_path / "outside.json", root / "link.json")
-    policy = SettingsPolicy(trusted=False, workspace_root=root)
+    policy = SettingsPolicy(allows=HostAllows(trusted=False, workspace_root=root))
     assert build_model(ModelChoice(kind="scripted", script="s.json"), policy).complete(
         ModelRequest([], [])
     ).text == ("inside")
@@ -85,7 +92,8 @@ def test_untrusted_settings_open_script_files_only_inside_the_root(tmp_path: Pat
     assert len(messages) == 1
     with pytest.raises(ModelError, match="only inside its --workspace-root"):  # no root: no file
         build_model(
-            ModelChoice(kind="scripted", script=str(root / "s.json")), SettingsPolicy(trusted=False)
+            ModelChoice(kind="scripted", script=str(root / "s.json")),
+            SettingsPolicy(allows=HostAllows(trusted=False)),
         )
 
 
@@ -131,7 +139,7 @@ def test_build_model_takes_the_environment_from_the_policy_never_from_os_environ
     assert isinstance(bare, LiteLLMModel)
     assert (bare.settings.api_key, bare.settings.base_url) == (None, None)
     # The edge reads the environment once and the policy carries it to the runtime.
-    policy = SettingsPolicy(model_environment=model_environment())
+    policy = SettingsPolicy(provides=HostProvides(model_environment=model_environment()))
     given = build_model(ModelChoice(kind="litellm"), policy)
     assert isinstance(given, LiteLLMModel)
     assert given.settings.model == "openai/from-environ"

@@ -26,6 +26,7 @@ from treadle.environment import shell_environment
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (
     ConversationSettings,
+    HostProvides,
     SandboxSettings,
     SettingsPolicy,
     build_workspace,
@@ -50,7 +51,7 @@ except Exception as problem:  # CI installs bubblewrap (make test): this is for 
 def workspace_for(tmp_path: Path, kind: str, **sandbox: object) -> LocalWorkspace:
     settings = ConversationSettings.scripted_inline([], tmp_path / "ws")
     chosen = SandboxSettings(kind=kind, **sandbox)  # type: ignore[arg-type]
-    policy = SettingsPolicy(shell_environment=shell_environment())
+    policy = SettingsPolicy(provides=HostProvides(shell_environment=shell_environment()))
     return build_workspace(settings.model_copy(update={"sandbox": chosen}), policy)
 
 

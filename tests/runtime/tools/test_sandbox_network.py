@@ -28,6 +28,7 @@ from treadle.environment import shell_environment
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (
     ConversationSettings,
+    HostProvides,
     SandboxSettings,
     SettingsPolicy,
     build_workspace,
@@ -90,7 +91,7 @@ def tools() -> Iterator[ToolSet]:
 def workspace_for(tmp_path: Path, network: str) -> LocalWorkspace:
     settings = ConversationSettings.scripted_inline([], tmp_path / "ws")
     chosen = SandboxSettings(network=network)
-    policy = SettingsPolicy(shell_environment=shell_environment())
+    policy = SettingsPolicy(provides=HostProvides(shell_environment=shell_environment()))
     return build_workspace(settings.model_copy(update={"sandbox": chosen}), policy)
 
 

@@ -10,6 +10,7 @@ from treadle.environment import shell_environment
 from treadle.runtime.secrets import SecretError, Secrets
 from treadle.runtime.settings import (
     ConversationSettings,
+    HostProvides,
     SandboxSettings,
     SettingsPolicy,
     build_workspace,
@@ -158,7 +159,7 @@ def test_the_shell_gets_a_clean_environment(
     settings = ConversationSettings.scripted_inline([], tmp_path / "ws")
     settings = settings.model_copy(update={"sandbox": SandboxSettings(kind=sandbox)})
     # What the edge reads for the shell (PATH, HOME, locale), as the CLI and server pass it.
-    policy = SettingsPolicy(shell_environment=shell_environment())
+    policy = SettingsPolicy(provides=HostProvides(shell_environment=shell_environment()))
     workspace = build_workspace(settings, policy)
     context = ToolContext(workspace=workspace, secrets=Secrets(), conversation_id="env")
     result = tools.call("terminal", {"command": "env | cut -d= -f1 | sort"}, context)

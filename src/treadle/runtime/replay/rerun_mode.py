@@ -70,7 +70,7 @@ def rerun(
     ``ReplayInputError`` before anything is written when the rerun cannot start."""
     policy = policy or SettingsPolicy()
     recording = read_recording(store, conversation_id, head)
-    objects = open_snapshot_store(store, policy.snapshot_data_dir)
+    objects = open_snapshot_store(store, policy.provides.snapshot_data_dir)
     start = _starting_files(recording, objects, workspace)
     sandbox, raised = no_weaker(recording.sandbox(), allowed or SandboxSettings())
     if sandbox.kind == "bubblewrap":

@@ -75,19 +75,19 @@ class ClientKeys:
 def keyed_policy(policy: SettingsPolicy, entry: ClientKey) -> SettingsPolicy:
     """``policy`` whose model key is the client's (sent to the client's own base URL, and
     to nowhere the server's key could not go otherwise), masked like the server's keys."""
-    environment = policy.model_environment
+    environment = policy.provides.model_environment
     own = ModelEnvironment(
         model=environment.model,
         base_url=environment.base_url,
         api_key=entry.key,
         deadline=environment.deadline,
     )
-    allowed = policy.key_base_urls + ((entry.base_url,) if entry.base_url else ())
-    return replace(
-        policy,
-        model_environment=own,
-        key_base_urls=allowed,
-        masked=(*policy.masked, entry.key),
+    allowed = policy.allows.key_base_urls + ((entry.base_url,) if entry.base_url else ())
+    return SettingsPolicy(
+        allows=replace(policy.allows, key_base_urls=allowed),
+        provides=replace(
+            policy.provides, model_environment=own, masked=(*policy.provides.masked, entry.key)
+        ),
     )
 
 
