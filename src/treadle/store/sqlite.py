@@ -50,6 +50,7 @@ from treadle.errors import AppendError
 from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event
+from treadle.store import sqlite_open_files as open_files
 from treadle.store.base import (
     ConversationExists,
     ConversationInfo,
@@ -275,9 +276,14 @@ class SqliteEventStore:
             )
         if not create and not self.path.exists():
             raise StoreError(f"there is no store at {self.path}; check the --store URL")
-        if read_schema_version(self.path) < schema_version():
-            self._migrate()
-        self._identity = self._file_identity()
+        with open_files.opening(self.path) as first_here:
+            # A file this process has open already was checked (and migrated) by the store
+            # that opened it: reading it outside SQLite now would drop that store's locks.
+            if first_here and read_schema_version(self.path) < schema_version():
+                self._migrate()
+            self._identity = self._file_identity()
+            if self._identity is not None:
+                open_files.add(self._identity)
 
     # -- connections and schema -------------------------------------------------------------
 
@@ -435,7 +441,7 @@ class SqliteEventStore:
         first; what they ask for afterwards is refused (StoreError: the store is closed)."""
         self._indexer.stop()  # first: its chunk in progress still needs its connection
         with self._registry_lock:  # from here no thread registers a connection (_holder)
-            self._closed = True
+            was_closed, self._closed = self._closed, True
             holders = list(self._connections) + list(self._subscriptions)
             self._connections = weakref.WeakSet()
         for holder in holders:
@@ -443,6 +449,8 @@ class SqliteEventStore:
                 with holder.in_use:  # a statement in progress ends first
                     holder.conn.close()
         self._local = threading.local()
+        if not was_closed and self._identity is not None:
+            open_files.discard(self._identity)  # its connections are closed
 
     def __enter__(self) -> SqliteEventStore:
         return self

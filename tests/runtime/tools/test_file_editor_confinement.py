@@ -136,15 +136,23 @@ def test_a_naive_check_then_open_escapes_under_the_race(arena: Arena) -> None:
 
 def test_view_never_returns_a_host_file_under_the_race(arena: Arena) -> None:
     outcomes: list[object] = []
+    deadline = time.monotonic() + 120
+    # At least 400 views, and more until one read the real file and one met the swap (on a
+    # busy machine either may win 400 in a row): then the test has proved something, or it
+    # fails at the deadline.
     with swapping(arena) as swaps:
-        for _ in range(400):
+        while time.monotonic() < deadline:
             outcomes.append(attempt(lambda: edit(arena, command="view", path="d/f.txt").content))
+            kinds = {isinstance(o, str) for o in outcomes}
+            if len(outcomes) >= 400 and kinds == {True, False}:  # read, and refused
+                break
     escapes = [o for o in outcomes if isinstance(o, str) and SECRET in o]
     assert escapes == []
     read = [o for o in outcomes if isinstance(o, str) and "inside" in o]
     refused = [o for o in outcomes if not isinstance(o, str)]
     assert read, "the editor never read the real file: the test proves nothing"
-    assert swaps() > 400
+    assert refused, "no view met the swap: the test proves nothing"
+    assert swaps() > 0
     # Every refusal is one the model can act on (outside, or changed while opened).
     # (or the check itself raced: a link read while it was being swapped).
     understood = ("outside the workspace", "symlink", "cannot be resolved")
@@ -153,12 +161,20 @@ def test_view_never_returns_a_host_file_under_the_race(arena: Arena) -> None:
 
 
 def test_create_and_undo_never_touch_the_host_under_the_race(arena: Arena) -> None:
-    for number in range(300):  # victims an escaping undo would remove
+    victims = 3000  # files an escaping undo would remove, one per attempt
+    for number in range(victims):
         (arena.outside / f"v{number}.txt").write_text(SECRET)
     before = host_files(arena)
     created = undone = 0
+    # At least 300 attempts, and more until an undo won its race (on a busy machine the swap
+    # may win 300 in a row): the test then has proved something, or fails at the deadline.
+    deadline = time.monotonic() + 120
     with swapping(arena):
-        for number in range(300):
+        for number in range(victims):
+            if number >= 300 and undone and created:
+                break
+            if time.monotonic() > deadline:
+                break
             made = attempt(
                 lambda n=number: edit(
                     arena, command="create", path=f"d/v{n}.txt", file_text="agent\n"
