@@ -276,7 +276,7 @@ class _Session:
         # Made (or switched to) once: later turns run with the stored model and settings.
         self.choice = _ModelOptions(None, None, None, None, None)
         self.workspace = None
-        conversation.context.live_output.listeners.append(LiveOutputView(self.console))
+        conversation.output_listeners.append(LiveOutputView(self.console))
         if self.quiet:
             for callback in conversation.callbacks:
                 if isinstance(callback, LiveView):

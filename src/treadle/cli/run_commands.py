@@ -421,7 +421,7 @@ def run(
                 f"conversation {conversation_id} is finished: give a MESSAGE to continue it",
                 EXIT_BAD_INPUT,
             )
-    conversation.context.live_output.listeners.append(LiveOutputView(console))
+    conversation.output_listeners.append(LiveOutputView(console))
     if quiet:  # the status line of each step and the run's facts: most of a live view's lines
         for callback in conversation.callbacks:
             if isinstance(callback, LiveView):

@@ -48,6 +48,7 @@ from treadle.runtime.extensions.chain import run_extensions
 from treadle.runtime.extensions.condensation import CondensationExtension
 from treadle.runtime.forking import fork as fork_conversation
 from treadle.runtime.hooks import ConversationHooks, PromptBlocked
+from treadle.runtime.live_output import OutputListener
 from treadle.runtime.llm.base import (
     LanguageModel,
 )
@@ -124,7 +125,10 @@ class Conversation:
         """The workspace's snapshots (None: off in the settings, or no place for them)."""
         self.secrets = parts.secrets
         self.context = ToolContext(
-            workspace=workspace, secrets=self.secrets, conversation_id=self.id
+            workspace=workspace,
+            secrets=self.secrets,
+            conversation_id=self.id,
+            live_output=parts.live_output,
         )
         self._pause_requested = PauseRequest(self.store, self.id, log.last_seq())
         self._queue_seen = -1
@@ -286,6 +290,12 @@ class Conversation:
         when condensation is off."""
         extension = self._extensions.find(CondensationExtension)
         return extension.condenser if extension is not None else None
+
+    @property
+    def output_listeners(self) -> list[OutputListener]:
+        """Told a running call's output as it comes, in masked chunks; never stored (a list:
+        add or remove listeners freely; a fork sharing these parts shares them)."""
+        return self.parts.live_output.listeners
 
     @property
     def callbacks(self) -> list[EventCallback]:

@@ -21,6 +21,7 @@ from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.confirmation import ConfirmationPolicy, RiskAnalyzer
 from treadle.runtime.extensions.base import RunExtension
 from treadle.runtime.hooks import ConversationHooks, build_hooks
+from treadle.runtime.live_output import LiveOutput
 from treadle.runtime.llm.base import LanguageModel
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (
@@ -60,6 +61,9 @@ class ConversationParts:
     choice, recorded with each run's isolation), or None."""
     hooks: ConversationHooks | None = None
     skills: WorkspaceSkills | None = None
+    live_output: LiveOutput = field(default_factory=LiveOutput)
+    """Who is told a running call's output as it comes (the CLI's live view, the server's
+    stream); never stored. Not a loop point: its chunks come from inside a call."""
     extensions: tuple[RunExtension, ...] = ()
     """Capabilities of the caller's own, called at each point of the loop after the built-in
     ones, in this order (``RunExtension``; docs/architecture.md, the loop's points)."""

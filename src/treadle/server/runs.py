@@ -175,7 +175,7 @@ class RunManager:
                 raise
             raise NotRunnable(str(error)) from error
         if self.live_output is not None:
-            conversation.context.live_output.listeners.append(self.live_output)
+            conversation.output_listeners.append(self.live_output)
         return conversation
 
     def forget(self, conversation_id: str) -> None:
