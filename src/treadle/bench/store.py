@@ -29,9 +29,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from treadle.bench.workload import realistic_chunks, realistic_events
 from treadle.events.model import ROOT, Event, event_to_json
 from treadle.store.base import EventQuery, EventStore
-from treadle.store.common import timestamp_us
 from treadle.store.sqlite import SqliteEventStore, connection_pragmas
 from treadle.store.sqlite_schema import MIGRATIONS
+from treadle.store.time_keys import timestamp_us
 from treadle.store.urls import open_store, sqlite_path_and_options
 
 CHUNK = 1_000

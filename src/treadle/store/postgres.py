@@ -3,7 +3,7 @@
 Several processes and servers can share one store; a conversation's row lock orders its appends.
 URL, sessions and schema are in ``postgres_schema``, the SQL of reads in ``postgres_sql``.
 
-Paths use the chain segments of ``common.assign_branches`` (as the SQLite backend does): a path
+Paths use the chain segments of ``append_plan.assign_branches`` (as the SQLite backend does): a path
 is one index range scan per fork on it, so a window costs O(k) and a branch-filtered page reads
 only its page. A recursive walk of parent_seq measured far slower at 100,000 events (an
 ascending branch page and a branch count walked the whole path, ~0.3 s each).
@@ -31,6 +31,14 @@ from treadle.errors import AppendError
 from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event, event_to_json
+from treadle.store.append_plan import (
+    PlannedEvent,
+    assign_branches,
+    ids_to_look_up,
+    moved_head,
+    plan_append,
+)
+from treadle.store.audit_rows import LINK_KINDS, audit_facts_from_rows
 from treadle.store.base import (
     ConversationExists,
     ConversationInfo,
@@ -43,23 +51,11 @@ from treadle.store.base import (
     StoreError,
     shapes_from_rows,
 )
-from treadle.store.common import (
-    LINK_KINDS,
-    PlannedEvent,
-    assign_branches,
-    audit_facts_from_rows,
-    check_conversation_id,
-    check_query,
-    check_text,
-    conversation_info,
-    ids_to_look_up,
-    metadata_json,
-    moved_head,
-    page_of,
-    plan_append,
-    read_payload,
-    summary_from_index,
-)
+from treadle.store.branch_rows import summary_from_index
+from treadle.store.checks import check_conversation_id, check_text
+from treadle.store.conversation_rows import conversation_info, metadata_json
+from treadle.store.paging import check_query, page_of
+from treadle.store.payloads import read_payload
 from treadle.store.postgres_schema import (
     APPLICATION,
     DEFAULT_RECONNECT_S,

@@ -50,6 +50,8 @@ from treadle.errors import AppendError
 from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event
+from treadle.store.append_plan import assign_branches, ids_to_look_up, moved_head, plan_append
+from treadle.store.audit_rows import LINK_KINDS, audit_facts_from_rows
 from treadle.store.base import (
     ConversationExists,
     ConversationInfo,
@@ -63,23 +65,12 @@ from treadle.store.base import (
     StoreUnavailable,
     shapes_from_rows,
 )
-from treadle.store.common import (
-    LINK_KINDS,
-    assign_branches,
-    audit_facts_from_rows,
-    check_conversation_id,
-    check_query,
-    check_text,
-    conversation_info,
-    ids_to_look_up,
-    metadata_json,
-    moved_head,
-    page_of,
-    plan_append,
-    read_payload,
-    summary_from_index,
-)
+from treadle.store.branch_rows import summary_from_index
+from treadle.store.checks import check_conversation_id, check_text
+from treadle.store.conversation_rows import conversation_info, metadata_json
 from treadle.store.group_commit import GroupCommit
+from treadle.store.paging import check_query, page_of
+from treadle.store.payloads import read_payload
 from treadle.store.sqlite_schema import (
     DEFAULT_BUSY_TIMEOUT,
     migrate,
