@@ -52,6 +52,7 @@ from treadle.store.base import (
     shapes_from_rows,
 )
 from treadle.store.branch_rows import summary_from_index
+from treadle.store.bulk_appends import is_bulk
 from treadle.store.checks import check_conversation_id, check_text
 from treadle.store.conversation_rows import conversation_info, metadata_json
 from treadle.store.paging import check_query, page_of
@@ -82,6 +83,7 @@ from treadle.store.postgres_text import (
     ORDERED_PROBE,
     TEXT_INDEX_CAP,
     has_text_index,
+    merge_pending,
     text_index_scans,
     uses_text_index,
 )
@@ -342,15 +344,30 @@ class PostgresEventStore:
     ) -> list[int]:
         events = list(events)
         try:
-            return self._append(conversation_id, events, move_head)
+            seqs = self._append(conversation_id, events, move_head)
         except Unreachable as error:
             # The connection broke, maybe while the commit was on its way: the events may be
             # stored. They are looked up by id before being appended again, so that nothing
             # is stored twice or lost.
             self._tails.pop(conversation_id, None)
-            return self._pool.retry(
+            seqs = self._pool.retry(
                 lambda: self._append_again(conversation_id, events, move_head), first=error
             )
+        if is_bulk(len(events)):
+            # A bulk load (an import) leaves its index entries in the pending list, which every
+            # search reads row by row: merged now, a search right after it is an index search.
+            self.index_text()
+        return seqs
+
+    @_retried
+    def index_text(self) -> int:
+        """Merge the text index's pending entries into the index now (PostgreSQL otherwise
+        does it when the pending list fills, or at vacuum); the pages merged. Bulk appends
+        call it; maintenance, not in the EventStore protocol."""
+        if not self._text_index:
+            return 0
+        with self._pool.connection() as conn:
+            return merge_pending(conn)
 
     def _append_again(
         self, conversation_id: str, events: list[Event], move_head: bool

@@ -66,6 +66,7 @@ from treadle.store.base import (
     shapes_from_rows,
 )
 from treadle.store.branch_rows import summary_from_index
+from treadle.store.bulk_appends import is_bulk
 from treadle.store.checks import check_conversation_id, check_text
 from treadle.store.conversation_rows import conversation_info, metadata_json
 from treadle.store.group_commit import GroupCommit
@@ -129,8 +130,6 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-BULK_INDEX_EVENTS = 1_000
-"""An ``append_batch`` of at least this many events fills the text index before it returns."""
 _LOOKUP_CHUNK = 500
 _SUBSCRIBE_BATCH = 500
 
@@ -583,7 +582,7 @@ class SqliteEventStore:
             )
         except sqlite3.Error as error:
             raise self._store_error(error) from error
-        if len(events) >= BULK_INDEX_EVENTS:
+        if is_bulk(len(events)):
             # A bulk load (an import) pays for its text index before it returns, so a search
             # right after it runs at full speed; live appends leave it to the indexer.
             self.index_text(conversation_id)
