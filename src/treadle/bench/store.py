@@ -393,7 +393,7 @@ def median_ms(query):
         times.append(time.perf_counter() - start)
         assert page.items == []
     return statistics.median(times) * 1000
-# an indexable needle in no event; then one the index cannot answer (not ASCII): the scan
+# an indexable needle in no event; then one no index answers (2 characters): the scan
 figures = {
     "search_after_import_ms": median_ms(EventQuery(text="needle qzxjwv nowhere")),
     "search_scan_after_import_ms": median_ms(EventQuery(text="\u00f1\u00f8 nowhere")),
