@@ -20,7 +20,7 @@ import psycopg
 
 from treadle.bench.workload import realistic_events
 from treadle.events.model import Event
-from treadle.store.common import plan_append
+from treadle.store.append_plan import plan_append
 from treadle.store.postgres import MIGRATIONS, PostgresEventStore, parse_postgres_url
 
 CHUNK = 500

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from treadle.server.errors import install_error_handlers, status_of
 from treadle.store.base import ConversationNotFound, StoreError, StoreUnavailable
-from treadle.store.common import InvalidConversationId
+from treadle.store.checks import InvalidConversationId
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from treadle.api.ids import CONVERSATION_ID_MAX
 from treadle.store.base import EventStore, StoreError
-from treadle.store.common import CONVERSATION_ID_MAX, InvalidConversationId
+from treadle.store.checks import InvalidConversationId
 
 
 @pytest.mark.parametrize(

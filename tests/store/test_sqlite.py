@@ -18,9 +18,9 @@ from support.store_workers import open_and_append
 from treadle.events.model import ROOT, MessageEvent, event_to_json
 from treadle.store import sqlite_schema
 from treadle.store.base import EventQuery, StoreError
-from treadle.store.common import timestamp_us
 from treadle.store.sqlite import SqliteEventStore, read_schema_version, schema_version
 from treadle.store.sqlite_schema import MIGRATIONS
+from treadle.store.time_keys import timestamp_us
 from treadle.store.urls import default_store_url, open_store
 
 

@@ -21,7 +21,8 @@ from support.waiting import wait_until
 from treadle.events.model import ROOT, ActionEvent, MessageEvent
 from treadle.store import sqlite_schema, sqlite_text
 from treadle.store.base import EventQuery
-from treadle.store.sqlite import BULK_INDEX_EVENTS, SqliteEventStore
+from treadle.store.bulk_appends import BULK_APPEND_EVENTS
+from treadle.store.sqlite import SqliteEventStore
 
 # Characters where a scan and a trigram index could disagree: case, letters whose case folding
 # leaves ASCII (Kelvin sign, dotted I, sharp s), JSON escapes (quote, backslash, newline,
@@ -210,6 +211,13 @@ def test_an_event_is_found_as_soon_as_appended(tmp_path: Path) -> None:
         store.close()
 
 
+def _append_live(store: SqliteEventStore, conv: str, events: list[MessageEvent]) -> None:
+    """Append ``events`` in batches below a bulk load, which would index them at once."""
+    size = BULK_APPEND_EVENTS - 1
+    for start in range(0, len(events), size):
+        store.append_batch(conv, events[start : start + size])
+
+
 def _indexer_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("treadle-text-index")]
 
@@ -222,7 +230,8 @@ def test_searches_start_the_indexer_which_catches_up_and_stops_with_the_store(
     try:
         store.create_conversation("c")
         total = sqlite_text.TAIL_TO_INDEX * 3
-        store.append_batch(
+        _append_live(
+            store,
             "c",
             [
                 _message(f"m{i}", f"line {i} of the log", f"m{i - 1}" if i else ROOT)
@@ -253,8 +262,10 @@ def test_the_index_stays_right_while_another_process_appends(tmp_path: Path) -> 
     store = SqliteEventStore(path)
     try:
         store.create_conversation("c")
-        store.append_batch(
-            "c", [_message(f"m{i}", f"x {i}", f"m{i - 1}" if i else ROOT) for i in range(600)]
+        _append_live(
+            store,
+            "c",
+            [_message(f"m{i}", f"x {i}", f"m{i - 1}" if i else ROOT) for i in range(600)],
         )
         child = multiprocessing.get_context("spawn").Process(
             target=append_messages, args=(f"sqlite:///{path}", "c", 400)
@@ -363,26 +374,5 @@ def test_filtered_pages_and_counts_of_frequent_needles_equal_the_scan(
         scanned = _answers(store, "c", queries)
         store.index_text()
         assert _answers(store, "c", queries) == scanned
-    finally:
-        store.close()
-
-
-def test_a_bulk_load_is_indexed_when_it_returns_and_a_live_append_is_not(tmp_path: Path) -> None:
-    # An import appends its log as one batch: a search right after it must not scan the log.
-    store = SqliteEventStore(tmp_path / "s.db")
-    try:
-        store.create_conversation("bulk")
-        events, parent = [], ROOT
-        for n in range(BULK_INDEX_EVENTS):
-            events.append(_message(f"b{n}", f"imported line {n}", parent))
-            parent = f"b{n}"
-        store.append_batch("bulk", events)
-        assert store.text_index_lag("bulk") == 0
-        found = store.search("bulk", EventQuery(text="imported line 777"))
-        assert [item.event.id for item in found.items] == ["b777"]
-        # a live append (one event, or a small batch) leaves the index to the indexer
-        store.append("bulk", _message("live", "a live line", parent))
-        store.append_batch("bulk", [_message("small", "a small batch", "live")])
-        assert store.text_index_lag("bulk") == 2
     finally:
         store.close()

@@ -80,13 +80,11 @@ def test_text_filters_use_the_index_and_equal_the_scan() -> None:
 
 def test_a_store_of_the_schema_before_the_index_gets_it_when_opened(monkeypatch) -> None:
     with fresh_schema_url() as url:
-        # the steps released before the index (later ones may build on a store that has it)
-        before = next(
-            number
-            for number, steps in enumerate(postgres_schema.MIGRATIONS)
-            if postgres_schema._text_index in steps
+        # the schema as released before the index: every migration up to it
+        at = next(
+            n for n, m in enumerate(postgres_schema.MIGRATIONS) if postgres_schema._text_index in m
         )
-        released = postgres_schema.MIGRATIONS[:before]
+        released = postgres_schema.MIGRATIONS[:at]
         monkeypatch.setattr(postgres_schema, "MIGRATIONS", released)
         monkeypatch.setattr(postgres_schema, "SCHEMA_VERSION", len(released))
         _fill(url)

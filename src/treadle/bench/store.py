@@ -29,9 +29,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from treadle.bench.workload import realistic_chunks, realistic_events
 from treadle.events.model import ROOT, Event, event_to_json
 from treadle.store.base import EventQuery, EventStore
-from treadle.store.common import timestamp_us
 from treadle.store.sqlite import SqliteEventStore, connection_pragmas
 from treadle.store.sqlite_schema import MIGRATIONS
+from treadle.store.time_keys import timestamp_us
 from treadle.store.urls import open_store, sqlite_path_and_options
 
 CHUNK = 1_000
@@ -377,6 +377,74 @@ def catch_up_text_index(store: EventStore) -> dict[str, float]:
     }
 
 
+IMPORT_EVENTS = 200_000
+"""Events of the import at most (one batch, held in memory whole as an import holds it)."""
+
+AFTER_IMPORT = """
+import json, statistics, sys, time
+from treadle.store.base import EventQuery
+from treadle.store.urls import open_store
+store = open_store(sys.argv[1])
+def median_ms(query):
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        page = store.search(sys.argv[2], query)
+        times.append(time.perf_counter() - start)
+        assert page.items == []
+    return statistics.median(times) * 1000
+# an indexable needle in no event; then one no index answers (2 characters): the scan
+figures = {
+    "search_after_import_ms": median_ms(EventQuery(text="needle qzxjwv nowhere")),
+    "search_scan_after_import_ms": median_ms(EventQuery(text="\u00f1\u00f8")),
+}
+store.close()
+print(json.dumps(figures))
+"""
+
+
+def measure_search_after_import(place: Place, count: int) -> dict[str, float]:
+    """A ``count``-event log stored as one batch (what ``treadle import`` does), durably, then
+    text searches from a fresh process right after: ``import_s``, the index's state when the
+    import returned (``import_text_index_left``: SQLite, events above its mark; PostgreSQL,
+    pending-list pages), ``search_after_import_ms`` (a needle the index answers) and, for
+    the same log, ``search_scan_after_import_ms`` (one it cannot: every event read), and
+    their ratio."""
+    url = place.store_url("import", "durable")
+    events = [event for chunk in event_chunks(count, seed=6) for event in chunk]
+    store = open_store(url)
+    try:
+        store.create_conversation("imported")
+        begin = time.perf_counter()
+        store.append_batch("imported", events)
+        seconds = time.perf_counter() - begin
+        if isinstance(store, SqliteEventStore):
+            left = store.text_index_lag("imported")
+        else:
+            from treadle.store.postgres import PostgresEventStore
+
+            assert isinstance(store, PostgresEventStore)
+            left = store.index_text()  # merging says how many pages were pending
+    finally:
+        store.close()
+    result = subprocess.run(
+        [sys.executable, "-c", AFTER_IMPORT, url, "imported"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    figures: dict[str, float] = json.loads(result.stdout)
+    figures.update(
+        import_events=count,
+        import_s=seconds,
+        import_text_index_left=left,
+        search_after_import_over_scan=(
+            figures["search_after_import_ms"] / figures["search_scan_after_import_ms"]
+        ),
+    )
+    return figures
+
+
 READER = """
 import json, sys, time
 from treadle.store.base import EventQuery
@@ -525,6 +593,10 @@ def run_store_bench(
         figures["disk_vs_json"] = disk / json_bytes
         _say(progress, "reader process RSS ...")
         figures.update(reader_process(big_url, "big"))
+
+        imported = min(events, IMPORT_EVENTS)
+        _say(progress, f"a {imported}-event import, then text searches from a fresh process ...")
+        figures.update(measure_search_after_import(place, imported))
     finally:
         place.cleanup()
     return {name: _rounded(value) for name, value in figures.items()}

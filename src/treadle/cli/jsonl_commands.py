@@ -64,7 +64,7 @@ def import_jsonl(
     """Store a log file as a new conversation and print its id. A log the store cannot hold
     (duplicate ids, missing parents, a cycle, a parent after its child) is refused whole."""
     from treadle.events.audit import audit_events
-    from treadle.store.common import check_conversation_id
+    from treadle.store.checks import check_conversation_id
     from treadle.store.openhands.transfer import STORE_REFUSES
 
     if file.is_dir():

@@ -37,7 +37,7 @@ from treadle.store.base import (
     StoreError,
     StoreUnavailable,
 )
-from treadle.store.common import InvalidConversationId
+from treadle.store.checks import InvalidConversationId
 
 logger = logging.getLogger(__name__)
 

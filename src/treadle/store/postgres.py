@@ -3,7 +3,7 @@
 Several processes and servers can share one store; a conversation's row lock orders its appends.
 URL, sessions and schema are in ``postgres_schema``, the SQL of reads in ``postgres_sql``.
 
-Paths use the chain segments of ``common.assign_branches`` (as the SQLite backend does): a path
+Paths use the chain segments of ``append_plan.assign_branches`` (as the SQLite backend does): a path
 is one index range scan per fork on it, so a window costs O(k) and a branch-filtered page reads
 only its page. A recursive walk of parent_seq measured far slower at 100,000 events (an
 ascending branch page and a branch count walked the whole path, ~0.3 s each).
@@ -31,6 +31,14 @@ from treadle.errors import AppendError
 from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event, event_to_json
+from treadle.store.append_plan import (
+    PlannedEvent,
+    assign_branches,
+    ids_to_look_up,
+    moved_head,
+    plan_append,
+)
+from treadle.store.audit_rows import LINK_KINDS, audit_facts_from_rows
 from treadle.store.base import (
     ConversationExists,
     ConversationInfo,
@@ -43,23 +51,12 @@ from treadle.store.base import (
     StoreError,
     shapes_from_rows,
 )
-from treadle.store.common import (
-    LINK_KINDS,
-    PlannedEvent,
-    assign_branches,
-    audit_facts_from_rows,
-    check_conversation_id,
-    check_query,
-    check_text,
-    conversation_info,
-    ids_to_look_up,
-    metadata_json,
-    moved_head,
-    page_of,
-    plan_append,
-    read_payload,
-    summary_from_index,
-)
+from treadle.store.branch_rows import summary_from_index
+from treadle.store.bulk_appends import is_bulk
+from treadle.store.checks import check_conversation_id, check_text
+from treadle.store.conversation_rows import conversation_info, metadata_json
+from treadle.store.paging import check_query, page_of
+from treadle.store.payloads import read_payload
 from treadle.store.postgres_schema import (
     APPLICATION,
     DEFAULT_RECONNECT_S,
@@ -86,6 +83,7 @@ from treadle.store.postgres_text import (
     ORDERED_PROBE,
     TEXT_INDEX_CAP,
     has_text_index,
+    merge_pending,
     text_index_scans,
     uses_text_index,
 )
@@ -346,15 +344,30 @@ class PostgresEventStore:
     ) -> list[int]:
         events = list(events)
         try:
-            return self._append(conversation_id, events, move_head)
+            seqs = self._append(conversation_id, events, move_head)
         except Unreachable as error:
             # The connection broke, maybe while the commit was on its way: the events may be
             # stored. They are looked up by id before being appended again, so that nothing
             # is stored twice or lost.
             self._tails.pop(conversation_id, None)
-            return self._pool.retry(
+            seqs = self._pool.retry(
                 lambda: self._append_again(conversation_id, events, move_head), first=error
             )
+        if is_bulk(len(events)):
+            # A bulk load (an import) leaves its index entries in the pending list, which every
+            # search reads row by row: merged now, a search right after it is an index search.
+            self.index_text()
+        return seqs
+
+    @_retried
+    def index_text(self) -> int:
+        """Merge the text index's pending entries into the index now (PostgreSQL otherwise
+        does it when the pending list fills, or at vacuum); the pages merged. Bulk appends
+        call it; maintenance, not in the EventStore protocol."""
+        if not self._text_index:
+            return 0
+        with self._pool.connection() as conn:
+            return merge_pending(conn)
 
     def _append_again(
         self, conversation_id: str, events: list[Event], move_head: bool

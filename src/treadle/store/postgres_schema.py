@@ -167,6 +167,60 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
     ),
     # the eval tables, or the old eval layer's brought up to date (store/eval_tables.py)
     (postgres_add_eval_tables,),
+    (
+        # Line heads once per statement, not once per row. The row trigger above moved a
+        # line's head with an UPDATE per event: a batch of n events on one line updated one
+        # row n times in one transaction, and each update walks the row's versions made
+        # before it, so an import of 50,000 events took ten minutes (O(n^2)). Now the row
+        # trigger tells whether the parent heads its line without tree_lines (a parent that
+        # is not a state change and has no such child yet: the rule of next_line), inserts
+        # the rows of new lines, and a statement trigger moves each line's head once, to the
+        # last of the statement's events on it.
+        """CREATE OR REPLACE FUNCTION treadle_tree_line() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            parent_depth bigint;
+            parent_line bigint;
+            parent_kind text;
+        BEGIN
+            IF NEW.parent_seq IS NULL THEN
+                NEW.depth := 0;
+                NEW.line := NEW.seq;
+            ELSE
+                SELECT depth, line, kind INTO parent_depth, parent_line, parent_kind FROM events
+                    WHERE conversation = NEW.conversation AND seq = NEW.parent_seq;
+                NEW.depth := parent_depth + 1;
+                IF NEW.kind = 'state_change' THEN
+                    NEW.line := parent_line;
+                ELSIF parent_kind <> 'state_change' AND NOT EXISTS (
+                    SELECT 1 FROM events WHERE conversation = NEW.conversation
+                        AND parent_seq = NEW.parent_seq AND kind <> 'state_change'
+                ) THEN
+                    NEW.line := parent_line;
+                ELSE
+                    NEW.line := NEW.seq;
+                END IF;
+            END IF;
+            IF NEW.kind <> 'state_change' AND NEW.line = NEW.seq THEN
+                INSERT INTO tree_lines (conversation, line, base, head)
+                    VALUES (NEW.conversation, NEW.seq, coalesce(NEW.parent_seq, -1), NEW.seq);
+            END IF;
+            RETURN NEW;
+        END $$""",
+        # Each statement may run again (a store whose recorded version was set back).
+        """CREATE OR REPLACE FUNCTION treadle_tree_heads() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE tree_lines AS t SET head = moved.head
+                FROM (SELECT conversation, line, max(seq) AS head FROM new_events
+                      WHERE kind <> 'state_change' GROUP BY conversation, line) AS moved
+                WHERE t.conversation = moved.conversation AND t.line = moved.line
+                    AND t.head < moved.head;
+            RETURN NULL;
+        END $$""",
+        "DROP TRIGGER IF EXISTS events_tree_heads ON events",
+        "CREATE TRIGGER events_tree_heads AFTER INSERT ON events "
+        "REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT "
+        "EXECUTE FUNCTION treadle_tree_heads()",
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from treadle.store.base import EventNotFound, EventQuery
-from treadle.store.common import time_us
+from treadle.store.time_keys import time_us
 
 NO_LIMIT = 2**62
 

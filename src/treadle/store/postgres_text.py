@@ -73,6 +73,24 @@ def has_text_index(conn: psycopg.Connection[Any]) -> bool:
     return bool(row and row[0])
 
 
+def merge_pending(conn: psycopg.Connection[Any]) -> int:
+    """Merge the index's pending list into the index now (``gin_clean_pending_list``): the
+    pages it held. A search reads the whole pending list row by row, so after a bulk append
+    it would otherwise pay for up to ``gin_pending_list_limit`` (4 MB) of entries until
+    PostgreSQL merges them (when the list fills, or at vacuum). Refused (not the index's
+    owner), the list stays: searches are still exact, only slower, and the log says so."""
+    try:
+        with conn.transaction():
+            row = conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (INDEX,)).fetchone()
+    except psycopg.errors.InsufficientPrivilege as error:
+        logger.warning(
+            "the text index's pending list is left for PostgreSQL to merge: %s",
+            str(error).strip(),
+        )
+        return 0
+    return int(row[0]) if row is not None else 0
+
+
 def ensure_text_index(conn: psycopg.Connection[Any]) -> bool:
     """Create the text index if missing (inside the caller's transaction, after the schema's
     tables exist); False, with a warning in the log, when ``pg_trgm`` cannot be had."""
@@ -108,6 +126,7 @@ __all__ = [
     "TEXT_INDEX_CAP",
     "ensure_text_index",
     "has_text_index",
+    "merge_pending",
     "text_index_scans",
     "uses_text_index",
 ]

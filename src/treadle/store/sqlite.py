@@ -51,6 +51,8 @@ from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event
 from treadle.store import sqlite_open_files as open_files
+from treadle.store.append_plan import assign_branches, ids_to_look_up, moved_head, plan_append
+from treadle.store.audit_rows import LINK_KINDS, audit_facts_from_rows
 from treadle.store.base import (
     ConversationExists,
     ConversationInfo,
@@ -64,23 +66,13 @@ from treadle.store.base import (
     StoreUnavailable,
     shapes_from_rows,
 )
-from treadle.store.common import (
-    LINK_KINDS,
-    assign_branches,
-    audit_facts_from_rows,
-    check_conversation_id,
-    check_query,
-    check_text,
-    conversation_info,
-    ids_to_look_up,
-    metadata_json,
-    moved_head,
-    page_of,
-    plan_append,
-    read_payload,
-    summary_from_index,
-)
+from treadle.store.branch_rows import summary_from_index
+from treadle.store.bulk_appends import is_bulk
+from treadle.store.checks import check_conversation_id, check_text
+from treadle.store.conversation_rows import conversation_info, metadata_json
 from treadle.store.group_commit import GroupCommit
+from treadle.store.paging import check_query, page_of
+from treadle.store.payloads import read_payload
 from treadle.store.sqlite_schema import (
     DEFAULT_BUSY_TIMEOUT,
     migrate,
@@ -139,8 +131,6 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-BULK_INDEX_EVENTS = 1_000
-"""An ``append_batch`` of at least this many events fills the text index before it returns."""
 _LOOKUP_CHUNK = 500
 _SUBSCRIBE_BATCH = 500
 
@@ -600,7 +590,7 @@ class SqliteEventStore:
             )
         except sqlite3.Error as error:
             raise self._store_error(error) from error
-        if len(events) >= BULK_INDEX_EVENTS:
+        if is_bulk(len(events)):
             # A bulk load (an import) pays for its text index before it returns, so a search
             # right after it runs at full speed; live appends leave it to the indexer.
             self.index_text(conversation_id)

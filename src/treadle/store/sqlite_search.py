@@ -19,7 +19,6 @@ from typing import Any
 
 from treadle.errors import TreeError
 from treadle.store.base import EventQuery
-from treadle.store.common import time_us
 from treadle.store.sqlite_text import (
     candidates,
     index_count,
@@ -27,6 +26,7 @@ from treadle.store.sqlite_text import (
     indexable,
     indexed_count,
 )
+from treadle.store.time_keys import time_us
 
 Segment = tuple[int, int, int]
 """(branch, lowest seq, highest seq): a run of a path inside one branch."""

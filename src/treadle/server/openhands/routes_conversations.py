@@ -46,7 +46,7 @@ from treadle.server.openhands.requests import (
 from treadle.server.runs import Operation
 from treadle.server.state import ServerState
 from treadle.store.base import ConversationExists, ConversationNotFound, EventNotFound
-from treadle.store.common import InvalidConversationId
+from treadle.store.checks import InvalidConversationId
 
 router = APIRouter(prefix="/api/conversations", tags=["OpenHands SDK"])
 

@@ -13,7 +13,8 @@ from treadle.errors import TreadleError
 from treadle.events.audit import AuditReport, Violation, audit_events
 from treadle.events.model import event_to_json
 from treadle.store.base import ConversationExists, ConversationNotFound, EventStore
-from treadle.store.common import check_conversation_id, metadata_json
+from treadle.store.checks import check_conversation_id
+from treadle.store.conversation_rows import metadata_json
 from treadle.store.openhands.layout import BASE_STATE as BASE_STATE_FILE
 from treadle.store.openhands.layout import MAX_EVENTS
 from treadle.store.openhands.problems import BASE_STATE, FolderProblem
