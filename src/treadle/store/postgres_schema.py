@@ -165,8 +165,6 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
         # each later open tries again (prepare_schema).
         _text_index,
     ),
-    # the eval tables, or the old eval layer's brought up to date (store/eval_tables.py)
-    (postgres_add_eval_tables,),
     (
         # Line heads once per statement, not once per row. The row trigger above moved a
         # line's head with an UPDATE per event: a batch of n events on one line updated one
@@ -221,6 +219,8 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
         "REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT "
         "EXECUTE FUNCTION treadle_tree_heads()",
     ),
+    # the eval tables, or the old eval layer's brought up to date (store/eval_tables.py)
+    (postgres_add_eval_tables,),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
