@@ -24,13 +24,13 @@ _EXPORTS: dict[str, str] = {
     "open_store": "treadle.store.urls",
     "EventStore": "treadle.store.base",
     # settings and statuses (data: the same for a local run and a server)
-    "ConversationSettings": "treadle.api.settings",
-    "ModelChoice": "treadle.api.settings",
-    "ConfirmationPolicy": "treadle.api.settings",
-    "ConversationStatus": "treadle.api.status",
+    "ConversationSettings": "treadle.data.settings",
+    "ModelChoice": "treadle.data.settings",
+    "ConfirmationPolicy": "treadle.data.settings",
+    "ConversationStatus": "treadle.data.status",
     "ConversationHandle": "treadle.api.handle",
-    "TranscriptItem": "treadle.api.transcript",
-    "TranscriptPage": "treadle.api.transcript",
+    "TranscriptItem": "treadle.data.transcript",
+    "TranscriptPage": "treadle.data.transcript",
     # the events
     "Event": "treadle.events.model",
     "EventTree": "treadle.events.tree",
@@ -88,9 +88,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from typing import Any
 
     from treadle.api.handle import ConversationHandle
-    from treadle.api.settings import ConfirmationPolicy, ConversationSettings, ModelChoice
-    from treadle.api.status import ConversationStatus
-    from treadle.api.transcript import TranscriptItem, TranscriptPage
     from treadle.client.conversation import RemoteConversation, TreadleClient
     from treadle.client.http import (
         Conflict,
@@ -100,6 +97,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         Unauthorized,
         Unavailable,
     )
+    from treadle.data.settings import ConfirmationPolicy, ConversationSettings, ModelChoice
+    from treadle.data.status import ConversationStatus
+    from treadle.data.transcript import TranscriptItem, TranscriptPage
     from treadle.errors import ContractError, TreadleError
     from treadle.events.audit import audit_events
     from treadle.events.model import Event

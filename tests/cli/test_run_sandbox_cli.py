@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_treadle
-from treadle.api.isolation import ISOLATION_KEY
-from treadle.api.settings import SandboxSettings
+from treadle.data.isolation import ISOLATION_KEY
+from treadle.data.settings import SandboxSettings
 from treadle.runtime.workspace import SandboxedWorkspace, SandboxUnavailable, check_bubblewrap
 from treadle.store.urls import open_store
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from support.eval_tasks import EXPECTED, FINISH, InProcessEngine, write_eval
-from treadle.api.settings import ConversationSettings
+from treadle.data.settings import ConversationSettings
 from treadle.eval.driver import EVAL_ATTEMPT_KEY, EvalPlan, run_eval
 from treadle.eval.results import EvalMismatch, EvalRecord, begin_eval
 from treadle.eval.tasks import read_task_file

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from treadle.api.settings import SandboxSettings
+from treadle.data.settings import SandboxSettings
 from treadle.eval import workspace as eval_workspace
 from treadle.eval.tasks import EvalTask
 from treadle.eval.workspace import (

@@ -15,7 +15,7 @@ import pytest
 
 from support.eval_tasks import FINISH, bash
 from support.processes import host_pids_with
-from treadle.api.settings import ModelChoice
+from treadle.data.settings import ModelChoice
 from treadle.eval.runner import TaskJob, run_task_attempt
 from treadle.eval.tasks import EvalTask
 from treadle.eval.workspace import MAX_PATCH_BYTES, WorkspaceSetupError, patch_too_large

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from support.eval_tasks import FINISH, bash
-from treadle.api.settings import ModelChoice, SandboxSettings
+from treadle.data.settings import ModelChoice, SandboxSettings
 from treadle.eval.ignore_rules import exclude_lines
 from treadle.eval.runner import TaskJob, run_task_attempt
 from treadle.eval.scoring import read_test_outcomes

@@ -15,7 +15,7 @@ import pytest
 
 from support.cli import invoke_treadle
 from support.eval_tasks import InProcessEngine
-from treadle.api.settings import SandboxSettings
+from treadle.data.settings import SandboxSettings
 from treadle.eval.driver import EvalPlan, run_eval
 from treadle.eval.report import eval_report
 from treadle.eval.swebench import predictions, read_swebench_file

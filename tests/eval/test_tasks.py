@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from treadle.api.settings import ModelChoice
+from treadle.data.settings import ModelChoice
 from treadle.eval.driver import model_settings
 from treadle.eval.tasks import TaskFileError, eval_id_for, read_task_file
 

@@ -9,7 +9,7 @@ import json
 
 from support.cli import invoke_treadle
 from support.eval_tasks import FINISH, bash, edit
-from treadle.api.settings import ModelChoice
+from treadle.data.settings import ModelChoice
 from treadle.eval.runner import TaskJob, run_task_attempt
 from treadle.eval.tasks import EvalTask
 from treadle.store.urls import open_store

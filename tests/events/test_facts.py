@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from treadle.api.status import ConversationStatus
+from treadle.data.status import ConversationStatus
 from treadle.events import fact_keys
 from treadle.events.facts import (
     FACTS,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from events.test_projection_properties import interleaved_logs
-from treadle.api.transcript import TRANSCRIPT_ADAPTER, TranscriptUpdate
+from treadle.data.transcript import TRANSCRIPT_ADAPTER, TranscriptUpdate
 from treadle.events.model import (
     ActionEvent,
     CondensationEvent,

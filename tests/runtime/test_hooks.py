@@ -16,8 +16,8 @@ import pytest
 
 from support.processes import host_pids_with
 from support.waiting import wait_until
-from treadle.api.hooks import HookCommand, HookSettings
-from treadle.api.settings import SandboxSettings
+from treadle.data.hooks import HookCommand, HookSettings
+from treadle.data.settings import SandboxSettings
 from treadle.events.audit import audit_events
 from treadle.events.model import MessageEvent, StateChangeEvent, UserRejectionEvent
 from treadle.runtime.confirmation import ConfirmationPolicy

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from support.processes import host_pids_with
-from treadle.api.mcp import MCPServerConfig
+from treadle.data.mcp import MCPServerConfig
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import ConversationSettings, HostProvides, SettingsPolicy

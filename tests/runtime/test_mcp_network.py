@@ -16,7 +16,7 @@ import pytest
 
 from support.replays import FINISH, call, calls, recorded
 from support.waiting import wait_until
-from treadle.api.mcp import MCP_SERVERS_KEY
+from treadle.data.mcp import MCP_SERVERS_KEY
 from treadle.events.frozen_json import thaw
 from treadle.events.model import ObservationEvent, StateChangeEvent
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_treadle
-from treadle.api.mcp import MCP_SERVERS_KEY
+from treadle.data.mcp import MCP_SERVERS_KEY
 from treadle.events.frozen_json import thaw
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.conversation import Conversation

@@ -367,7 +367,7 @@ def test_caches_are_left_out_of_snapshots_unless_the_settings_say_otherwise(
 def test_a_snapshot_exclude_pattern_must_be_one_line():
     from pydantic import ValidationError
 
-    from treadle.api.settings import SnapshotSettings
+    from treadle.data.settings import SnapshotSettings
 
     with pytest.raises(ValidationError, match="one line"):
         SnapshotSettings(exclude=("ok/", "two\nlines"))

@@ -19,8 +19,8 @@ from treadle import (
     TranscriptPage,
     TreadleClient,
 )
-from treadle.api.transcript import MessageItem, ResponseItem, SystemPromptItem
 from treadle.client import stream as client_stream
+from treadle.data.transcript import MessageItem, ResponseItem, SystemPromptItem
 from treadle.events.model import MessageEvent
 from treadle.store.urls import open_store
 

@@ -11,9 +11,9 @@ import pytest
 
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
-from treadle.api.hooks import HookSettings
-from treadle.api.settings import SandboxSettings
 from treadle.client import RemoteError, TreadleClient
+from treadle.data.hooks import HookSettings
+from treadle.data.settings import SandboxSettings
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.workspace import check_bubblewrap

@@ -18,8 +18,8 @@ from support.processes import alive, host_pids_with
 from support.scripts import assert_store_audits_clean
 from support.server_process import ServerProcess
 from support.waiting import wait_until
-from treadle.api.status import ConversationStatus
 from treadle.client import RemoteConversation, TreadleClient
+from treadle.data.status import ConversationStatus
 
 INTERRUPT_WITHIN_S = 5.5
 """Under the foreground command's 6 s, so a call closed within it was interrupted, not

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from treadle.api.ids import CONVERSATION_ID_MAX
+from treadle.data.ids import CONVERSATION_ID_MAX
 from treadle.store.base import EventStore, StoreError
 from treadle.store.checks import InvalidConversationId
 

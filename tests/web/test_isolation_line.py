@@ -11,8 +11,8 @@ from playwright.sync_api import Page, expect
 
 from support.canvas import open_conversation, screenshot
 from support.server_process import ServerProcess
-from treadle.api.isolation import ISOLATION_KEY
 from treadle.client import TreadleClient
+from treadle.data.isolation import ISOLATION_KEY
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.settings import ConversationSettings
 from treadle.store.urls import open_store

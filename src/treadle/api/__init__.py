@@ -1,9 +1,11 @@
-"""``treadle.api``: the wire models the agent server and the typed client share (settings data,
-statuses, request and response bodies, the error body). Pydantic and the event model only: it
-imports nothing of the runtime, the store or the server, so a client loads none of them.
+"""``treadle.api``: what the agent server and the typed client speak: request and response
+bodies, stream frames, the error body, and (re-exported) the shared data models of
+:mod:`treadle.data` they carry. Pydantic and the event model only: it imports nothing of the
+runtime, the store or the server, so a client loads none of them; the runtime in turn never
+imports this package.
 
 Names load on first use (module ``__getattr__``), as in :mod:`treadle`: importing one
-submodule (``treadle.api.ids``, ``treadle.api.choices``) does not load every wire model, so a
+submodule (``treadle.api.requests``, ``treadle.data.ids``) does not load every model, so a
 command-line start stays cheap."""
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 _EXPORTS: dict[str, str] = {
     "ErrorBody": "treadle.api.errors",
     "ErrorDetail": "treadle.api.errors",
-    "CONVERSATION_ID_MAX": "treadle.api.ids",
-    "CONVERSATION_ID_RULE": "treadle.api.ids",
-    "conversation_id_problem": "treadle.api.ids",
-    "MCPServerConfig": "treadle.api.mcp",
-    "mcp_tool_name": "treadle.api.mcp",
+    "CONVERSATION_ID_MAX": "treadle.data.ids",
+    "CONVERSATION_ID_RULE": "treadle.data.ids",
+    "conversation_id_problem": "treadle.data.ids",
+    "MCPServerConfig": "treadle.data.mcp",
+    "mcp_tool_name": "treadle.data.mcp",
     "SEQ_MAX": "treadle.api.requests",
     "SEQ_MIN": "treadle.api.requests",
     "TITLE_MAX": "treadle.api.requests",
@@ -32,18 +34,18 @@ _EXPORTS: dict[str, str] = {
     "RunRequest": "treadle.api.requests",
     "SendMessage": "treadle.api.requests",
     "surrogate_in": "treadle.api.requests",
-    "BUILTIN_TOOL_NAMES": "treadle.api.settings",
-    "DEFAULT_SYSTEM_PROMPT": "treadle.api.settings",
-    "SETTINGS_KEY": "treadle.api.settings",
-    "ConfirmationPolicy": "treadle.api.settings",
-    "ConversationSettings": "treadle.api.settings",
-    "ModelChoice": "treadle.api.settings",
-    "SandboxLimits": "treadle.api.settings",
-    "SandboxSettings": "treadle.api.settings",
-    "ScriptedCall": "treadle.api.settings",
-    "ScriptedResponse": "treadle.api.settings",
-    "SnapshotSettings": "treadle.api.settings",
-    "ConversationStatus": "treadle.api.status",
+    "BUILTIN_TOOL_NAMES": "treadle.data.settings",
+    "DEFAULT_SYSTEM_PROMPT": "treadle.data.settings",
+    "SETTINGS_KEY": "treadle.data.settings",
+    "ConfirmationPolicy": "treadle.data.settings",
+    "ConversationSettings": "treadle.data.settings",
+    "ModelChoice": "treadle.data.settings",
+    "SandboxLimits": "treadle.data.settings",
+    "SandboxSettings": "treadle.data.settings",
+    "ScriptedCall": "treadle.data.settings",
+    "ScriptedResponse": "treadle.data.settings",
+    "SnapshotSettings": "treadle.data.settings",
+    "ConversationStatus": "treadle.data.status",
     "EventFrame": "treadle.api.stream",
     "OutputFrame": "treadle.api.stream",
     "RunFinishedFrame": "treadle.api.stream",
@@ -51,22 +53,22 @@ _EXPORTS: dict[str, str] = {
     "StreamFrame": "treadle.api.stream",
     "TransientFrame": "treadle.api.stream",
     "typed_frame": "treadle.api.stream",
-    "TranscriptPage": "treadle.api.transcript",
-    "Accepted": "treadle.api.views",
-    "AuditView": "treadle.api.views",
-    "ConversationList": "treadle.api.views",
-    "ConversationView": "treadle.api.views",
-    "CountView": "treadle.api.views",
-    "DiffView": "treadle.api.views",
-    "EventItem": "treadle.api.views",
-    "EventPage": "treadle.api.views",
-    "EventPageView": "treadle.api.views",
-    "RestoreView": "treadle.api.views",
-    "SnapshotList": "treadle.api.views",
-    "SnapshotView": "treadle.api.views",
-    "StoredEventView": "treadle.api.views",
-    "TreeView": "treadle.api.views",
-    "ViolationView": "treadle.api.views",
+    "TranscriptPage": "treadle.data.transcript",
+    "Accepted": "treadle.data.views",
+    "AuditView": "treadle.data.views",
+    "ConversationList": "treadle.data.views",
+    "ConversationView": "treadle.data.views",
+    "CountView": "treadle.data.views",
+    "DiffView": "treadle.data.views",
+    "EventItem": "treadle.data.views",
+    "EventPage": "treadle.data.views",
+    "EventPageView": "treadle.data.views",
+    "RestoreView": "treadle.data.views",
+    "SnapshotList": "treadle.data.views",
+    "SnapshotView": "treadle.data.views",
+    "StoredEventView": "treadle.data.views",
+    "TreeView": "treadle.data.views",
+    "ViolationView": "treadle.data.views",
 }
 
 __all__ = [
@@ -133,8 +135,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
     from typing import Any
 
     from treadle.api.errors import ErrorBody, ErrorDetail
-    from treadle.api.ids import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, conversation_id_problem
-    from treadle.api.mcp import MCPServerConfig, mcp_tool_name
     from treadle.api.requests import (
         SEQ_MAX,
         SEQ_MIN,
@@ -151,7 +151,18 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
         SendMessage,
         surrogate_in,
     )
-    from treadle.api.settings import (
+    from treadle.api.stream import (
+        EventFrame,
+        OutputFrame,
+        RunFinishedFrame,
+        StatusView,
+        StreamFrame,
+        TransientFrame,
+        typed_frame,
+    )
+    from treadle.data.ids import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, conversation_id_problem
+    from treadle.data.mcp import MCPServerConfig, mcp_tool_name
+    from treadle.data.settings import (
         BUILTIN_TOOL_NAMES,
         DEFAULT_SYSTEM_PROMPT,
         SETTINGS_KEY,
@@ -164,18 +175,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads them
         ScriptedResponse,
         SnapshotSettings,
     )
-    from treadle.api.status import ConversationStatus
-    from treadle.api.stream import (
-        EventFrame,
-        OutputFrame,
-        RunFinishedFrame,
-        StatusView,
-        StreamFrame,
-        TransientFrame,
-        typed_frame,
-    )
-    from treadle.api.transcript import TranscriptPage
-    from treadle.api.views import (
+    from treadle.data.status import ConversationStatus
+    from treadle.data.transcript import TranscriptPage
+    from treadle.data.views import (
         Accepted,
         AuditView,
         ConversationList,

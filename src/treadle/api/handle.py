@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from treadle.api.status import ConversationStatus
-from treadle.api.transcript import TranscriptPage
+from treadle.data.status import ConversationStatus
+from treadle.data.transcript import TranscriptPage
 from treadle.events.model import ActionEvent, Event, MessageEvent
 
 

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from treadle.api.ids import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, conversation_id_problem
-from treadle.api.settings import ConversationSettings
+from treadle.data.ids import CONVERSATION_ID_MAX, CONVERSATION_ID_RULE, conversation_id_problem
+from treadle.data.settings import ConversationSettings
 
 SEQ_MIN = -1
 SEQ_MAX = 2**63 - 1

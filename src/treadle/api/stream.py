@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from treadle.api.isolation import IsolationView
-from treadle.api.transcript import TranscriptUpdate
+from treadle.data.isolation import IsolationView
+from treadle.data.transcript import TranscriptUpdate
 
 
 class StatusView(BaseModel):

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import SandboxSettings
+from treadle.data.settings import SandboxSettings
 from treadle.eval.driver import EvalPlan, run_eval
 from treadle.eval.ray_engine import RayEngine
 from treadle.eval.tasks import read_task_file

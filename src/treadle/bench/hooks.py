@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from treadle.api.hooks import HookCommand
+from treadle.data.hooks import HookCommand
 from treadle.runtime.hooks.process import run_hook
 from treadle.runtime.settings import ConversationSettings, SandboxSettings, build_workspace
 

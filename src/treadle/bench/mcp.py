@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from treadle.api.mcp import MCPServerConfig
+from treadle.data.mcp import MCPServerConfig
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.tools import ToolContext, ToolSet
 from treadle.runtime.tools.mcp_config import MCPLaunch, connect_servers

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import SnapshotSettings
+from treadle.data.settings import SnapshotSettings
 from treadle.events.model import SystemPromptEvent
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.gitstore import GitSnapshotStore

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from treadle.api.choices import ConfirmationPolicy
 from treadle.cli.output import EXIT_BAD_INPUT, fail
 from treadle.cli.root import app
 from treadle.cli.run_commands import SandboxKind, _ModelOptions, _SandboxOptions
 from treadle.cli.store_options import StoreOption
+from treadle.data.choices import ConfirmationPolicy
 
 if TYPE_CHECKING:  # the rest is imported by the command (cli/root.py)
-    from treadle.api.settings import ModelChoice
+    from treadle.data.settings import ModelChoice
     from treadle.runtime.conversation import Conversation
     from treadle.runtime.settings import ConversationSettings
     from treadle.store.base import EventStore

@@ -13,7 +13,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from treadle.api.status import ConversationStatus
 from treadle.cli.ids import MIN_PREFIX, resolve_conversation
 from treadle.cli.live_view import LiveView, describe
 from treadle.cli.output import EXIT_BAD_INPUT, fail
@@ -26,6 +25,7 @@ from treadle.cli.run_commands import (
     model_key_from_env,
 )
 from treadle.cli.store_options import StoreOption, open_existing_store
+from treadle.data.status import ConversationStatus
 from treadle.errors import TreadleError
 
 if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/root.py)

@@ -22,7 +22,7 @@ from treadle.errors import TreadleError
 if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
     from rich.progress import Progress
 
-    from treadle.api.settings import ModelChoice
+    from treadle.data.settings import ModelChoice
 
 eval_app = command_group(help="Evals: many frozen tasks run as conversations at once, on Ray.")
 app.add_typer(eval_app, name="eval")
@@ -169,8 +169,8 @@ def eval_run(
     """Run every task of TASKS_FILE as its own conversation in a fresh workspace, on Ray;
     store each result (patch, verification, usage) beside its conversation and print the
     report. Running the same eval again skips the tasks that have a result."""
-    from treadle.api.ids import conversation_id_problem
-    from treadle.api.settings import SandboxSettings
+    from treadle.data.ids import conversation_id_problem
+    from treadle.data.settings import SandboxSettings
     from treadle.eval.driver import EvalPlan, model_settings, run_eval, tasks_without_model
     from treadle.eval.environment import inputs_digest
     from treadle.eval.prices import PriceError, prices_from_settings
@@ -328,7 +328,7 @@ def _model_choice(
     model: str | None, base_url: str | None, script: Path | None
 ) -> ModelChoice | None:
     """The eval's model (None: every task must name its own); exit 2 when both are given."""
-    from treadle.api.settings import ModelChoice
+    from treadle.data.settings import ModelChoice
 
     if script is not None and model is not None:
         fail("give --model or --script, not both", EXIT_BAD_INPUT)

@@ -21,7 +21,7 @@ PAGE = 500
 def last_conversation_id(store: EventStore, workspace: Path | None) -> str:
     """The id of the last conversation of ``workspace`` (default: the current folder); exit 2
     with one line when it has none."""
-    from treadle.api.settings import SETTINGS_KEY
+    from treadle.data.settings import SETTINGS_KEY
 
     folder = (Path.cwd() if workspace is None else workspace).resolve()
     wanted = str(folder)

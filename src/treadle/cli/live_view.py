@@ -39,8 +39,8 @@ def describe(event: Event) -> str:
 
 
 def _describe(event: Event) -> str:
-    from treadle.api.mcp import MCP_SERVERS_KEY, mcp_servers_text
-    from treadle.api.model_change import MODEL_KEY, model_change_text
+    from treadle.data.mcp import MCP_SERVERS_KEY, mcp_servers_text
+    from treadle.data.model_change import MODEL_KEY, model_change_text
 
     if event.kind == "message":
         skills = (

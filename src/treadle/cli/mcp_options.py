@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from treadle.cli.output import EXIT_BAD_INPUT, fail
 
 if TYPE_CHECKING:
-    from treadle.api.mcp import MCPServerConfig
+    from treadle.data.mcp import MCPServerConfig
 
 
 def mcp_servers_option(path: Path | None) -> dict[str, MCPServerConfig]:

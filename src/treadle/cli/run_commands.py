@@ -25,9 +25,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from treadle.api.choices import CondenseMode, ConfirmationPolicy
-from treadle.api.network import NetworkChoiceError, normalize_network
-from treadle.api.status import ConversationStatus
 from treadle.cli.ids import resolve_conversation
 from treadle.cli.last_conversation import last_conversation_id
 from treadle.cli.live_output import LiveOutputView
@@ -37,12 +34,15 @@ from treadle.cli.model_checks import check_model, key_from_file
 from treadle.cli.output import EXIT_BAD_INPUT, EXIT_VIOLATIONS, fail
 from treadle.cli.root import app
 from treadle.cli.store_options import StoreOption, open_existing_store, open_store_or_exit
+from treadle.data.choices import CondenseMode, ConfirmationPolicy
+from treadle.data.network import NetworkChoiceError, normalize_network
+from treadle.data.status import ConversationStatus
 from treadle.errors import TreadleError
 
 if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/root.py)
-    from treadle.api.hooks import HookSettings
-    from treadle.api.mcp import MCPServerConfig
-    from treadle.api.settings import ModelChoice
+    from treadle.data.hooks import HookSettings
+    from treadle.data.mcp import MCPServerConfig
+    from treadle.data.settings import ModelChoice
     from treadle.runtime.budget import Budget
     from treadle.runtime.conversation import Conversation
     from treadle.runtime.llm import LiteLLMModel
@@ -153,7 +153,7 @@ def _summary(console: Console, conversation: Conversation) -> None:
 
 
 def _isolation_line(conversation: Conversation) -> str:
-    from treadle.api.isolation import isolation_text
+    from treadle.data.isolation import isolation_text
 
     fact = dict(conversation.workspace.isolation)
     fact["override"] = conversation.isolation_override
@@ -735,7 +735,7 @@ def _model_change(
     that model, built and checked before anything is stored (None, None: none given, or the
     stored one). ``--base-url`` alone keeps the stored model's name; ``--model`` alone takes
     the base URL from ``TREADLE_BASE_URL``, not the stored one (another provider)."""
-    from treadle.api.settings import ModelChoice
+    from treadle.data.settings import ModelChoice
     from treadle.runtime.settings import build_model
 
     if choice.script is not None:

@@ -22,7 +22,7 @@ from treadle.cli.store_options import StoreOption, open_existing_store
 from treadle.errors import TreadleError
 
 if TYPE_CHECKING:  # the rest is imported by the command that uses it (cli/root.py)
-    from treadle.api.views import RestoreView
+    from treadle.data.views import RestoreView
     from treadle.runtime.conversation import Conversation
     from treadle.runtime.settings import SettingsPolicy
     from treadle.store.base import EventStore

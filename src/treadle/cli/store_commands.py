@@ -386,8 +386,8 @@ def log(
 def _totals_lines(event_store: EventStore, conversation: str) -> list[str]:
     """What ``treadle log`` prints under the path: the conversation's status, totals (events,
     tokens and cost of the whole log, every branch) and settings."""
-    from treadle.api.mcp import mcp_servers_text
     from treadle.cli.overview import LeaseLook, overview, status_text
+    from treadle.data.mcp import mcp_servers_text
     from treadle.runtime.isolation import read_isolation
     from treadle.runtime.mcp_servers import read_mcp_servers
 
@@ -427,7 +427,7 @@ MODEL_CHANGES_SHOWN = 20
 def _model_changes(event_store: EventStore, conversation: str) -> list[str]:
     """Each ``model`` fact of the log (a continued run that took another model), oldest
     first, with when it was made: the settings line shows only the model now."""
-    from treadle.api.model_change import MODEL_KEY, model_change_text
+    from treadle.data.model_change import MODEL_KEY, model_change_text
     from treadle.events.model import StateChangeEvent
     from treadle.store.base import EventQuery
 

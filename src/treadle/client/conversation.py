@@ -13,10 +13,12 @@ from urllib.parse import quote
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from treadle.api.evals import EvalList, EvalView
-from treadle.api.settings import ConversationSettings
-from treadle.api.status import ConversationStatus
-from treadle.api.transcript import TranscriptPage
-from treadle.api.views import (
+from treadle.client.http import BadResponse, HttpApi
+from treadle.client.stream import EventSubscription, StreamClosed
+from treadle.data.settings import ConversationSettings
+from treadle.data.status import ConversationStatus
+from treadle.data.transcript import TranscriptPage
+from treadle.data.views import (
     Accepted,
     AuditView,
     ConversationList,
@@ -30,8 +32,6 @@ from treadle.api.views import (
     SnapshotView,
     TreeView,
 )
-from treadle.client.http import BadResponse, HttpApi
-from treadle.client.stream import EventSubscription, StreamClosed
 from treadle.events.links import pending_actions
 from treadle.events.model import (
     EVENT_ADAPTER,

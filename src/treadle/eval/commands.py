@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import SandboxSettings
+from treadle.data.settings import SandboxSettings
 from treadle.runtime.workspace.local import LocalWorkspace
 from treadle.runtime.workspace.sandbox import SandboxedWorkspace
 from treadle.runtime.workspace.shell import ShellCommand, launch_argv

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from treadle.api.settings import ModelChoice, SandboxSettings
+from treadle.data.settings import ModelChoice, SandboxSettings
 from treadle.eval.environment import run_settings
 from treadle.eval.ray_engine import AttemptDone
 from treadle.eval.results import EvalRecord, EvalResults, TaskRecord, begin_eval, now_text

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import ModelChoice, SandboxSettings
+from treadle.data.settings import ModelChoice, SandboxSettings
 from treadle.eval.tasks import TaskFile, TaskFileError
 
 DIGEST_CHUNK = 1024 * 1024

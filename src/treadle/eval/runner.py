@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import (
+from treadle.data.settings import (
     ConversationSettings,
     ModelChoice,
     SandboxSettings,

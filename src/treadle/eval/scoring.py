@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import SandboxSettings
+from treadle.data.settings import SandboxSettings
 from treadle.eval.commands import OUTPUT_TAIL_CHARS, CommandResult, run_task_command
 from treadle.eval.tasks import EvalTask
 from treadle.eval.workspace import (

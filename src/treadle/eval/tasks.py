@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from treadle.api.settings import ModelChoice
+from treadle.data.settings import ModelChoice
 from treadle.errors import TreadleError
 from treadle.events.json_limits import JsonLimitError, load_json
 from treadle.files import FileRefused, read_regular_file

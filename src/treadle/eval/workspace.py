@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from treadle.api.settings import (
+from treadle.data.settings import (
     DEFAULT_SNAPSHOT_EXCLUDES,
     MAX_SNAPSHOT_EXCLUDES,
     SandboxSettings,

@@ -2,7 +2,7 @@
 of a path (one item per model response, each call with its result or state), the same kept up
 live (``TranscriptFollower``: what each stored event changes in it) and, per stored event read in
 append order, the facts a stream frame carries (resolved parent, answered action). The items'
-wire shape is ``treadle.api.transcript`` (typed there; JSON-ready dicts here).
+wire shape is ``treadle.data.transcript`` (typed there; JSON-ready dicts here).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from treadle.api.settings import SETTINGS_KEY, ConversationSettings
+from treadle.data.settings import SETTINGS_KEY, ConversationSettings
 from treadle.errors import TreadleError
 from treadle.events.fact_keys import BUDGET_KEY as BUDGET_KEY
 from treadle.events.usage import UsageTotals

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from treadle.api.settings import ConfirmationPolicy as ConfirmationPolicy  # settings data
+from treadle.data.settings import ConfirmationPolicy as ConfirmationPolicy  # settings data
 from treadle.events.model import ActionEvent, UserRejectionEvent
 from treadle.runtime.errors import NothingPending, NotPending, NotWaiting
 from treadle.runtime.states import Op, Outcome, decide

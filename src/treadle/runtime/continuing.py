@@ -3,7 +3,7 @@ to run it are stored with it once, under the run lease the caller holds, beside 
 
 from __future__ import annotations
 
-from treadle.api.settings import SETTINGS_KEY, ConversationSettings
+from treadle.data.settings import SETTINGS_KEY, ConversationSettings
 from treadle.store.base import EventStore
 
 

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from treadle.api.isolation import ISOLATION_KEY
-from treadle.api.settings import ModelChoice
-from treadle.api.transcript import TranscriptPage
-from treadle.api.views import RestoreView
+from treadle.data.isolation import ISOLATION_KEY
+from treadle.data.settings import ModelChoice
+from treadle.data.transcript import TranscriptPage
+from treadle.data.views import RestoreView
 from treadle.events.fact_keys import CALL_IDS_KEY as CALL_IDS_KEY
 from treadle.events.fact_keys import MODEL_ERROR_KEY as MODEL_ERROR_KEY
 from treadle.events.links import pending_actions

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from treadle.api.isolation import ISOLATION_KEY, IsolationView, isolation_view
+from treadle.data.isolation import ISOLATION_KEY, IsolationView, isolation_view
 from treadle.events.model import StateChangeEvent
 from treadle.store.base import EventQuery, EventStore
 

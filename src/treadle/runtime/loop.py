@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from treadle.api.isolation import ISOLATION_KEY
-from treadle.api.mcp import MCP_SERVERS_KEY
+from treadle.data.isolation import ISOLATION_KEY
+from treadle.data.mcp import MCP_SERVERS_KEY
 from treadle.events.fact_keys import MODEL_ERROR_KEY
 from treadle.events.model import ActionEvent, PauseEvent
 from treadle.events.projection_cache import IncrementalProjection

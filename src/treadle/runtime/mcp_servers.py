@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from treadle.api.mcp import MCP_SERVERS_KEY, mcp_tool_prefix
-from treadle.api.network import network_looser
+from treadle.data.mcp import MCP_SERVERS_KEY, mcp_tool_prefix
+from treadle.data.network import network_looser
 from treadle.events.frozen_json import thaw
 from treadle.events.model import StateChangeEvent
 from treadle.store.base import EventQuery, EventStore
 
 if TYPE_CHECKING:
-    from treadle.api.settings import ConversationSettings, SandboxSettings
+    from treadle.data.settings import ConversationSettings, SandboxSettings
     from treadle.runtime.secrets import Secrets
     from treadle.runtime.settings import SettingsPolicy
     from treadle.runtime.tools.mcp import MCPTool

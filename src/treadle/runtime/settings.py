@@ -1,7 +1,7 @@
 """Building an agent from a conversation's settings, and the host it runs in
 (``SettingsPolicy``): what the host allows the settings (``HostAllows``: a server's operator's
 limits) and what it provides besides them (``HostProvides``: keys, operator hooks, MCP
-servers). The settings themselves are data in ``treadle.api.settings`` (re-exported here), so
+servers). The settings themselves are data in ``treadle.data.settings`` (re-exported here), so
 a client can send them without the runtime."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from treadle.api.hooks import HookSettings
-from treadle.api.mcp import MCPServerConfig
-from treadle.api.settings import SETTINGS_KEY as SETTINGS_KEY
-from treadle.api.settings import CondenseMode
-from treadle.api.settings import ConversationSettings as ConversationSettings
-from treadle.api.settings import ModelChoice as ModelChoice
-from treadle.api.settings import SandboxSettings as SandboxSettings
+from treadle.data.hooks import HookSettings
+from treadle.data.mcp import MCPServerConfig
+from treadle.data.settings import SETTINGS_KEY as SETTINGS_KEY
+from treadle.data.settings import CondenseMode
+from treadle.data.settings import ConversationSettings as ConversationSettings
+from treadle.data.settings import ModelChoice as ModelChoice
+from treadle.data.settings import SandboxSettings as SandboxSettings
 from treadle.errors import TreadleError
 from treadle.runtime.agent import Agent
 from treadle.runtime.condense.condenser import Condenser

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from treadle.api.model_change import MODEL_KEY, model_fact
-from treadle.api.settings import ModelChoice
+from treadle.data.model_change import MODEL_KEY, model_fact
+from treadle.data.settings import ModelChoice
 from treadle.runtime.budget import BUDGET_KEY, Budget, raised
 from treadle.runtime.errors import NotRunnable
 from treadle.runtime.log import ConversationLog

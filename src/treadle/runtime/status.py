@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from treadle.api.isolation import ISOLATION_KEY, isolation_view
+from treadle.data.isolation import ISOLATION_KEY, isolation_view
 
 # What a status event means lives in the API (server and client read it): re-exported here.
-from treadle.api.status import HEAD_KEY as HEAD_KEY
-from treadle.api.status import STATUS_KEY as STATUS_KEY
-from treadle.api.status import ConversationStatus as ConversationStatus
-from treadle.api.status import controls_of
-from treadle.api.status import status_from_event as status_from_event
+from treadle.data.status import HEAD_KEY as HEAD_KEY
+from treadle.data.status import STATUS_KEY as STATUS_KEY
+from treadle.data.status import ConversationStatus as ConversationStatus
+from treadle.data.status import controls_of
+from treadle.data.status import status_from_event as status_from_event
 from treadle.events.model import Event, StateChangeEvent
 from treadle.events.usage import UsageTotals, usage_of
 from treadle.events.view import TranscriptFollower

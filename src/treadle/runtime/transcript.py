@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from treadle.api.transcript import TRANSCRIPT_ADAPTER, TranscriptPage
+from treadle.data.transcript import TRANSCRIPT_ADAPTER, TranscriptPage
 from treadle.events.tree import resolved_parent_id
 from treadle.events.view import Beside, transcript
 from treadle.runtime.status import read_status

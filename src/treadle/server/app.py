@@ -13,8 +13,8 @@ from pathlib import Path
 from fastapi import FastAPI
 
 import treadle
-from treadle.api.hooks import HookSettings
-from treadle.api.mcp import MCPServerConfig
+from treadle.data.hooks import HookSettings
+from treadle.data.mcp import MCPServerConfig
 from treadle.environment import model_environment, shell_environment
 from treadle.runtime.settings import HostAllows, HostProvides, SandboxSettings, SettingsPolicy
 from treadle.runtime.tools.terminal_folders import sweep_quietly

@@ -3,7 +3,7 @@ the OpenHands SDK or JSONL), checked as a create's settings are; one with settin
 
 from __future__ import annotations
 
-from treadle.api.settings import ConversationSettings
+from treadle.data.settings import ConversationSettings
 from treadle.server.errors import ApiError
 from treadle.server.state import ServerState
 

@@ -26,7 +26,7 @@ from treadle.api import (
     SnapshotList,
     SnapshotView,
 )
-from treadle.api.status import controls_of
+from treadle.data.status import controls_of
 from treadle.events.model import event_to_dict
 from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import Conversation

@@ -22,7 +22,7 @@ from treadle.api import (
     StoredEventView,
     TreeView,
 )
-from treadle.api.transcript import TranscriptPage
+from treadle.data.transcript import TranscriptPage
 from treadle.events.model import event_to_dict
 from treadle.events.projection import project_messages
 from treadle.runtime.transcript import TRANSCRIPT_PAGE, transcript_page

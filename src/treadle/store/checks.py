@@ -4,12 +4,12 @@ and text no store can encode. Both backends refuse the same input with the same 
 
 from __future__ import annotations
 
-from treadle.api.ids import conversation_id_problem
+from treadle.data.ids import conversation_id_problem
 from treadle.store.base import StoreError
 
 
 class InvalidConversationId(StoreError, ValueError):
-    """A conversation id that breaks ``treadle.api.ids.CONVERSATION_ID_RULE`` (bad input, 422)."""
+    """A conversation id that breaks ``treadle.data.ids.CONVERSATION_ID_RULE`` (bad input, 422)."""
 
 
 def check_conversation_id(conversation_id: str) -> str:

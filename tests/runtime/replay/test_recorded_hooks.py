@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from support.replays import FINISH, bash, recorded
-from treadle.api.hooks import HookSettings
+from treadle.data.hooks import HookSettings
 from treadle.events.model import MessageEvent, UserRejectionEvent
 from treadle.runtime.replay import replay_recorded
 

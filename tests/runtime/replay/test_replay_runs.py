@@ -5,8 +5,8 @@ conversation run once is rerun with one ``isolation`` fact."""
 from __future__ import annotations
 
 from support.replays import FINISH, bash, recorded
-from treadle.api.isolation import ISOLATION_KEY
-from treadle.api.settings import SandboxSettings
+from treadle.data.isolation import ISOLATION_KEY
+from treadle.data.settings import SandboxSettings
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.replay.rerun_mode import rerun
 

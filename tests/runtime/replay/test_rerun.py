@@ -18,8 +18,8 @@ import pytest
 from support.processes import host_pids_with
 from support.replays import FINISH, bash, call, calls, raw_rows, recorded
 from support.waiting import wait_until
-from treadle.api.isolation import ISOLATION_KEY
-from treadle.api.settings import SandboxLimits, SandboxSettings
+from treadle.data.isolation import ISOLATION_KEY
+from treadle.data.settings import SandboxLimits, SandboxSettings
 from treadle.events.model import ActionEvent, StateChangeEvent
 from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.replay import ReplayInputError, replay_recorded

@@ -291,7 +291,7 @@ def pids_cgroup_of(pid: int) -> Path | None:
 OWNER = """
 import sys, time
 from pathlib import Path
-from treadle.api.settings import SandboxSettings
+from treadle.data.settings import SandboxSettings
 from treadle.runtime.workspace.sandbox import SandboxedWorkspace
 from treadle.runtime.tools.bash_session import BashSession
 workspace = SandboxedWorkspace(sys.argv[1], SandboxSettings(), create=True)

@@ -24,11 +24,11 @@ import pytest
 
 from support.processes import record_cgroups
 from support.waiting import wait_until
-from treadle.api.hooks import HookCommand
-from treadle.api.isolation import isolation_text
-from treadle.api.mcp import MCPServerConfig
-from treadle.api.settings import SandboxLimits
 from treadle.client import TreadleClient
+from treadle.data.hooks import HookCommand
+from treadle.data.isolation import isolation_text
+from treadle.data.mcp import MCPServerConfig
+from treadle.data.settings import SandboxLimits
 from treadle.environment import shell_environment
 from treadle.eval.commands import run_task_command
 from treadle.runtime.hooks.process import run_hook

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from support.waiting import wait_until
-from treadle.api.network import AllowList
+from treadle.data.network import AllowList
 from treadle.environment import shell_environment
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (

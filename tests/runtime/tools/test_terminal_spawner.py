@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from treadle.api.settings import SandboxSettings
+from treadle.data.settings import SandboxSettings
 from treadle.runtime.tools.bash_session import BashSession
 from treadle.runtime.workspace import check_bubblewrap
 from treadle.runtime.workspace.sandbox import SandboxedWorkspace

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from treadle.api.hooks import HookSettings
+from treadle.data.hooks import HookSettings
 from treadle.runtime.hooks.conversation_hooks import ConversationHooks, HookSource
 from treadle.runtime.hooks.sources import (
     WORKSPACE_SETTINGS,

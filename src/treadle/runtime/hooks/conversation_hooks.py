@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treadle.api.hooks import HookCommand, HookEventName, HookSettings
+from treadle.data.hooks import HookCommand, HookEventName, HookSettings
 from treadle.events.fact_keys import HOOK_KEY as HOOK_KEY
 from treadle.events.model import (
     ActionEvent,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from treadle.api.hooks import HookCommand
+from treadle.data.hooks import HookCommand
 from treadle.errors import TreadleError
 from treadle.runtime.tools.process_tree import Mark, kill_started_since, mark
 from treadle.runtime.workspace.base import Workspace

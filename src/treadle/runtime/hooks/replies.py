@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from treadle.api.hooks import HookCommand, HookEventName
+from treadle.data.hooks import HookCommand, HookEventName
 from treadle.events.json_limits import JsonLimitError, load_json
 from treadle.runtime.hooks.process import HookRun
 

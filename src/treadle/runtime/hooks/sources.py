@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from treadle.api.hooks import HookSettings
+from treadle.data.hooks import HookSettings
 from treadle.errors import TreadleError
 from treadle.events.json_limits import load_json
 from treadle.files import read_regular_file

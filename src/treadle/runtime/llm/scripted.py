@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from treadle.api.settings import ScriptedCall as ScriptedCall  # the script's data
-from treadle.api.settings import ScriptedResponse
+from treadle.data.settings import ScriptedCall as ScriptedCall  # the script's data
+from treadle.data.settings import ScriptedResponse
 from treadle.events.json_limits import load_json
 from treadle.events.model import TokenUsage
 from treadle.files import read_regular_file

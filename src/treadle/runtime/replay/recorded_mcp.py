@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from treadle.api.mcp import mcp_tool_prefix
+from treadle.data.mcp import mcp_tool_prefix
 from treadle.events.frozen_json import thaw
 from treadle.events.model import AgentErrorEvent, SystemPromptEvent
 from treadle.runtime.replay.recording import Recording

@@ -9,7 +9,7 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-from treadle.api.settings import SandboxSettings, SnapshotSettings
+from treadle.data.settings import SandboxSettings, SnapshotSettings
 from treadle.errors import TreadleError
 from treadle.events.model import Event
 from treadle.runtime.conversation import Conversation

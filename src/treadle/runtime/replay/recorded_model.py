@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from treadle.api.settings import CondenseMode
+from treadle.data.settings import CondenseMode
 from treadle.runtime.condense.condenser import Condenser
 from treadle.runtime.llm.base import (
     ContextWindowExceeded,

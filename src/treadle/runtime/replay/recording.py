@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from treadle.api.isolation import ISOLATION_KEY
-from treadle.api.settings import ConversationSettings, SandboxSettings
+from treadle.data.isolation import ISOLATION_KEY
+from treadle.data.settings import ConversationSettings, SandboxSettings
 from treadle.errors import TreadleError
 from treadle.events.fact_keys import BUDGET_KEY as BUDGET_KEY
 from treadle.events.fact_keys import CALL_IDS_KEY as CALL_IDS_KEY

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treadle.api.network import network_looser
-from treadle.api.settings import SETTINGS_KEY, ConversationSettings, SandboxSettings
+from treadle.data.network import network_looser
+from treadle.data.settings import SETTINGS_KEY, ConversationSettings, SandboxSettings
 from treadle.events.fact_keys import REPLAY_KEY as REPLAY_KEY
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.log import ConversationLog

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from treadle.api.views import RestoreView
+from treadle.data.views import RestoreView
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.facts import SNAPSHOT_KEY, SnapshotFact, snapshot_facts

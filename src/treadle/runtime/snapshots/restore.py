@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from treadle.api.views import RestoreView
+from treadle.data.views import RestoreView
 from treadle.runtime.errors import ConversationError
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.facts import RESTORE_KEY, facts

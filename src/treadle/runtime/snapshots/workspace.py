@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from treadle.api.settings import SnapshotSettings
-from treadle.api.views import DiffView
+from treadle.data.settings import SnapshotSettings
+from treadle.data.views import DiffView
 from treadle.events.model import ActionEvent, Event
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.snapshots.facts import (

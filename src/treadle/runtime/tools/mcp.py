@@ -47,7 +47,7 @@ class MCPCallCancelled(TreadleError):
 
 class MCPServerSpec(BaseModel):
     """How to reach one MCP server: a command (stdio) or a URL (streamable HTTP). Plain data, so
-    a conversation's settings (``treadle.api.mcp.MCPServerConfig``) give one, with their ``${VAR}``
+    a conversation's settings (``treadle.data.mcp.MCPServerConfig``) give one, with their ``${VAR}``
     references resolved (``mcp_config``), to the process that runs the conversation."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -19,14 +19,14 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from treadle.api.mcp import (
+from treadle.data.mcp import (
     VARIABLE_REFERENCE,
     MCPServerConfig,
     check_server_names,
     mcp_tool_name,
 )
-from treadle.api.network import allow_list
-from treadle.api.settings import SandboxLimits
+from treadle.data.network import allow_list
+from treadle.data.settings import SandboxLimits
 from treadle.errors import TreadleError
 from treadle.files import read_regular_file
 from treadle.runtime.mcp_servers import MCPTools

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treadle.api.network import (
+from treadle.data.network import (
     AllowList,
     HostKind,
     NetworkChoiceError,

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treadle.api.network import allow_list
-from treadle.api.settings import SandboxLimits, SandboxSettings
+from treadle.data.network import allow_list
+from treadle.data.settings import SandboxLimits, SandboxSettings
 from treadle.runtime.workspace import seccomp
 from treadle.runtime.workspace.base import SandboxUnavailable, WorkspaceError
 from treadle.runtime.workspace.local import LocalWorkspace

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from treadle.api.settings import (
+from treadle.data.settings import (
     ConfirmationPolicy,
     ConversationSettings,
     ModelChoice,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from treadle.api.settings import ConversationSettings
+from treadle.data.settings import ConversationSettings
 from treadle.server.openhands.agent_spec import confirmation_json, synthesized_agent
 from treadle.server.openhands.keys import META_KEY
 from treadle.server.state import ServerState

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from treadle.api.settings import SETTINGS_KEY, ConversationSettings
+from treadle.data.settings import SETTINGS_KEY, ConversationSettings
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.errors import ConversationBusy, NotRunnable, TooManyRunning
 from treadle.server.errors import ApiError

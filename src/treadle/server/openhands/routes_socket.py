@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
-from treadle.api.status import status_from_event
+from treadle.data.status import status_from_event
 from treadle.events.model import StateChangeEvent
 from treadle.runtime.status import ConversationStatus, read_status
 from treadle.server.openhands.events import sdk_json, state_update

@@ -10,11 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from treadle.api.choices import CondenseMode as CondenseMode
-from treadle.api.choices import ConfirmationPolicy as ConfirmationPolicy
-from treadle.api.hooks import HookSettings
-from treadle.api.mcp import MCP_TOOL_NAMING, MCPServerConfig, MCPToolNaming, check_server_names
-from treadle.api.network import network_looser, normalize_network
+from treadle.data.choices import CondenseMode as CondenseMode
+from treadle.data.choices import ConfirmationPolicy as ConfirmationPolicy
+from treadle.data.hooks import HookSettings
+from treadle.data.mcp import MCP_TOOL_NAMING, MCPServerConfig, MCPToolNaming, check_server_names
+from treadle.data.network import network_looser, normalize_network
 
 SETTINGS_KEY = "settings"
 """Where the settings live in a conversation's metadata."""
@@ -146,7 +146,7 @@ class SnapshotSettings(BaseModel):
 
 SandboxKind = Literal["bubblewrap", "none"]
 NetworkChoice = str
-"""``off``, ``on`` or ``allow=HOST[:PORT],…`` (``treadle.api.network``), kept normalized."""
+"""``off``, ``on`` or ``allow=HOST[:PORT],…`` (``treadle.data.network``), kept normalized."""
 
 
 class SandboxLimits(BaseModel):

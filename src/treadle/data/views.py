@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from treadle.api.isolation import IsolationView
-from treadle.api.status import ConversationStatus
+from treadle.data.isolation import IsolationView
+from treadle.data.status import ConversationStatus
 from treadle.events.model import Event
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from treadle.events.fact_keys import MODEL_KEY as MODEL_KEY
 
 if TYPE_CHECKING:
-    from treadle.api.settings import ModelChoice
+    from treadle.data.settings import ModelChoice
 
 
 def model_fact(choice: ModelChoice) -> dict[str, Any]:

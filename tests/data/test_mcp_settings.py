@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from treadle.api.mcp import MCPServerConfig, mcp_tool_name, mcp_tool_prefix
-from treadle.api.settings import ConversationSettings
+from treadle.data.mcp import MCPServerConfig, mcp_tool_name, mcp_tool_prefix
+from treadle.data.settings import ConversationSettings
 
 FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 names = st.text(min_size=1, max_size=120)

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from treadle.api.network import normalize_network
+from treadle.data.network import normalize_network
 from treadle.events.fact_keys import MCP_SERVERS_KEY as MCP_SERVERS_KEY
 
 MCPToolNaming = Literal["mcp__server__tool"]

@@ -1,5 +1,5 @@
 """The settings' plain choices (enums, no pydantic): what the command line offers as option
-values without loading the settings models. ``treadle.api.settings`` uses and exports them."""
+values without loading the settings models. ``treadle.data.settings`` uses and exports them."""
 
 from __future__ import annotations
 

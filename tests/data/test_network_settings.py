@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from treadle.api.mcp import MCPServerConfig
-from treadle.api.network import AllowList, NetworkChoiceError, network_looser, normalize_host
-from treadle.api.settings import SandboxSettings
+from treadle.data.mcp import MCPServerConfig
+from treadle.data.network import AllowList, NetworkChoiceError, network_looser, normalize_host
+from treadle.data.settings import SandboxSettings
 from treadle.runtime.settings import HostAllows, SandboxRefused, SettingsPolicy
 
 
