@@ -119,14 +119,55 @@ def bench_server(
             "(the floor is measured at 1,000,000)",
         ),
     ] = 100_000,
+    conversations: Annotated[
+        str | None,
+        typer.Option(
+            "--conversations",
+            help="Instead: N conversations at once (a list, e.g. 1,10,50,100,200), each 5 "
+            "sandboxed terminal calls and a finish against a model answering in 0.5 s; wall "
+            "against one, errors, RSS and CPU per model step",
+            metavar="N[,N...]",
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option("--store", help="With --conversations: the store (default: a new SQLite)"),
+    ] = None,
+    max_running: Annotated[
+        int | None,
+        typer.Option("--max-running", min=1, help="With --conversations: the server's cap"),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """HTTP search pages, live fan-out to WebSocket subscribers, catch-up after a reconnect;
-    branch tree, audit and text search of a large branched conversation."""
+    branch tree, audit and text search of a large branched conversation. With
+    --conversations: many conversations run at once, and their cost per model step."""
+    if conversations is not None:
+        from treadle.bench.server_load import run_server_load_bench
+
+        counts = _counts(conversations)
+        figures = run_server_load_bench(counts, store_url=store, max_running=max_running)
+        print_figures("treadle bench server --conversations", figures, as_json)
+        return
     from treadle.bench.server import run_server_bench
 
     figures = run_server_bench(events, subscribers, branched_events=branched_events)
     print_figures("treadle bench server", figures, as_json)
+
+
+def _counts(text: str) -> list[int]:
+    """``1,10,50`` as numbers, each 1-1000 (a bad list is a usage error naming the item)."""
+    counts = []
+    for item in text.split(","):
+        try:
+            count = int(item.strip())
+        except ValueError:
+            message = f"{item!r} is not a number"
+            raise typer.BadParameter(message, param_hint="--conversations") from None
+        if not 1 <= count <= 1000:
+            raise typer.BadParameter(f"{count} is not in 1-1000", param_hint="--conversations")
+        counts.append(count)
+    return counts
 
 
 @bench_app.command("snapshots")

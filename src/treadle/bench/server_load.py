@@ -1,0 +1,251 @@
+"""``treadle bench server --conversations N,...``: one ``treadle serve`` driving N conversations
+at once, and what each model step costs it.
+
+Every conversation is the same small job: 5 terminal calls and a finish, asked of a model
+(:mod:`treadle.bench.fake_provider`, its own process) that answers each request after 0.5 s,
+the calls run in the default bubblewrap sandbox. For each N the figures are the wall time
+against one conversation's (measured first, in the same run), the runs that failed or were
+refused, the server's peak RSS, and the CPU per model step split three ways:
+
+- ``model_client``: the model client's own CPU per call, measured in this process by making
+  the same calls through the same client (LiteLLM) to the same provider;
+- ``children``: the server's child processes (the sandboxed shells, bubblewrap, git);
+- ``treadle``: the server process's CPU per step less the model client's: events, appends,
+  projection, snapshots, statuses, the stream, HTTP.
+
+CPU is read from ``/proc`` (the server's utime and stime; its children's, reaped and alive).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from treadle.client import RemoteError, TreadleClient
+from treadle.data.settings import ConversationSettings
+from treadle.server.process import ServerProcess
+
+MODEL_DELAY_S = 0.5
+"""How long the fake model takes to answer each request."""
+TERMINAL_CALLS = 5
+"""Terminal calls per conversation before its finish: 6 model steps each."""
+STEPS = TERMINAL_CALLS + 1
+CLIENT_CALLS = 40
+"""Model calls made here to measure the model client's CPU per call."""
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def fake_provider(delay_s: float = MODEL_DELAY_S) -> Iterator[str]:
+    """The provider's base URL while it runs (a child process, stopped on exit)."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "treadle.bench.fake_provider",
+            "--delay",
+            str(delay_s),
+            "--calls",
+            str(TERMINAL_CALLS),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _stat_fields(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every living process below ``pid`` (read from each process's parent in /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parent = int(_stat_fields(int(entry))[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(the process's own CPU, its children's: reaped ones and those alive) in seconds."""
+    fields = _stat_fields(pid)
+    own = (int(fields[11]) + int(fields[12])) / TICKS
+    reaped = (int(fields[13]) + int(fields[14])) / TICKS
+    alive = 0.0
+    for child in _descendants(pid):
+        try:
+            child_fields = _stat_fields(child)
+        except OSError:
+            continue
+        alive += (int(child_fields[11]) + int(child_fields[12])) / TICKS
+    return own, reaped + alive
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Linux: writing 5 to clear_refs resets the peak RSS (VmHWM) to the current RSS."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+    except OSError:
+        pass  # not permitted here: the peak then covers the whole run
+
+
+def model_client_cpu_per_call(base_url: str) -> float:
+    """CPU seconds one LiteLLM call to ``base_url`` costs this process (the fake answers at
+    once here: only the client's work is timed, none of its waiting)."""
+    from treadle.runtime.llm.base import ModelRequest
+    from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelSettings
+    from treadle.runtime.tools.builtin import builtin_tools
+
+    model = LiteLLMModel(ModelSettings(model="openai/bench-model", base_url=base_url))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful engineer."},
+        {"role": "user", "content": "think it through"},
+    ]
+    request = ModelRequest(messages, builtin_tools().openai_schemas())
+    model.complete(request)  # warm-up: imports, the connection pool
+    begin = time.process_time()
+    for _ in range(CLIENT_CALLS):
+        model.complete(request)
+    return (time.process_time() - begin) / CLIENT_CALLS
+
+
+def _run_all(
+    client: TreadleClient, settings: ConversationSettings, count: int
+) -> tuple[float, int, int, list[str]]:
+    """Start ``count`` conversations' runs together; (seconds until all ended, runs refused
+    with 429 at least once, runs that did not finish, their ids)."""
+    conversations = [client.create_conversation(settings) for _ in range(count)]
+    for conversation in conversations:
+        conversation.send_message("think it through")
+    refused: set[str] = set()
+    begin = time.perf_counter()
+    pending = list(conversations)
+    while pending:
+        later = []
+        for conversation in pending:
+            try:
+                conversation.run(max_steps=STEPS + 4, wait=False)
+            except RemoteError as error:
+                if error.status != 429:
+                    raise
+                refused.add(conversation.id)
+                later.append(conversation)
+        pending = later
+        if pending:
+            time.sleep(0.1)
+    waiting = {conversation.id for conversation in conversations}
+    statuses: dict[str, str] = {}
+    while waiting:
+        time.sleep(0.1)
+        for item in client.list_conversations(limit=1000).items:
+            if item.id in waiting and item.status != "running" and not item.running_here:
+                statuses[item.id] = str(item.status)
+                waiting.discard(item.id)
+    seconds = time.perf_counter() - begin
+    failed = sorted(cid for cid, status in statuses.items() if status != "finished")
+    return seconds, len(refused), len(failed), [c.id for c in conversations]
+
+
+def _load_figures(
+    server: ServerProcess, settings: ConversationSettings, count: int, one_s: float | None
+) -> dict[str, Any]:
+    assert server.process is not None
+    pid = server.process.pid
+    reset_peak_rss(pid)
+    own_before, children_before = cpu_seconds(pid)
+    with TreadleClient(server.base_url, timeout=120, max_retries=0) as client:
+        seconds, refused, failed, _ids = _run_all(client, settings, count)
+    own_after, children_after = cpu_seconds(pid)
+    steps = count * STEPS
+    return {
+        "wall_s": round(seconds, 3),
+        "wall_vs_one": round(seconds / one_s, 2) if one_s else 1.0,
+        "refused": refused,
+        "failed": failed,
+        "rss_peak_mib": round(peak_rss_mib(pid), 1),
+        "server_cpu_ms_per_step": round((own_after - own_before) / steps * 1000, 2),
+        "children_cpu_ms_per_step": round((children_after - children_before) / steps * 1000, 2),
+    }
+
+
+def run_server_load_bench(
+    counts: Sequence[int],
+    *,
+    store_url: str | None = None,
+    max_running: int | None = None,
+    sandbox: str = "bubblewrap",
+) -> dict[str, Any]:
+    """Figures for each count in ``counts`` (one conversation's run is measured first)."""
+    figures: dict[str, Any] = {
+        "model_delay_s": MODEL_DELAY_S,
+        "steps_per_conversation": STEPS,
+        "sandbox": sandbox,
+    }
+    with tempfile.TemporaryDirectory(prefix="treadle-bench-load-") as folder:
+        root = Path(folder)
+        url = store_url or f"sqlite:///{root / 'store.db'}"
+        figures["store"] = url.split(":", 1)[0]
+        extra = ["--max-running", str(max_running)] if max_running else []
+        with fake_provider() as base_url, fake_provider(0.0) as instant_url:
+            extra += ["--allow-base-url", base_url]
+            server = ServerProcess(url, workspace_root=root, extra_args=extra).start()
+            try:
+                settings = ConversationSettings.litellm(
+                    "openai/bench-model",
+                    root / "ws",
+                    base_url=base_url,
+                    sandbox={"kind": sandbox},
+                )
+                # Every conversation shares one workspace folder: the job is the loop's cost,
+                # not the files (each terminal call only echoes).
+                (root / "ws").mkdir()
+                with TreadleClient(server.base_url, timeout=120) as client:
+                    _run_all(client, settings, 1)  # warm-up: imports, caches, the first shell
+                one = _load_figures(server, settings, 1, None)
+                per_count = {1: one}
+                for count in counts:
+                    if count != 1:
+                        per_count[count] = _load_figures(server, settings, count, one["wall_s"])
+            finally:
+                server.stop()
+            client_ms = model_client_cpu_per_call(instant_url) * 1000
+    figures["model_client_cpu_ms_per_call"] = round(client_ms, 2)
+    for count, values in per_count.items():
+        values["treadle_cpu_ms_per_step"] = round(values["server_cpu_ms_per_step"] - client_ms, 2)
+        figures.update({f"n{count}_{name}": value for name, value in values.items()})
+    return figures
