@@ -96,6 +96,8 @@ def test_unknown_conversation_is_refused_everywhere(store: EventStore) -> None:
     with pytest.raises(ConversationNotFound):
         store.head("nope")
     with pytest.raises(ConversationNotFound):
+        store.event_count("nope")
+    with pytest.raises(ConversationNotFound):
         store.path_to_root("nope")
     with pytest.raises(ConversationNotFound):
         store.search("nope", EventQuery())
@@ -165,6 +167,7 @@ def test_seq_is_gap_free_from_zero_per_conversation(store: EventStore, conv: str
     stored = store.get_range(conv, 0, 100)
     assert [s.seq for s in stored] == [0, 1, 2, 3, 4]
     assert store.get_conversation(conv).event_count == 5
+    assert (store.event_count(conv), store.event_count("other")) == (5, 1)
 
 
 def test_stored_events_read_back_equal(store: EventStore, conv: str) -> None:

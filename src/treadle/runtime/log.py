@@ -41,7 +41,7 @@ class ConversationLog:
 
     def last_seq(self) -> int:
         """The seq of the newest event (-1 when there is none)."""
-        return self.store.get_conversation(self.id).event_count - 1
+        return self.store.event_count(self.id) - 1
 
     def path(self) -> list[Event]:
         """root..head (TREE-PATH): the cached path when the stored head is still its end,

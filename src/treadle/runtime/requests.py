@@ -37,7 +37,7 @@ def queued_message_event(parent_id: str, message: MessageEvent) -> StateChangeEv
 
 def last_seq(store: EventStore, conversation_id: str) -> int:
     """The seq of the conversation's newest event (-1 when it has none)."""
-    return store.get_conversation(conversation_id).event_count - 1
+    return store.event_count(conversation_id) - 1
 
 
 def _records(
@@ -78,6 +78,8 @@ def undelivered_messages(
     began, so that the next read looks only at what came since, queued messages or not)."""
     messages: list[MessageEvent] = []
     seen = max(after_seq, last_seq(store, conversation_id))  # committed: the search sees it
+    if seen == after_seq:
+        return messages, seen  # nothing appended since: nothing to search
     for seq, record in _records(store, conversation_id, QUEUED_MESSAGE_KEY, after_seq):
         seen = max(seen, seq)
         value = record.value if isinstance(record.value, dict) else {}
@@ -147,10 +149,11 @@ class PauseRequest:
         with self._reading:
             # Everything up to ``top`` is committed now: the next read starts after it.
             top = last_seq(self._store, self._conversation_id)
-            kind = requested_since(self._store, self._conversation_id, self._seen)
-            self._seen = max(self._seen, top)
-            if kind == "interrupt" or (kind == "pause" and self._logged is None):
-                self._logged = kind
+            if top > self._seen:  # a search only when the log grew (the watcher asks often)
+                kind = requested_since(self._store, self._conversation_id, self._seen)
+                self._seen = top
+                if kind == "interrupt" or (kind == "pause" and self._logged is None):
+                    self._logged = kind
             return self._logged
 
     def check(self) -> bool:

@@ -213,7 +213,7 @@ class ConversationHub:
     def __init__(self, store: EventStore, conversation_id: str) -> None:
         self.store = store
         self.conversation_id = conversation_id
-        self.last_seq = store.get_conversation(conversation_id).event_count - 1
+        self.last_seq = store.event_count(conversation_id) - 1
         self.error: Exception | None = None
         """Why the subscription failed, when it did (the stream ends with that reason)."""
         self.ended = False

@@ -166,6 +166,12 @@ class EventStore(Protocol):
 
     # reading
     def head(self, conversation_id: str) -> str | None: ...
+    def event_count(self, conversation_id: str) -> int:
+        """How many events the conversation holds (its next seq): one small row read, for
+        the callers that poll (a run's watcher), where ``get_conversation`` would decode the
+        settings each time."""
+        ...
+
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent: ...
     def get_range(
         self, conversation_id: str, start_seq: int, end_seq: int

@@ -560,6 +560,15 @@ class PostgresEventStore:
         head_id: str | None = row[0]
         return head_id
 
+    def event_count(self, conversation_id: str) -> int:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT event_count FROM conversations WHERE id = %s", (conversation_id,)
+            ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return int(row[0])
+
     @_retried
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
         with self._pool.connection() as conn:

@@ -713,6 +713,10 @@ class SqliteEventStore:
         with self._errors(), self._lent() as conn:
             return self._conversation_row(conn, conversation_id)[2]
 
+    def event_count(self, conversation_id: str) -> int:
+        with self._errors(), self._lent() as conn:
+            return self._conversation_row(conn, conversation_id)[1]
+
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
         with self._reading() as conn:
             key = self._key(conn, conversation_id)

@@ -3,6 +3,7 @@ model, execution, ValueError -> ``ToolCallError``, and secrets masked before the
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -47,6 +48,7 @@ class ToolSet(Mapping[str, Tool[Any]]):
         """Name prefix -> why the tools whose names start with it are missing (an MCP server
         that did not start): a call to one is answered with that, not "unknown tool"."""
         self._tools: dict[str, Tool[Any]] = {}
+        self._schemas_json: str | None = None
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"two tools are named {tool.name!r}: tool names must be unique")
@@ -70,8 +72,15 @@ class ToolSet(Mapping[str, Tool[Any]]):
         return dict(self._unavailable)
 
     def openai_schemas(self) -> list[dict[str, Any]]:
-        """Every tool as an OpenAI ``tools`` entry, in the order the tools were given."""
-        return [tool.openai_schema() for tool in self._tools.values()]
+        """Every tool as an OpenAI ``tools`` entry, in the order the tools were given; a fresh
+        copy each time (a model client may change what it is given)."""
+        if self._schemas_json is None:
+            # Made once: every model call sends every tool's schema, and building them (or a
+            # deep copy) costs more than the rest of a step's own work; a JSON parse is cheap.
+            schemas = [tool.openai_schema() for tool in self._tools.values()]
+            self._schemas_json = json.dumps(schemas, ensure_ascii=False)
+        schemas_copy: list[dict[str, Any]] = json.loads(self._schemas_json)
+        return schemas_copy
 
     def tool(self, tool_name: str) -> Tool[Any]:
         """The tool called ``tool_name``, or a ``ToolCallError`` listing the valid names."""

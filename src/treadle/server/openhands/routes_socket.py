@@ -195,7 +195,7 @@ async def _send_events(
 
 
 def _last_seq(state: ServerState, conversation_id: str) -> int:
-    return state.store.get_conversation(conversation_id).event_count - 1
+    return state.store.event_count(conversation_id) - 1
 
 
 def _deleted(state: ServerState, conversation_id: str) -> bool:
