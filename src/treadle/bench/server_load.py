@@ -127,8 +127,8 @@ def reset_peak_rss(pid: int) -> None:
 def model_client_cpu_per_call(base_url: str) -> float:
     """CPU seconds one LiteLLM call to ``base_url`` costs this process (the fake answers at
     once here: only the client's work is timed, none of its waiting)."""
+    from treadle.runtime.llm import LiteLLMModel, ModelSettings
     from treadle.runtime.llm.base import ModelRequest
-    from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelSettings
     from treadle.runtime.tools.builtin import builtin_tools
 
     model = LiteLLMModel(ModelSettings(model="openai/bench-model", base_url=base_url))

@@ -19,7 +19,7 @@ from treadle.runtime.llm import (
     ScriptedModel,
 )
 from treadle.runtime.llm.base import ModelRequest
-from treadle.runtime.llm.litellm_model import normalize_base_url
+from treadle.runtime.llm.provider import normalize_base_url
 from treadle.runtime.llm.scripted import MAX_SCRIPT_BYTES
 from treadle.runtime.settings import (
     ConversationSettings,
