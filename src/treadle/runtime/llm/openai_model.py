@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from treadle.runtime.llm.base import ModelError, ModelRequest, ModelResponse
@@ -27,7 +29,9 @@ from treadle.runtime.llm.litellm_model import (
 )
 from treadle.runtime.llm.provider import (
     Failure,
+    ModelSettings,
     ProviderModel,
+    RetryNotice,
     call_with_retries,
     describe,
     read_response,
@@ -50,8 +54,14 @@ def speaks_openai(model: str, base_url: str | None) -> bool:
 class OpenAICompatibleModel(ProviderModel):
     """``LanguageModel`` over ``openai.OpenAI(base_url=...).chat.completions.create``."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        settings: ModelSettings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        on_retry: RetryNotice | None = None,
+    ) -> None:
+        super().__init__(settings, sleep=sleep, on_retry=on_retry)
         if not speaks_openai(self.settings.model, self.settings.base_url):
             raise ModelError(
                 f"model {self.settings.model}: an OpenAI-compatible client needs a model named "
