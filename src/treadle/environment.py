@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from treadle.runtime.llm.litellm_model import DEADLINE_ENV, ModelEnvironment
+from treadle.runtime.llm.provider import DEADLINE_ENV, ModelEnvironment
 from treadle.runtime.parts import MODEL_KEY_NAME
 from treadle.runtime.workspace.shell import SHELL_ENV_NAMES
 

@@ -12,8 +12,9 @@ import sys
 
 import pytest
 
-HEAVY = ("litellm", "mcp", "fastapi", "uvicorn", "ray", "starlette", "httpx")
-"""Top-level packages no help may load (httpx: LiteLLM's and the client's HTTP)."""
+HEAVY = ("litellm", "openai", "mcp", "fastapi", "uvicorn", "ray", "starlette", "httpx")
+"""Top-level packages no help may load (openai: the OpenAI-compatible model client; httpx:
+LiteLLM's and the client's HTTP)."""
 NOT_FOR_HELP = ("treadle.runtime", "treadle.server", "treadle.eval", "treadle.store")
 """Treadle's own layers a help screen never needs."""
 LIGHT = frozenset({"treadle.server", "treadle.server.limits"})

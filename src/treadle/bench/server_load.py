@@ -8,7 +8,9 @@ against one conversation's (measured first, in the same run), the runs that fail
 refused, the server's peak RSS, and the CPU per model step split three ways:
 
 - ``model_client``: the model client's own CPU per call, measured in this process by making
-  the same calls through the same client (LiteLLM) to the same provider;
+  the same calls through the same client to the same provider: the one the server uses for
+  an OpenAI-compatible base URL (``model_client``: the ``openai`` package's), with each
+  client's figure beside it (``..._openai``, ``..._litellm``);
 - ``children``: the server's child processes (the sandboxed shells, bubblewrap, git);
 - ``treadle``: the server process's CPU per step less the model client's: events, appends,
   projection, snapshots, statuses, the stream, HTTP.
@@ -38,6 +40,8 @@ MODEL_DELAY_S = 0.5
 TERMINAL_CALLS = 5
 """Terminal calls per conversation before its finish: 6 model steps each."""
 STEPS = TERMINAL_CALLS + 1
+BENCH_MODEL = "openai/bench-model"
+"""The model the conversations name, at the fake provider's base URL."""
 CLIENT_CALLS = 40
 """Model calls made here to measure the model client's CPU per call."""
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -127,24 +131,49 @@ def reset_peak_rss(pid: int) -> None:
         pass  # not permitted here: the peak then covers the whole run
 
 
-def model_client_cpu_per_call(base_url: str) -> float:
-    """CPU seconds one LiteLLM call to ``base_url`` costs this process (the fake answers at
-    once here: only the client's work is timed, none of its waiting)."""
+MODEL_CLIENTS = ("litellm", "openai")
+"""The model clients measured: LiteLLM, and the OpenAI-compatible one on the ``openai``
+package (``treadle.runtime.llm.choice``)."""
+
+
+def model_client_cpu_per_call(base_url: str, client: str | None = None) -> float:
+    """CPU seconds one call to ``base_url`` costs this process through ``client`` (one of
+    ``MODEL_CLIENTS``; None: the one a server would use for the bench's model at that base
+    URL). The fake answers at once here: only the client's work is timed, none of its
+    waiting."""
+    from treadle.runtime.llm import LiteLLMModel, ModelSettings, OpenAICompatibleModel
     from treadle.runtime.llm.base import ModelRequest
-    from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelSettings
+    from treadle.runtime.llm.choice import provider_model
     from treadle.runtime.tools.builtin import builtin_tools
 
-    model = LiteLLMModel(ModelSettings(model="openai/bench-model", base_url=base_url))
+    settings = ModelSettings(model=BENCH_MODEL, base_url=base_url)
+    model = (
+        provider_model(settings)
+        if client is None
+        else LiteLLMModel(settings)
+        if client == "litellm"
+        else OpenAICompatibleModel(settings)
+    )
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a careful engineer."},
         {"role": "user", "content": "think it through"},
     ]
     request = ModelRequest(messages, builtin_tools().openai_schemas())
-    model.complete(request)  # warm-up: imports, the connection pool
-    begin = time.process_time()
-    for _ in range(CLIENT_CALLS):
-        model.complete(request)
-    return (time.process_time() - begin) / CLIENT_CALLS
+    try:
+        model.complete(request)  # warm-up: imports, the connection pool
+        begin = time.process_time()
+        for _ in range(CLIENT_CALLS):
+            model.complete(request)
+        return (time.process_time() - begin) / CLIENT_CALLS
+    finally:
+        model.close()
+
+
+def model_client_used(base_url: str) -> str:
+    """Which of ``MODEL_CLIENTS`` a server calls the bench's model at ``base_url`` with."""
+    from treadle.runtime.llm.openai_model import speaks_openai
+
+    return "openai" if speaks_openai(BENCH_MODEL, base_url) else "litellm"
 
 
 def _run_all(
@@ -233,7 +262,7 @@ def run_server_load_bench(
             server = ServerProcess(url, workspace_root=root, extra_args=extra).start()
             try:
                 settings = ConversationSettings.litellm(
-                    "openai/bench-model",
+                    BENCH_MODEL,
                     root / "ws",
                     base_url=base_url,
                     sandbox={"kind": sandbox},
@@ -250,8 +279,15 @@ def run_server_load_bench(
                         per_count[count] = _load_figures(server, settings, count, one["wall_s"])
             finally:
                 server.stop()
-            client_ms = model_client_cpu_per_call(instant_url) * 1000
+            per_client = {
+                name: model_client_cpu_per_call(instant_url, name) * 1000 for name in MODEL_CLIENTS
+            }
+    used = model_client_used(base_url)
+    client_ms = per_client[used]
+    figures["model_client"] = used
     figures["model_client_cpu_ms_per_call"] = round(client_ms, 2)
+    for name, ms in per_client.items():
+        figures[f"model_client_cpu_ms_per_call_{name}"] = round(ms, 2)
     for count, values in per_count.items():
         values["treadle_cpu_ms_per_step"] = round(values["server_cpu_ms_per_step"] - client_ms, 2)
         figures.update({f"n{count}_{name}": value for name, value in values.items()})

@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the rest is imported by the function that uses it (cli/root
     from treadle.data.settings import ModelChoice
     from treadle.runtime.budget import Budget
     from treadle.runtime.conversation import Conversation
-    from treadle.runtime.llm import LiteLLMModel
+    from treadle.runtime.llm import ProviderModel
     from treadle.runtime.llm.base import LanguageModel
     from treadle.runtime.settings import ConversationSettings, SandboxSettings, SettingsPolicy
     from treadle.store.base import EventStore
@@ -449,6 +449,28 @@ def _run_under_lease(
     ``budget``: budgets raised first, ``new_model``: the model changed first, all under the
     lease. Refused (exit 2, naming the
     holder) while another process runs it."""
+    from treadle.runtime.llm import close_model
+
+    try:
+        return _run_holding_lease(
+            console, opened, conversation, task, max_steps, to_store, budget, new_model
+        )
+    finally:
+        # The model this command built and gave the conversation is this command's to close
+        # (one its parts built they closed already: closing twice is harmless).
+        close_model(conversation.agent.model)
+
+
+def _run_holding_lease(
+    console: Console,
+    opened: EventStore,
+    conversation: Conversation,
+    task: str | None,
+    max_steps: int,
+    to_store: ConversationSettings | None,
+    budget: Budget,
+    new_model: ModelChoice | None,
+) -> ConversationStatus:
     from treadle.runtime.continuing import store_missing_settings
     from treadle.runtime.hooks import PromptBlocked
     from treadle.store.lease_holder import HeldLease, LeaseTaken
@@ -616,7 +638,7 @@ def _new_settings(
                 **choice.hook_fields(),
             )
             return settings, None
-        chosen = _litellm_model(console, choice.model, choice.base_url, choice.deadline_s)
+        chosen = _provider_model(console, choice.model, choice.base_url, choice.deadline_s)
         settings = ConversationSettings.litellm(
             chosen.settings.model,
             workspace,
@@ -631,11 +653,14 @@ def _new_settings(
         fail(str(error), EXIT_BAD_INPUT)
 
 
-def _litellm_model(
+def _provider_model(
     console: Console, model: str | None, base_url: str | None, deadline_s: float | None
-) -> LiteLLMModel:
+) -> ProviderModel:
+    """The provider's client for the options (``provider_model``: the OpenAI-compatible one for
+    ``openai/NAME`` with a base URL, else LiteLLM), its retries shown; the conversation it is
+    given to does not close it: ``_run_under_lease`` does."""
     from treadle.environment import model_environment
-    from treadle.runtime.llm import LiteLLMModel, ModelSettings
+    from treadle.runtime.llm import ModelSettings, provider_model
 
     # The edge: TREADLE_MODEL, TREADLE_BASE_URL, TREADLE_API_KEY and TREADLE_MODEL_DEADLINE
     # are read here and given to the runtime; the options come first.
@@ -644,7 +669,9 @@ def _litellm_model(
     )
     # Before anything is created or paid for: a misspelt model, a missing key.
     check_model(chosen.model, chosen.base_url, chosen.api_key)
-    return LiteLLMModel(chosen, on_retry=lambda notice: console.print(f"[yellow]retry[/] {notice}"))
+    return provider_model(
+        chosen, on_retry=lambda notice: console.print(f"[yellow]retry[/] {notice}")
+    )
 
 
 def _continue(
@@ -710,7 +737,7 @@ def _continue(
             _check_fits(conversation_id, stored, workspace, choice)
             new_model, chosen_model = _model_change(console, stored, choice)
             if new_model is None and stored.model.kind == "litellm":  # retries shown, deadline
-                chosen_model = _litellm_model(
+                chosen_model = _provider_model(
                     console, stored.model.model, stored.model.base_url, choice.deadline_s
                 )
             conversation = Conversation.open(
@@ -748,7 +775,7 @@ def _model_change(
     name = choice.model
     if name is None and stored.model.kind == "litellm":
         name = stored.model.model
-    chosen = _litellm_model(console, name, choice.base_url, choice.deadline_s)
+    chosen = _provider_model(console, name, choice.base_url, choice.deadline_s)
     wanted = ModelChoice(
         kind="litellm", model=chosen.settings.model, base_url=chosen.settings.base_url
     )

@@ -42,7 +42,7 @@ from treadle.eval.workspace import (
 )
 from treadle.events.model import ActionEvent, MessageEvent
 from treadle.runtime.conversation import Conversation
-from treadle.runtime.llm.base import LanguageModel
+from treadle.runtime.llm.base import LanguageModel, close_model
 from treadle.runtime.settings import HostProvides, SettingsPolicy, build_model
 from treadle.store.base import EventStore
 from treadle.store.lease_holder import HeldLease
@@ -226,6 +226,19 @@ def _converse(job: TaskJob, folder: AttemptFolder, clock: ModelClock) -> tuple[s
         )
     )
     model = clock.attach(build_model(settings.model, policy))
+    try:
+        return _converse_with(job, store, settings, policy, model)
+    finally:
+        close_model(model)  # built here for this attempt: a worker runs many
+
+
+def _converse_with(
+    job: TaskJob,
+    store: EventStore,
+    settings: ConversationSettings,
+    policy: SettingsPolicy,
+    model: LanguageModel,
+) -> tuple[str, str | None]:
     conversation = Conversation.create(
         store,
         settings,

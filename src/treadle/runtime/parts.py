@@ -7,7 +7,9 @@ typed value
 ``Conversation.create`` and ``open`` build the parts from the settings unless they are given
 them: replay and evals compose their own (a recorded model, recorded tools and hooks) from the
 built ones with ``replace``. Whoever builds parts closes them (``close``): a conversation closes
-only the parts it built itself, never those it was given or shares (a fork).
+only the parts it built itself, never those it was given or shares (a fork). The same holds for
+the model: the parts close the model they built from the settings (its connection pool), never
+one they were given (its giver closes it).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from treadle.runtime.confirmation import ConfirmationPolicy, RiskAnalyzer
 from treadle.runtime.extensions.base import RunExtension
 from treadle.runtime.hooks import ConversationHooks, build_hooks
 from treadle.runtime.live_output import LiveOutput
-from treadle.runtime.llm.base import LanguageModel
+from treadle.runtime.llm.base import LanguageModel, close_model
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.settings import (
     ConversationSettings,
@@ -67,6 +69,9 @@ class ConversationParts:
     extensions: tuple[RunExtension, ...] = ()
     """Capabilities of the caller's own, called at each point of the loop after the built-in
     ones, in this order (``RunExtension``; docs/architecture.md, the loop's points)."""
+    built_model: LanguageModel | None = None
+    """The model these parts built from the settings, closed with them (its connection pool);
+    None when the model was given: whoever gave it closes it."""
 
     def replace(self, **changes: Any) -> ConversationParts:
         """These parts with ``changes`` (e.g. ``agent=``, ``hooks=``): the others shared."""
@@ -74,8 +79,11 @@ class ConversationParts:
 
     def close(self) -> None:
         """Release what the parts hold: the tools' processes (terminal sessions, MCP
-        connections). For whoever built them."""
-        self.agent.tools.close()
+        connections) and the model's connections when they built it. For whoever built them."""
+        try:
+            self.agent.tools.close()
+        finally:
+            close_model(self.built_model)
 
 
 def build_parts(
@@ -113,7 +121,11 @@ def build_parts(
             operator_hooks=policy.provides.hooks,
         )
     except BaseException:
-        agent.tools.close()
+        try:
+            agent.tools.close()
+        finally:
+            if model is None:
+                close_model(agent.model)
         raise
     override = None
     if sandbox is not None and sandbox != settings.sandbox:
@@ -132,6 +144,7 @@ def build_parts(
         policy=policy,
         isolation_override=override,
         hooks=hooks,
+        built_model=None if model is not None else agent.model,
     )
 
 

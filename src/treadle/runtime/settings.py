@@ -21,9 +21,11 @@ from treadle.data.settings import SandboxSettings as SandboxSettings
 from treadle.errors import TreadleError
 from treadle.runtime.agent import Agent
 from treadle.runtime.condense.condenser import Condenser
-from treadle.runtime.llm import LiteLLMModel, ModelEnvironment, ModelSettings, ScriptedModel
-from treadle.runtime.llm.base import LanguageModel, ModelError
+from treadle.runtime.llm import ModelEnvironment, ModelSettings, ScriptedModel
+from treadle.runtime.llm.base import LanguageModel, ModelError, close_model
+from treadle.runtime.llm.choice import provider_model
 from treadle.runtime.llm.litellm_model import litellm_token_counter
+from treadle.runtime.llm.provider import ProviderModel
 from treadle.runtime.mcp_servers import connect_mcp_servers, unavailable_prefixes
 from treadle.runtime.secrets import MIN_SECRET_LENGTH, Secrets
 from treadle.runtime.tools import ToolSet, builtin_tools
@@ -165,8 +167,9 @@ def build_model(choice: ModelChoice, policy: SettingsPolicy | None = None) -> La
         return ScriptedModel.from_file(path)
     # The key comes from the environment of whichever process runs the conversation (read
     # at its edge, carried by the policy); untrusted settings get it only for the base URLs
-    # its operator allowed.
-    return LiteLLMModel(
+    # its operator allowed. An OpenAI-compatible base URL gets the lean client, any other
+    # provider LiteLLM (``provider_model``).
+    return provider_model(
         ModelSettings.resolve(
             policy.provides.model_environment,
             model=choice.model,
@@ -218,34 +221,51 @@ def build_agent(
     ``secrets``; stdio ones sandboxed per ``sandbox``, default the settings' own)."""
     policy = policy or SettingsPolicy()
     chosen = model or build_model(settings.model, policy)
-    tools = builtin_tools(settings.tools)
-    if workspace is not None:
-        connected = connect_mcp_servers(
-            settings,
-            policy,
-            sandbox or settings.sandbox,
-            workspace.root,
-            secrets if secrets is not None else Secrets(),
-        )
-        try:
-            tools = ToolSet(
-                [*tools.values(), *connected.tools],
-                unavailable_prefixes(connected),
-                connected.servers,
-            )
-        except BaseException:
-            ToolSet(connected.tools).close()  # their processes have no other owner
-            raise
+    try:
+        tools = _agent_tools(settings, policy, workspace, secrets, sandbox)
+    except BaseException:
+        if model is None:
+            close_model(chosen)  # built here: no one else will close it
+        raise
     return Agent(model=chosen, tools=tools, system_prompt=settings.system_prompt)
+
+
+def _agent_tools(
+    settings: ConversationSettings,
+    policy: SettingsPolicy,
+    workspace: LocalWorkspace | None,
+    secrets: Secrets | None,
+    sandbox: SandboxSettings | None,
+) -> ToolSet:
+    tools = builtin_tools(settings.tools)
+    if workspace is None:
+        return tools
+    connected = connect_mcp_servers(
+        settings,
+        policy,
+        sandbox or settings.sandbox,
+        workspace.root,
+        secrets if secrets is not None else Secrets(),
+    )
+    try:
+        return ToolSet(
+            [*tools.values(), *connected.tools],
+            unavailable_prefixes(connected),
+            connected.servers,
+        )
+    except BaseException:
+        ToolSet(connected.tools).close()  # their processes have no other owner
+        raise
 
 
 def build_condenser(settings: ConversationSettings, model: LanguageModel) -> Condenser | None:
     """The condenser ``settings`` ask for (None when ``condense`` is off). The budget is
-    ``context_tokens``, else 0.8 of the window LiteLLM knows for a LiteLLM model; tokens are
-    counted with LiteLLM's counter for the model (its default tokenizer for others)."""
+    ``context_tokens``, else 0.8 of the window LiteLLM knows for a provider's model (either
+    client); tokens are counted with LiteLLM's counter for the model (its default tokenizer
+    for others)."""
     if settings.condense is CondenseMode.OFF:
         return None
-    if isinstance(model, LiteLLMModel):
+    if isinstance(model, ProviderModel):
         return Condenser(
             model,
             model.count_tokens,

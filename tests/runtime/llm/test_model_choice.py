@@ -1,5 +1,7 @@
 """How a model is chosen from settings: inline scripted responses, script files read only as
-regular files under a limit, and which base URLs may receive this process's key (issue 10)."""
+regular files under a limit, which base URLs may receive this process's key (issue 10), which
+client calls the provider (the OpenAI-compatible one for ``openai/NAME`` at a base URL, else
+LiteLLM), and who closes it."""
 
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from treadle.runtime.llm import (
     ModelEnvironment,
     ModelError,
     ModelSettings,
+    OpenAICompatibleModel,
     ScriptedModel,
+    provider_model,
 )
 from treadle.runtime.llm.base import ModelRequest
-from treadle.runtime.llm.litellm_model import normalize_base_url
+from treadle.runtime.llm.provider import normalize_base_url
 from treadle.runtime.llm.scripted import MAX_SCRIPT_BYTES
 from treadle.runtime.settings import (
     ConversationSettings,
@@ -141,7 +145,7 @@ def test_build_model_takes_the_environment_from_the_policy_never_from_os_environ
     # The edge reads the environment once and the policy carries it to the runtime.
     policy = SettingsPolicy(provides=HostProvides(model_environment=model_environment()))
     given = build_model(ModelChoice(kind="litellm"), policy)
-    assert isinstance(given, LiteLLMModel)
+    assert isinstance(given, OpenAICompatibleModel)  # openai/NAME at the operator's base URL
     assert given.settings.model == "openai/from-environ"
     assert given.settings.base_url == "http://operator.internal:8080/v1"
     assert given.settings.api_key == KEY
@@ -152,3 +156,74 @@ def test_the_edge_reads_unset_and_empty_variables_as_none() -> None:
     read = model_environment({"TREADLE_MODEL": "", "TREADLE_API_KEY": KEY, "OTHER": "x"})
     assert read == ModelEnvironment(api_key=KEY)
     assert KEY not in repr(read)
+
+
+@pytest.mark.parametrize(
+    ("model", "base_url", "client"),
+    [
+        ("openai/llama-3-8b", "http://127.0.0.1:8000/v1", OpenAICompatibleModel),  # vLLM etc.
+        ("openai/gpt-4o", "https://proxy.example.com/v1", OpenAICompatibleModel),
+        ("openai/gpt-4o", None, LiteLLMModel),  # OpenAI's own endpoint
+        ("gpt-4o", None, LiteLLMModel),
+        ("anthropic/claude-sonnet-4", None, LiteLLMModel),
+        ("ollama/llama3", "http://127.0.0.1:11434", LiteLLMModel),  # Ollama's own API
+        ("openai/", "http://127.0.0.1:8000/v1", LiteLLMModel),  # no name: LiteLLM says why
+    ],
+)
+def test_an_openai_compatible_base_url_gets_the_lean_client(model, base_url, client) -> None:
+    chosen = provider_model(ModelSettings(model, base_url=base_url))
+    assert type(chosen) is client
+    built = build_model(ModelChoice(kind="litellm", model=model, base_url=base_url))
+    assert type(built) is client
+
+
+def test_the_parts_close_the_model_they_built_never_one_they_were_given(tmp_path: Path) -> None:
+    from support.fake_openai import FakeOpenAIServer
+    from treadle.runtime.parts import build_parts
+    from treadle.store.urls import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'parts.db'}")
+    with FakeOpenAIServer([{"text": "one"}, {"text": "two"}]) as server:
+        settings = ConversationSettings.litellm(
+            "openai/local", tmp_path / "ws", server.base_url, tools=("think", "finish")
+        )
+        built = build_parts(store, settings)
+        model = built.agent.model
+        assert isinstance(model, OpenAICompatibleModel)
+        assert built.built_model is model
+        assert model.complete(ModelRequest([{"role": "user", "content": "hi"}])).text == "one"
+        built.close()
+        with pytest.raises(ModelError, match="was closed"):
+            model.complete(ModelRequest([]))
+        mine = OpenAICompatibleModel(ModelSettings("openai/local", base_url=server.base_url))
+        given = build_parts(store, settings, model=mine)
+        assert given.built_model is None
+        given.close()
+        assert mine.complete(ModelRequest([{"role": "user", "content": "hi"}])).text == "two"
+        mine.close()
+    store.close()
+
+
+def test_building_an_openai_compatible_model_imports_no_client_library() -> None:
+    """The ``openai`` package (and LiteLLM) load on the first call, not when a model is built."""
+    import subprocess
+    import sys
+
+    import treadle
+
+    source = str(Path(treadle.__file__).resolve().parents[1])  # this checkout's treadle
+    code = (
+        "import sys\n"
+        "from treadle.runtime.settings import ModelChoice, build_model\n"
+        "build_model(ModelChoice(kind='litellm', model='openai/m', base_url='http://x/v1'))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'openai', 'litellm', 'httpx'}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "PYTHONPATH": source},
+    )
+    assert done.stdout.strip() == "[]"

@@ -1,4 +1,6 @@
-"""The real LiteLLM path against a local OpenAI-compatible server, and the scripted model."""
+"""The real provider's two clients (LiteLLM, and the OpenAI-compatible one on the ``openai``
+package) against a local OpenAI-compatible server, each behaviour checked on both; and the
+scripted model."""
 
 from __future__ import annotations
 
@@ -6,16 +8,21 @@ import json
 
 import pytest
 
-from support.fake_openai import FakeOpenAIServer
+from support.fake_openai import CONTEXT_EXCEEDED, FakeOpenAIServer
 from treadle.environment import model_environment
+from treadle.runtime.condense.condenser import stated_limit
 from treadle.runtime.llm import (
     LiteLLMModel,
     ModelEnvironment,
     ModelError,
     ModelRequest,
     ModelSettings,
+    OpenAICompatibleModel,
+    ProviderModel,
     ScriptedModel,
 )
+from treadle.runtime.llm.base import ContextWindowExceeded
+from treadle.runtime.llm.provider import RAW_RESPONSE_LIMIT
 
 TOOLS = [
     {
@@ -28,16 +35,30 @@ TOOLS = [
     }
 ]
 MESSAGES = [{"role": "user", "content": "list files and print the date"}]
+KEY = "sk-test-secret-0123456789"
+CLIENTS: dict[str, type[ProviderModel]] = {
+    "litellm": LiteLLMModel,
+    "openai": OpenAICompatibleModel,
+}
 
 
-def litellm_model(server: FakeOpenAIServer, **overrides) -> LiteLLMModel:
-    settings = ModelSettings(
-        model="openai/test-model", base_url=server.base_url, api_key="sk-test-secret", **overrides
-    )
-    return LiteLLMModel(settings, sleep=lambda _seconds: None)
+@pytest.fixture(params=sorted(CLIENTS))
+def client(request: pytest.FixtureRequest) -> type[ProviderModel]:
+    """Each test taking it runs once per client: the same guarantees from both."""
+    return CLIENTS[request.param]
 
 
-def test_litellm_parallel_calls_usage_and_request_shape():
+def provider_model(
+    client: type[ProviderModel],
+    server: FakeOpenAIServer,
+    model: str = "openai/test-model",
+    **overrides,
+) -> ProviderModel:
+    settings = ModelSettings(model=model, base_url=server.base_url, api_key=KEY, **overrides)
+    return client(settings, sleep=lambda _seconds: None)
+
+
+def test_parallel_calls_usage_and_request_shape(client):
     replies = [
         {
             "tool_calls": [
@@ -47,7 +68,7 @@ def test_litellm_parallel_calls_usage_and_request_shape():
         }
     ]
     with FakeOpenAIServer(replies) as server:
-        response = litellm_model(server).complete(ModelRequest(MESSAGES, TOOLS))
+        response = provider_model(client, server).complete(ModelRequest(MESSAGES, TOOLS))
     assert response.id == "chatcmpl-1"
     assert [(c.id, c.name) for c in response.tool_calls] == [("c1", "terminal"), ("c2", "terminal")]
     assert json.loads(response.tool_calls[0].arguments) == {"command": "ls"}
@@ -57,24 +78,23 @@ def test_litellm_parallel_calls_usage_and_request_shape():
     assert request["path"].endswith("/chat/completions")
     assert request["body"]["messages"] == MESSAGES
     assert request["body"]["tools"][0]["function"]["name"] == "terminal"
-    assert {k.lower(): v for k, v in request["headers"].items()}[
-        "authorization"
-    ] == "Bearer sk-test-secret"
+    assert {k.lower(): v for k, v in request["headers"].items()}["authorization"] == f"Bearer {KEY}"
+    assert request["body"]["model"] == "test-model"  # the provider's own name, as LiteLLM sends
 
 
-def test_litellm_retries_rate_limits_then_answers():
+def test_retries_rate_limits_then_answers(client):
     with FakeOpenAIServer([{"status": 429}, {"status": 429}, {"text": "done"}]) as server:
-        response = litellm_model(server).complete(ModelRequest(MESSAGES, TOOLS))
+        response = provider_model(client, server).complete(ModelRequest(MESSAGES, TOOLS))
     assert response.text == "done"
     assert len(server.requests) == 3
 
 
-def test_litellm_gives_up_after_max_retries_with_a_clear_error():
+def test_gives_up_after_max_retries_with_a_clear_error(client):
     with (
         FakeOpenAIServer([{"status": 429}] * 5) as server,
         pytest.raises(ModelError, match="failed after 3 attempts"),
     ):
-        litellm_model(server, max_retries=2).complete(ModelRequest(MESSAGES, TOOLS))
+        provider_model(client, server, max_retries=2).complete(ModelRequest(MESSAGES, TOOLS))
     assert len(server.requests) == 3
 
 
@@ -109,21 +129,21 @@ def test_scripted_model_finds_its_place_from_the_messages():
 # -- a provider that misbehaves (issue 10, items 17, 18, 20) -----------------------------------
 
 
-def test_a_provider_that_never_answers_fails_within_the_total_deadline():
+def test_a_provider_that_never_answers_fails_within_the_total_deadline(client):
     with FakeOpenAIServer([{"hang": True}] * 5) as server:
-        model = litellm_model(server, deadline_s=1.0, timeout_s=120.0)
+        model = provider_model(client, server, deadline_s=1.0, timeout_s=120.0)
         with pytest.raises(ModelError, match="within its deadline of 1 s") as raised:
             model.complete(ModelRequest(MESSAGES, TOOLS))
     assert "no answer from" in str(raised.value)
     assert len(server.requests) == 1  # the one attempt used up the deadline: no 120 s waits
 
 
-def test_retry_after_is_honoured_and_each_retry_is_announced():
+def test_retry_after_is_honoured_and_each_retry_is_announced(client):
     waits: list[float] = []
     notices: list[str] = []
     settings = ModelSettings(model="openai/test-model", api_key="sk-x", deadline_s=60.0)
     with FakeOpenAIServer([{"status": 429, "retry_after": 7}, {"text": "done"}]) as server:
-        model = LiteLLMModel(
+        model = client(
             ModelSettings(**{**settings.__dict__, "base_url": server.base_url}),
             sleep=waits.append,
             on_retry=notices.append,
@@ -137,12 +157,12 @@ def test_retry_after_is_honoured_and_each_retry_is_announced():
     assert "attempt 2 of 5" in notice
 
 
-def test_a_retry_after_past_the_deadline_fails_at_once_saying_so():
+def test_a_retry_after_past_the_deadline_fails_at_once_saying_so(client):
     with (
         FakeOpenAIServer([{"status": 429, "retry_after": 3600}]) as server,
         pytest.raises(ModelError, match="it asked to wait 3600 s"),
     ):
-        litellm_model(server, deadline_s=5.0).complete(ModelRequest(MESSAGES, TOOLS))
+        provider_model(client, server, deadline_s=5.0).complete(ModelRequest(MESSAGES, TOOLS))
     assert len(server.requests) == 1
 
 
@@ -152,15 +172,26 @@ def test_a_retry_after_past_the_deadline_fails_at_once_saying_so():
         ({"body": "<html>upstream says hi</html>"}, "answered with a body that is not JSON"),
         ({"cut": True}, "failed or was cut before an answer"),
         ({"status": 500}, "HTTP 500 from"),
+        ({"status": 502}, "HTTP 502 from"),
+        ({"status": 503}, "HTTP 503 from"),
+        ({"body": "x" * 8_000_000}, "answered with a body that is not JSON"),
     ],
 )
-def test_provider_failures_are_said_in_words(reply, words):
+def test_provider_failures_are_said_in_words(client, reply, words):
     with FakeOpenAIServer([reply] * 2) as server, pytest.raises(ModelError) as raised:
-        litellm_model(server, max_retries=1).complete(ModelRequest(MESSAGES, TOOLS))
+        provider_model(client, server, max_retries=1).complete(ModelRequest(MESSAGES, TOOLS))
     message = str(raised.value)
     assert words in message
     assert message.startswith("model openai/test-model failed after 2 attempts: ")
-    for noise in ("InternalServerError", "OpenAIException", "litellm.", "<", "object at 0x"):
+    for noise in (
+        "InternalServerError",
+        "OpenAIException",
+        "litellm.",
+        "Error code",
+        "APIStatusError",
+        "<",
+        "object at 0x",
+    ):
         assert noise not in message
 
 
@@ -174,12 +205,14 @@ def test_provider_failures_are_said_in_words(reply, words):
         ({"tool_calls": [{"id": "", "name": "terminal", "arguments": "{}"}]}, "has an empty id"),
     ],
 )
-def test_an_unusable_response_is_a_model_error_keeping_the_raw_response(payload_or_calls, problem):
+def test_an_unusable_response_is_a_model_error_keeping_the_raw_response(
+    client, payload_or_calls, problem
+):
     with (
         FakeOpenAIServer([payload_or_calls]) as server,
         pytest.raises(ModelError, match=problem) as raised,
     ):
-        litellm_model(server).complete(ModelRequest(MESSAGES, TOOLS))
+        provider_model(client, server).complete(ModelRequest(MESSAGES, TOOLS))
     assert raised.value.raw is not None
     assert json.loads(raised.value.raw)["id"] in ("r1", "chatcmpl-1")
 
@@ -218,14 +251,172 @@ def test_a_script_of_another_shape_is_one_line_saying_where_and_the_shape(tmp_pa
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404])
-def test_a_refusal_of_the_request_is_never_retried(status):
+def test_a_refusal_of_the_request_is_never_retried(client, status):
     """A bad key, a model the provider does not have, a request it refuses: asking again gets
     the same answer (and, for a real provider, is paid for or counts against the account)."""
     with FakeOpenAIServer([{"status": status}] * 3) as server, pytest.raises(ModelError) as raised:
-        litellm_model(server, max_retries=2).complete(ModelRequest(MESSAGES, TOOLS))
+        provider_model(client, server, max_retries=2).complete(ModelRequest(MESSAGES, TOOLS))
     assert len(server.requests) == 1
     message = str(raised.value)
     assert f"HTTP {status} from" in message
     assert "attempts" not in message  # said as the provider's answer, not as a retry's end
     if status == 401:
         assert "check TREADLE_API_KEY" in message
+
+
+# -- what both clients keep besides retries (the OpenAI-compatible one's parity) ---------------
+
+
+def test_each_attempt_has_its_own_timeout_within_the_deadline(client):
+    """A provider that hangs once costs one attempt's timeout, then the call is retried."""
+    with FakeOpenAIServer([{"hang": True}, {"text": "late but fine"}]) as server:
+        model = provider_model(client, server, timeout_s=0.5, deadline_s=30.0)
+        assert model.complete(ModelRequest(MESSAGES, TOOLS)).text == "late but fine"
+    assert len(server.requests) == 2
+
+
+def test_a_context_length_refusal_is_context_window_exceeded_stating_the_limit(client):
+    with (
+        FakeOpenAIServer([CONTEXT_EXCEEDED] * 3) as server,
+        pytest.raises(ContextWindowExceeded) as raised,
+    ):
+        provider_model(client, server).complete(ModelRequest(MESSAGES, TOOLS))
+    assert len(server.requests) == 1  # never retried as it is
+    message = str(raised.value)
+    assert message.startswith("model openai/test-model refused the request: its context window")
+    assert stated_limit(message) == 8192  # what the condenser learns the window from
+
+
+def test_usage_cost_window_and_token_counts_are_litellms_for_the_name(client):
+    """A known name behind a base URL (a proxy serving gpt-4o-mini) is priced and has its
+    window, as on LiteLLM's path; a local endpoint's own name has neither."""
+    with FakeOpenAIServer([{"text": "priced"}, {"text": "free"}]) as server:
+        known = provider_model(client, server, model="openai/gpt-4o-mini")
+        local = provider_model(client, server)
+        priced = known.complete(ModelRequest(MESSAGES)).usage
+        free = local.complete(ModelRequest(MESSAGES)).usage
+    assert (priced.prompt_tokens, priced.completion_tokens) == (11, 7)
+    assert priced.cost_usd == pytest.approx(11 * 0.15e-6 + 7 * 0.6e-6)
+    assert (free.model, free.cost_usd) == ("openai/test-model", 0.0)
+    assert known.context_window() == 128_000
+    assert local.context_window() is None
+    assert local.count_tokens("hello there, model") == LiteLLMModel(
+        ModelSettings("openai/test-model")
+    ).count_tokens("hello there, model")
+
+
+def test_the_key_is_in_no_repr_error_notice_or_kept_response(client):
+    """A provider that echoes what it was sent (its error text, its body) never makes the key
+    show up in what the runtime says or keeps."""
+    echoed = f"invalid key {KEY} for this org"
+    replies = [
+        {"status": 500, "error": {"message": echoed, "type": "server_error"}},
+        {"status": 401, "error": {"message": echoed, "type": "invalid_request_error"}},
+    ]
+    notices: list[str] = []
+    with FakeOpenAIServer(replies) as server:
+        model = provider_model(client, server)
+        model.on_retry = notices.append
+        with pytest.raises(ModelError) as raised:
+            model.complete(ModelRequest(MESSAGES, TOOLS))
+    assert KEY not in repr(model)
+    assert "check TREADLE_API_KEY" in str(raised.value)
+    for text in [*notices, str(raised.value)]:
+        assert KEY not in text
+        assert "invalid key <the API key> for this org" in text
+    assert raised.value.__cause__ is None
+    assert raised.value.__context__ is None  # nothing of the library chained: no key in a traceback
+    junk = {"id": "r1", "object": "chat.completion", "choices": [], "note": KEY}
+    with FakeOpenAIServer([{"payload": junk}]) as server, pytest.raises(ModelError) as kept:
+        provider_model(client, server).complete(ModelRequest(MESSAGES, TOOLS))
+    assert kept.value.raw is not None
+    assert KEY not in kept.value.raw
+
+
+@pytest.mark.parametrize(
+    ("arguments", "kept"),
+    [
+        ('{"command": "ls"', '{"command": "ls"'),  # malformed: kept verbatim, parsed later
+        ({"command": "ls"}, '{"command": "ls"}'),  # an object, not a string: as JSON
+        (None, ""),
+        ("{\\ud800}", "{\\ud800}"),
+    ],
+)
+def test_tool_call_arguments_as_sent_are_kept_as_text(client, arguments, kept):
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": arguments},
+    }
+    payload = {
+        "id": "r1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "test-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+    with FakeOpenAIServer([{"payload": payload}]) as server:
+        response = provider_model(client, server).complete(ModelRequest(MESSAGES, TOOLS))
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [("c1", "terminal", kept)]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"payload": {"id": "r1", "object": "chat.completion"}},  # no "choices" at all
+        {"payload": [1, 2]},
+        {"payload": {"id": "r1", "choices": [{"index": 0}]}},  # a choice without a message
+        {"payload": {"id": "r1", "object": "chat.completion", "choices": [], "x": "y" * 9_000_000}},
+    ],
+)
+def test_a_hostile_body_is_a_short_model_error(client, reply):
+    with FakeOpenAIServer([reply] * 2) as server, pytest.raises(ModelError) as raised:
+        provider_model(client, server, max_retries=1).complete(ModelRequest(MESSAGES, TOOLS))
+    message = str(raised.value)
+    assert message.startswith("model openai/test-model ")
+    assert len(message) < 1000
+    assert "Traceback" not in message
+    assert raised.value.raw is None or len(raised.value.raw) <= RAW_RESPONSE_LIMIT + 10
+
+
+def test_the_openai_client_sends_no_key_of_the_environment(monkeypatch):
+    """No key given: a placeholder goes, never the process's OPENAI_API_KEY (the runtime reads
+    no environment; a base URL of a client's choice must not see the operator's key)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment-0123")
+    with FakeOpenAIServer([{"text": "hi"}]) as server:
+        model = OpenAICompatibleModel(ModelSettings("openai/m", base_url=server.base_url))
+        assert model.complete(ModelRequest(MESSAGES)).text == "hi"
+        model.close()
+    headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
+    assert headers["authorization"] == "Bearer no-key"
+
+
+def test_the_openai_clients_pool_is_its_own_and_closed_with_it():
+    with FakeOpenAIServer([{"text": "one"}, {"text": "two"}]) as server:
+        first = OpenAICompatibleModel(ModelSettings("openai/m", base_url=server.base_url))
+        second = OpenAICompatibleModel(ModelSettings("openai/m", base_url=server.base_url))
+        assert first.complete(ModelRequest(MESSAGES)).text == "one"
+        assert second.complete(ModelRequest(MESSAGES)).text == "two"
+        pools = [first._client, second._client]
+        assert pools[0] is not pools[1]
+        first.close()
+        assert pools[0].is_closed()
+        assert not pools[1].is_closed()
+        with pytest.raises(ModelError, match="was closed"):
+            first.complete(ModelRequest(MESSAGES))
+        first.close()  # twice: harmless
+        second.close()
+    assert pools[1].is_closed()
+
+
+def test_only_an_openai_compatible_base_url_gets_the_openai_client():
+    with pytest.raises(ModelError, match="openai/NAME and a base URL"):
+        OpenAICompatibleModel(ModelSettings("anthropic/claude", base_url="http://x/v1"))
+    with pytest.raises(ModelError, match="openai/NAME and a base URL"):
+        OpenAICompatibleModel(ModelSettings("openai/gpt-4o"))

@@ -1,4 +1,6 @@
-"""Models: the ``LanguageModel`` interface, LiteLLM for real providers, a scripted model."""
+"""Models: the ``LanguageModel`` interface, the real provider's clients (LiteLLM for named
+providers, ``OpenAICompatibleModel`` for OpenAI-compatible base URLs: ``provider_model``
+chooses), a scripted model."""
 
 from treadle.runtime.llm.base import (
     LanguageModel,
@@ -6,8 +8,12 @@ from treadle.runtime.llm.base import (
     ModelRequest,
     ModelResponse,
     ToolCall,
+    close_model,
 )
-from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelEnvironment, ModelSettings
+from treadle.runtime.llm.choice import provider_model
+from treadle.runtime.llm.litellm_model import LiteLLMModel
+from treadle.runtime.llm.openai_model import OpenAICompatibleModel
+from treadle.runtime.llm.provider import ModelEnvironment, ModelSettings, ProviderModel
 from treadle.runtime.llm.scripted import ScriptedModel
 
 __all__ = [
@@ -18,6 +24,10 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "OpenAICompatibleModel",
+    "ProviderModel",
     "ScriptedModel",
     "ToolCall",
+    "close_model",
+    "provider_model",
 ]

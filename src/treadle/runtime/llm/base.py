@@ -1,8 +1,9 @@
 """The one small model interface: a ``ModelRequest`` in (messages, tool schemas, what the
 request is for and where it stands on the path), one ``ModelResponse`` out.
 
-Everything the runtime needs from a provider is here; LiteLLM, the scripted model and the
-recorded model (replay) implement it.
+Everything the runtime needs from a provider is here; the provider clients (LiteLLM, the
+OpenAI-compatible one: ``provider.py``), the scripted model and the recorded model (replay)
+implement it.
 """
 
 from __future__ import annotations
@@ -114,3 +115,11 @@ class ResponseCounter:
         if kind == "message" and event.source == "agent":
             self.count += 1
         self._batch = None
+
+
+def close_model(model: object) -> None:
+    """Free what ``model`` holds (a provider client's connection pool), for its owner: a model
+    with nothing to free (scripted, recorded) has no ``close``. Closing twice is harmless."""
+    close = getattr(model, "close", None)
+    if callable(close):
+        close()

@@ -19,7 +19,7 @@ from treadle.runtime.llm.base import (
     ModelRequest,
     ModelResponse,
 )
-from treadle.runtime.llm.litellm_model import LiteLLMModel, ModelSettings
+from treadle.runtime.llm.litellm_model import litellm_context_window, litellm_token_counter
 from treadle.runtime.replay.recording import Recording
 from treadle.runtime.settings import build_condenser
 
@@ -106,10 +106,9 @@ def replay_condenser(recording: Recording, model: RecordedModel) -> Condenser | 
         return None
     if settings.model.kind != "litellm":
         return build_condenser(settings, model)
-    counter = LiteLLMModel(ModelSettings(model=model.name))  # no key: it only counts
     return Condenser(
         model,
-        counter.count_tokens,
+        litellm_token_counter(model.name),
         context_tokens=settings.context_tokens,
-        window=counter.context_window,
+        window=lambda: litellm_context_window(model.name),
     )

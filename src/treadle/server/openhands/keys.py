@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, replace
 
 from treadle.runtime.errors import NotRunnable
-from treadle.runtime.llm.litellm_model import ModelEnvironment
+from treadle.runtime.llm.provider import ModelEnvironment
 from treadle.runtime.settings import SettingsPolicy
 from treadle.server.runs import PolicyFor
 from treadle.store.base import EventStore
