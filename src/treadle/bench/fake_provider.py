@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--delay", type=float, default=0.5, help="seconds before each answer")
     parser.add_argument("--calls", type=int, default=5, help="terminal calls before finish")
+    parser.add_argument("--tag", default="", help="a mark in its command line (whose it is)")
     options = parser.parse_args(argv)
     server = make_server(options.delay, options.calls)
     print(server.server_address[1], flush=True)

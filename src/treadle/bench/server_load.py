@@ -50,8 +50,9 @@ POLL_S = 0.5
 
 
 @contextmanager
-def fake_provider(delay_s: float = MODEL_DELAY_S) -> Iterator[str]:
-    """The provider's base URL while it runs (a child process, stopped on exit)."""
+def fake_provider(delay_s: float = MODEL_DELAY_S, tag: str = "") -> Iterator[str]:
+    """The provider's base URL while it runs (a child process, stopped on exit); ``tag``
+    marks its command line (the run's folder: whose process it is)."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -61,6 +62,8 @@ def fake_provider(delay_s: float = MODEL_DELAY_S) -> Iterator[str]:
             str(delay_s),
             "--calls",
             str(TERMINAL_CALLS),
+            "--tag",
+            tag,
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -245,19 +248,22 @@ def run_server_load_bench(
     store_url: str | None = None,
     max_running: int | None = None,
     sandbox: str = "bubblewrap",
+    parent: Path | None = None,
 ) -> dict[str, Any]:
-    """Figures for each count in ``counts`` (one conversation's run is measured first)."""
+    """Figures for each count in ``counts`` (one conversation's run is measured first); the
+    run's files (store, workspace) in a new folder under ``parent`` (default: the temp dir),
+    named in every process it starts."""
     figures: dict[str, Any] = {
         "model_delay_s": MODEL_DELAY_S,
         "steps_per_conversation": STEPS,
         "sandbox": sandbox,
     }
-    with tempfile.TemporaryDirectory(prefix="treadle-bench-load-") as folder:
+    with tempfile.TemporaryDirectory(prefix="treadle-bench-load-", dir=parent) as folder:
         root = Path(folder)
         url = store_url or f"sqlite:///{root / 'store.db'}"
         figures["store"] = url.split(":", 1)[0]
         extra = ["--max-running", str(max_running)] if max_running else []
-        with fake_provider() as base_url, fake_provider(0.0) as instant_url:
+        with fake_provider(tag=folder) as base_url, fake_provider(0.0, folder) as instant_url:
             extra += ["--allow-base-url", base_url]
             server = ServerProcess(url, workspace_root=root, extra_args=extra).start()
             try:
