@@ -22,6 +22,7 @@ from treadle.runtime.llm import (
     ScriptedModel,
 )
 from treadle.runtime.llm.base import ContextWindowExceeded
+from treadle.runtime.llm.openai_model import shared_tls_context
 from treadle.runtime.llm.provider import RAW_RESPONSE_LIMIT
 
 TOOLS = [
@@ -405,6 +406,9 @@ def test_the_openai_clients_pool_is_its_own_and_closed_with_it():
         assert second.complete(ModelRequest(MESSAGES)).text == "two"
         pools = [first._client, second._client]
         assert pools[0] is not pools[1]
+        # ... but one TLS trust for the process: the CA bundle is loaded once, not per model.
+        contexts = {id(pool._client._transport._pool._ssl_context) for pool in pools}
+        assert contexts == {id(shared_tls_context())}
         first.close()
         assert pools[0].is_closed()
         assert not pools[1].is_closed()
