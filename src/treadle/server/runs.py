@@ -110,7 +110,12 @@ class RunManager:
         max_running: int = MAX_RUNNING,
         model_key: str | None = None,
         live_output: OutputListener | None = None,
+        owner_group: str | None = None,
+        takes_over: Callable[[str], bool] | None = None,
     ) -> None:
+        """``owner_group``: the lease owner prefix this process shares with the other workers
+        of its ``treadle serve`` (``is_ours``). ``takes_over``: which crashed conversations
+        this process runs on (default: any); a worker takes those routed to it only."""
         self.store = store
         self.live_output = live_output
         """Told the output of every call in progress here (the stream's transient frames)."""
@@ -121,7 +126,9 @@ class RunManager:
         self.policy_for: PolicyFor | None = None
         """Set by whoever gives some conversations a policy of their own (``PolicyFor``)."""
         self.leases = leases
-        self.owner = new_owner(SERVER)
+        self.owner_group = owner_group
+        self.owner = f"{owner_group}.{uuid.uuid4().hex[:8]}" if owner_group else new_owner(SERVER)
+        self.takes_over = takes_over
         self.lease_ttl_s = lease_ttl_s
         self.takeover = takeover
         self.idle_timeout_s = idle_timeout_s
@@ -188,6 +195,13 @@ class RunManager:
         """How many conversation objects this process holds (running or idle)."""
         with self._lock:
             return len(self._entries)
+
+    def is_ours(self, holder: str | None) -> bool:
+        """Whether a lease ``holder`` is this process, or another worker of its server."""
+        if holder is None or self.owner_group is None:
+            return False
+        # A short change's hold (``_try_hold``: "OWNER/…") is not a run.
+        return holder.startswith(f"{self.owner_group}.") and "/" not in holder
 
     def is_running(self, conversation_id: str) -> bool:
         entry = self._entries.get(conversation_id)
@@ -500,6 +514,8 @@ class RunManager:
             for gone in set(failing) - {"", *expired}:
                 del failing[gone]
             # Only runs a server started: a dead CLI run waits for someone to run it again.
+            if self.takes_over is not None:
+                expired = [key for key in expired if self.takes_over(key)]
             for conversation_id in expired:
                 if self._stopping.is_set():
                     break
