@@ -115,7 +115,7 @@ def serve(
         typer.Option(
             "--max-running",
             min=1,
-            help="Conversations running at once in each worker process (429 past it)",
+            help="Conversations running at once here, all workers together (429 past it)",
         ),
     ] = MAX_RUNNING,
     workers: Annotated[

@@ -129,6 +129,7 @@ def create_app(
             live_output=relay,
             owner_group=worker.group if worker else None,
             takes_over=worker.serves if worker else None,
+            shared_limit=worker.run_slots(max_running) if worker else None,
         )
         # The OpenHands API's clients' model keys, held here only (server/openhands/keys.py).
         runs.policy_for = app.state.openhands.keys.policy_for(store)

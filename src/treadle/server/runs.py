@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from treadle.events.model import ROOT, MessageEvent
 from treadle.runtime.continuing import store_missing_settings
@@ -58,6 +58,14 @@ PolicyFor = Callable[[str, SettingsPolicy], SettingsPolicy]
 """The policy one conversation is opened with, from the process's (raises NotRunnable to
 refuse it): how the OpenHands API gives a conversation its client's in-memory model key."""
 Check = Callable[[Conversation], object]  # raises to refuse; what it returns is not used
+
+
+class SharedLimit(Protocol):
+    """``--max-running`` shared with other processes (``server/workers/run_slots.py``)."""
+
+    def take(self) -> int | None: ...
+    def give(self, index: int) -> None: ...
+
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 """Seconds a conversation's object and its shell stay open after its last use or run."""
@@ -112,10 +120,13 @@ class RunManager:
         live_output: OutputListener | None = None,
         owner_group: str | None = None,
         takes_over: Callable[[str], bool] | None = None,
+        shared_limit: SharedLimit | None = None,
     ) -> None:
         """``owner_group``: the lease owner prefix this process shares with the other workers
         of its ``treadle serve`` (``is_ours``). ``takes_over``: which crashed conversations
-        this process runs on (default: any); a worker takes those routed to it only."""
+        this process runs on (default: any); a worker takes those routed to it only.
+        ``shared_limit``: the server's --max-running, when its workers share it."""
+        self.shared_limit = shared_limit
         self.store = store
         self.live_output = live_output
         """Told the output of every call in progress here (the stream's transient frames)."""
@@ -258,14 +269,23 @@ class RunManager:
                     f"this server already runs {running} conversations (its --max-running); "
                     "retry when one ends, or pause one"
                 )
+            place = None
+            if self.shared_limit is not None:
+                place = self.shared_limit.take()
+                if place is None:
+                    raise TooManyRunning(
+                        f"this server already runs {self.max_running} conversations (its "
+                        "--max-running, over all its workers); retry when one ends, or pause one"
+                    )
             if not self.leases.acquire(conversation_id, self.owner, self.lease_ttl_s):
+                self._give(place)
                 raise ConversationBusy(conversation_id, "runs in another server")
             try:
                 if check is not None:
                     check(conversation)
                 thread = threading.Thread(
                     target=self._guarded,
-                    args=(conversation, operation),
+                    args=(conversation, operation, place),
                     name=f"treadle-{name}-{conversation_id[:8]}",
                     daemon=True,
                 )
@@ -280,7 +300,12 @@ class RunManager:
                 thread.start()
             except BaseException:
                 _logged(self.leases.release, conversation_id, self.owner)  # keep the cause
+                self._give(place)
                 raise
+
+    def _give(self, place: int | None) -> None:
+        if place is not None and self.shared_limit is not None:
+            _logged(self.shared_limit.give, place)
 
     @contextmanager
     def exclusive(self, conversation_id: str, what: str) -> Iterator[None]:
@@ -387,7 +412,9 @@ class RunManager:
         finally:
             self.leases.release(conversation_id, owner)
 
-    def _guarded(self, conversation: Conversation, operation: Operation) -> None:
+    def _guarded(
+        self, conversation: Conversation, operation: Operation, place: int | None = None
+    ) -> None:
         stop_renewing = threading.Event()
         renewer = threading.Thread(
             target=self._renew, args=(conversation, stop_renewing), daemon=True
@@ -407,6 +434,7 @@ class RunManager:
             # A release that fails (store out) must not skip the clean-up below: the lease
             # then expires by itself, and the status says what happened.
             _logged(self.leases.release, conversation.id, self.owner)
+            self._give(place)
         try:
             # A message queued between our last delivery and the release is ours to deliver.
             self._deliver_if_free(conversation.id)

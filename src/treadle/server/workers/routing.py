@@ -11,9 +11,11 @@ them there once."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 from treadle.data.ids import born_in, slot_of
+from treadle.server.workers.run_slots import MOST_FILES, RunSlots
 
 WORKER_HEADER = "x-treadle-worker"
 """A worker's 421 names the worker the request belongs to here (never shown to a client)."""
@@ -42,9 +44,17 @@ class WorkerPlace:
     slot: int
     count: int
     group: str
+    folder: str | None = None
+    """The front's private folder (``RunSlots``' lock files)."""
 
     def serves(self, key: str) -> bool:
         return slot_of(key, self.count) == self.slot
+
+    def run_slots(self, max_running: int) -> RunSlots | None:
+        """--max-running over all the server's workers (None: each worker's own)."""
+        if self.folder is None or max_running > MOST_FILES:
+            return None
+        return RunSlots(Path(self.folder), max_running)
 
 
 class Elsewhere(Exception):

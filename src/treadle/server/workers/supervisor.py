@@ -37,9 +37,18 @@ STOP_S = 20.0
 RESTART_MAX_S = 10.0
 
 
+def socket_parent() -> Path:
+    """Where the socket folders go: the user's runtime folder, else /tmp (not TMPDIR: a unix
+    socket's path holds 107 bytes at most)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime) and len(runtime) < 60:
+        return Path(runtime)
+    return Path("/tmp")
+
+
 def sweep_folders(parent: Path | None = None) -> None:
     """Remove the socket folders of fronts that are gone (their lock is free)."""
-    parent = parent or Path(tempfile.gettempdir())
+    parent = parent or socket_parent()
     for folder in parent.glob(f"{PREFIX}*"):
         try:
             if folder.stat().st_uid != os.geteuid():
@@ -83,7 +92,7 @@ class Workers:
 
     async def start(self) -> None:
         sweep_folders()
-        self.folder = Path(tempfile.mkdtemp(prefix=PREFIX))  # 0700
+        self.folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=socket_parent()))  # 0700
         self._lock_fd = os.open(self.folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         self._slots = [_Slot(i, self.folder / f"worker-{i}.sock") for i in range(self.count)]
@@ -137,6 +146,7 @@ class Workers:
                 "slot": slot.index,
                 "count": self.count,
                 "group": self.group,
+                "folder": str(self.folder),
                 "parent": os.getpid(),
             }
             process.stdin.write(pickle.dumps(settings))

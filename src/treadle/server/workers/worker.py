@@ -57,7 +57,9 @@ def main() -> None:
     set_born_in(slot, count)  # the ids this worker makes are routed back to it
     from treadle.server.app import create_app
 
-    application = create_app(**settings["app"], worker=WorkerPlace(slot, count, settings["group"]))
+    application = create_app(
+        **settings["app"], worker=WorkerPlace(slot, count, settings["group"], settings["folder"])
+    )
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = uvicorn.Config(
         application,
