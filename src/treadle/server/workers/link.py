@@ -14,6 +14,8 @@ import h11
 IDLE_KEEP_S = 20.0
 """An idle connection older than this is not reused (the worker keeps them for 60 s)."""
 READ_BYTES = 65536
+IDLE_MOST = 32
+"""Idle connections kept per worker; more are closed (after a burst, the oldest go first)."""
 
 
 class WorkerDown(Exception):
@@ -98,6 +100,8 @@ class Link:
             connection.h11.start_next_cycle()
             connection.idle_since = time.monotonic()
             self._idle.append(connection)
+            if len(self._idle) > IDLE_MOST:
+                self._idle.pop(0).close()
         else:
             connection.close()
 
