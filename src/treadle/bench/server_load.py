@@ -137,6 +137,7 @@ def server_cpu_seconds(pid: int) -> tuple[float, float, float]:
         worker_own = (int(fields[11]) + int(fields[12])) / TICKS
         own += worker_own
         children -= worker_own  # counted alive under the front; not a child's work
+        children += (int(fields[13]) + int(fields[14])) / TICKS  # the worker's reaped shells
     return front, own, children
 
 
@@ -181,7 +182,7 @@ def _run_all(
     client: TreadleClient, settings: ConversationSettings, count: int
 ) -> tuple[float, int, int, list[str]]:
     """Start ``count`` conversations' runs together; (seconds until all ended, runs refused
-    with 429 at least once, runs that did not finish, their ids)."""
+    with 429 at least once, runs that did not finish, why those did not)."""
     conversations = [client.create_conversation(settings) for _ in range(count)]
     for conversation in conversations:
         conversation.send_message("think it through")
@@ -203,15 +204,18 @@ def _run_all(
             time.sleep(0.1)
     waiting = {conversation.id for conversation in conversations}
     statuses: dict[str, str] = {}
+    reasons: dict[str, str | None] = {}
     while waiting:
         time.sleep(0.1)
         for item in client.list_conversations(limit=1000).items:
             if item.id in waiting and item.status != "running" and not item.running_here:
                 statuses[item.id] = str(item.status)
+                reasons[item.id] = item.status_reason
                 waiting.discard(item.id)
     seconds = time.perf_counter() - begin
     failed = sorted(cid for cid, status in statuses.items() if status != "finished")
-    return seconds, len(refused), len(failed), [c.id for c in conversations]
+    why = sorted({f"{statuses[cid]}: {reasons[cid]}"[:300] for cid in failed})
+    return seconds, len(refused), len(failed), why
 
 
 def _load_figures(
@@ -223,7 +227,7 @@ def _load_figures(
         reset_peak_rss(process)
     front_before, workers_before, children_before = server_cpu_seconds(pid)
     with TreadleClient(server.base_url, timeout=120, max_retries=0) as client:
-        seconds, refused, failed, _ids = _run_all(client, settings, count)
+        seconds, refused, failed, why = _run_all(client, settings, count)
     front_after, workers_after, children_after = server_cpu_seconds(pid)
     own_before, own_after = front_before + workers_before, front_after + workers_after
     steps = count * STEPS
@@ -234,6 +238,7 @@ def _load_figures(
         "wall_vs_one": round(seconds / one_s, 2) if one_s else 1.0,
         "refused": refused,
         "failed": failed,
+        **({"failed_why": why[:3]} if why else {}),
         "rss_peak_mib": round(sum(peak_rss_mib(p) for p in server_pids(pid)), 1),
         "server_cpu_ms_per_step": round((own_after - own_before) / steps * 1000, 2),
         "children_cpu_ms_per_step": round((children_after - children_before) / steps * 1000, 2),
@@ -277,7 +282,8 @@ def run_server_load_bench(
                 # not the files (each terminal call only echoes).
                 (root / "ws").mkdir()
                 with TreadleClient(server.base_url, timeout=120) as client:
-                    _run_all(client, settings, 1)  # warm-up: imports, caches, the first shell
+                    # Warm-up: imports, caches, the first shell, in every worker.
+                    _run_all(client, settings, 4 * figures["workers"])
                 one = _load_figures(server, settings, 1, None)
                 per_count = {1: one}
                 for count in counts:
