@@ -121,6 +121,9 @@ class ServerState:
             holder = self.runs.leases.holder(conversation_id)
             status, reason = as_read(status, reason, holder is not None)
             here = here or self.runs.is_ours(holder)
+        elif not here and self.runs.owner_group is not None:
+            # Another worker's run may hold it before (or after) its status says running.
+            here = self.runs.is_ours(self.runs.leases.holder(conversation_id))
         return status.value, reason, here
 
 
