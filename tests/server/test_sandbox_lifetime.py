@@ -18,7 +18,7 @@ from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.tools.terminal_folders import CGROUP_NAME, PREFIX
 from treadle.runtime.workspace import check_bubblewrap
 
-from .test_run_lifetimes import descendants
+from .test_run_lifetimes import started_by_server
 
 try:
     check_bubblewrap()
@@ -85,7 +85,9 @@ def test_the_shell_keeps_cwd_variables_and_jobs_from_one_run_to_the_next(
         assert len(list(temp.glob(PREFIX + "*"))) == 1
         conversation.delete()
     server_pid = sandboxed_server.process.pid
-    wait_until(lambda: descendants(server_pid) == [], 30, "the shell to go with its conversation")
+    wait_until(
+        lambda: started_by_server(server_pid) == [], 30, "the shell to go with its conversation"
+    )
     assert list(temp.glob(PREFIX + "*")) == []
 
 
@@ -109,7 +111,7 @@ def test_200_conversations_opened_and_closed_leave_nothing(
             conversation.delete()
 
     def released() -> bool:
-        return not descendants(pid) and not list(temp.glob(PREFIX + "*"))
+        return not started_by_server(pid) and not list(temp.glob(PREFIX + "*"))
 
     with TreadleClient(sandboxed_server.base_url) as client:
         open_run_close(client, 5)  # warm up: imports, pools, the spawner thread

@@ -16,6 +16,9 @@ refused, the server's peak RSS, and the CPU per model step split three ways:
   projection, snapshots, statuses, the stream, HTTP.
 
 CPU is read from ``/proc`` (the server's utime and stime; its children's, reaped and alive).
+With ``--workers N`` the server is its front and its N worker processes (``treadle`` counts
+them all; ``front_cpu_ms_per_step`` is the front's share: the cost of forwarding) and the peak
+RSS is theirs summed; ``children`` are then the workers' children.
 """
 
 from __future__ import annotations
@@ -117,6 +120,37 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return own, reaped + alive
 
 
+def _is_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"treadle.server.workers.worker" in cmdline.read()
+    except OSError:
+        return False
+
+
+def server_pids(pid: int) -> list[int]:
+    """The server's own processes: ``pid`` and its worker processes (``--workers N``)."""
+    return [pid, *(child for child in _descendants(pid) if _is_worker(child))]
+
+
+def server_cpu_seconds(pid: int) -> tuple[float, float, float]:
+    """(the front's CPU, its workers', their children's) in seconds; without workers the
+    server is all front."""
+    workers = server_pids(pid)[1:]
+    front, children = cpu_seconds(pid)
+    own = 0.0
+    for worker in workers:
+        try:
+            fields = _stat_fields(worker)
+        except OSError:
+            continue
+        worker_own = (int(fields[11]) + int(fields[12])) / TICKS
+        own += worker_own
+        children -= worker_own  # counted alive under the front; not a child's work
+        children += (int(fields[13]) + int(fields[14])) / TICKS  # the worker's reaped shells
+    return front, own, children
+
+
 def peak_rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:
@@ -183,7 +217,7 @@ def _run_all(
     client: TreadleClient, settings: ConversationSettings, count: int
 ) -> tuple[float, int, int, list[str]]:
     """Start ``count`` conversations' runs together; (seconds until all ended, runs refused
-    with 429 at least once, runs that did not finish, their ids)."""
+    with 429 at least once, runs that did not finish, why those did not)."""
     conversations = [client.create_conversation(settings) for _ in range(count)]
     for conversation in conversations:
         conversation.send_message("think it through")
@@ -206,6 +240,7 @@ def _run_all(
     waiting = {conversation.id for conversation in conversations}
     statuses: dict[str, str] = {}
     ended = begin
+    reasons: dict[str, str | None] = {}
     while waiting:
         # Seldom: a listing reads every conversation's status, work the figure should not
         # count; when each run ended is its last event's time, whenever it is seen.
@@ -213,11 +248,13 @@ def _run_all(
         for item in client.list_conversations(limit=1000).items:
             if item.id in waiting and item.status != "running" and not item.running_here:
                 statuses[item.id] = str(item.status)
+                reasons[item.id] = item.status_reason
                 waiting.discard(item.id)
                 ended = max(ended, item.updated_at)
     seconds = (ended - begin).total_seconds()
     failed = sorted(cid for cid, status in statuses.items() if status != "finished")
-    return seconds, len(refused), len(failed), [c.id for c in conversations]
+    why = sorted({f"{statuses[cid]}: {reasons[cid]}"[:300] for cid in failed})
+    return seconds, len(refused), len(failed), why
 
 
 def _load_figures(
@@ -225,18 +262,23 @@ def _load_figures(
 ) -> dict[str, Any]:
     assert server.process is not None
     pid = server.process.pid
-    reset_peak_rss(pid)
-    own_before, children_before = cpu_seconds(pid)
+    for process in server_pids(pid):
+        reset_peak_rss(process)
+    front_before, workers_before, children_before = server_cpu_seconds(pid)
     with TreadleClient(server.base_url, timeout=120, max_retries=0) as client:
-        seconds, refused, failed, _ids = _run_all(client, settings, count)
-    own_after, children_after = cpu_seconds(pid)
+        seconds, refused, failed, why = _run_all(client, settings, count)
+    front_after, workers_after, children_after = server_cpu_seconds(pid)
+    own_before, own_after = front_before + workers_before, front_after + workers_after
     steps = count * STEPS
+    front = {"front_cpu_ms_per_step": round((front_after - front_before) / steps * 1000, 2)}
     return {
+        **(front if workers_after else {}),
         "wall_s": round(seconds, 3),
         "wall_vs_one": round(seconds / one_s, 2) if one_s else 1.0,
         "refused": refused,
         "failed": failed,
-        "rss_peak_mib": round(peak_rss_mib(pid), 1),
+        **({"failed_why": why[:3]} if why else {}),
+        "rss_peak_mib": round(sum(peak_rss_mib(p) for p in server_pids(pid)), 1),
         "server_cpu_ms_per_step": round((own_after - own_before) / steps * 1000, 2),
         "children_cpu_ms_per_step": round((children_after - children_before) / steps * 1000, 2),
     }
@@ -248,12 +290,15 @@ def run_server_load_bench(
     store_url: str | None = None,
     max_running: int | None = None,
     sandbox: str = "bubblewrap",
+    workers: int | None = None,
     parent: Path | None = None,
 ) -> dict[str, Any]:
-    """Figures for each count in ``counts`` (one conversation's run is measured first); the
-    run's files (store, workspace) in a new folder under ``parent`` (default: the temp dir),
-    named in every process it starts."""
+    """Figures for each count in ``counts`` (one conversation's run is measured first).
+    ``workers``: the server's --workers (None: its default). The run's files (store,
+    workspace) in a new folder under ``parent`` (default: the temp dir), named in every
+    process it starts."""
     figures: dict[str, Any] = {
+        "workers": workers or len(os.sched_getaffinity(0)),
         "model_delay_s": MODEL_DELAY_S,
         "steps_per_conversation": STEPS,
         "sandbox": sandbox,
@@ -265,7 +310,9 @@ def run_server_load_bench(
         extra = ["--max-running", str(max_running)] if max_running else []
         with fake_provider(tag=folder) as base_url, fake_provider(0.0, folder) as instant_url:
             extra += ["--allow-base-url", base_url]
-            server = ServerProcess(url, workspace_root=root, extra_args=extra).start()
+            server = ServerProcess(
+                url, workspace_root=root, extra_args=extra, workers=workers
+            ).start()
             try:
                 settings = ConversationSettings.litellm(
                     BENCH_MODEL,
@@ -277,7 +324,8 @@ def run_server_load_bench(
                 # not the files (each terminal call only echoes).
                 (root / "ws").mkdir()
                 with TreadleClient(server.base_url, timeout=120) as client:
-                    _run_all(client, settings, 1)  # warm-up: imports, caches, the first shell
+                    # Warm-up: imports, caches, the first shell, in every worker.
+                    _run_all(client, settings, 4 * figures["workers"])
                 one = _load_figures(server, settings, 1, None)
                 per_count = {1: one}
                 for count in counts:

@@ -137,6 +137,14 @@ def bench_server(
         int | None,
         typer.Option("--max-running", min=1, help="With --conversations: the server's cap"),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="With --conversations: the server's --workers (default: its own, one per core)",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """HTTP search pages, live fan-out to WebSocket subscribers, catch-up after a reconnect;
@@ -146,7 +154,9 @@ def bench_server(
         from treadle.bench.server_load import run_server_load_bench
 
         counts = _counts(conversations)
-        figures = run_server_load_bench(counts, store_url=store, max_running=max_running)
+        figures = run_server_load_bench(
+            counts, store_url=store, max_running=max_running, workers=workers
+        )
         print_figures("treadle bench server --conversations", figures, as_json)
         return
     from treadle.bench.server import run_server_bench

@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -113,9 +113,21 @@ def serve(
     max_running: Annotated[
         int,
         typer.Option(
-            "--max-running", min=1, help="Conversations running at once here (429 past it)"
+            "--max-running",
+            min=1,
+            help="Conversations running at once here, all workers together (429 past it)",
         ),
     ] = MAX_RUNNING,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Processes that run conversations, behind this one (which owns the port); "
+            "1: this process serves everything itself",
+            show_default="the machine's cores",
+        ),
+    ] = None,
     sandbox: Annotated[
         SandboxKind,
         typer.Option(
@@ -201,32 +213,39 @@ def serve(
     # Read once; out of the environment, so no child process (tool, MCP server) inherits it.
     os.environ.pop("TREADLE_API_KEYS", None)
     _check_before_start(host, port, workspace_root, keys)
-    application = create_app(
-        store,
-        api_keys=keys,
-        bind_host=host,
-        allowed_hosts=allowed_host or (),
-        lease_ttl_s=lease_ttl,
-        workspace_root=workspace_root,
-        allow_base_urls=allow_base_url or (),
-        idle_timeout_s=idle_timeout,
-        max_body_bytes=max_body_bytes,
-        archive_limits=ArchiveLimits(
+    settings: dict[str, Any] = {
+        "store_url": store,
+        "api_keys": keys,
+        "bind_host": host,
+        "allowed_hosts": allowed_host or (),
+        "lease_ttl_s": lease_ttl,
+        "workspace_root": workspace_root,
+        "allow_base_urls": allow_base_url or (),
+        "idle_timeout_s": idle_timeout,
+        "max_body_bytes": max_body_bytes,
+        "archive_limits": ArchiveLimits(
             max_bytes=ArchiveLimits.max_bytes if max_archive_bytes is None else max_archive_bytes,
             max_members=(
                 ArchiveLimits.max_members if max_archive_members is None else max_archive_members
             ),
         ),
-        max_running=max_running,
-        sandbox_limit=sandbox_limit,
-        hooks=operator_hooks,
-        mcp_servers=mcp_servers,
-        sandbox_user=chosen_user,
-    )
-    _banner(host, port, store, keys)
+        "max_running": max_running,
+        "sandbox_limit": sandbox_limit,
+        "hooks": operator_hooks,
+        "mcp_servers": mcp_servers,
+        "sandbox_user": chosen_user,
+    }
+    count = workers or len(os.sched_getaffinity(0))
+    _banner(host, port, store, keys, count)
     # `kill -USR1 PID` prints where every thread of the server waits (to its stderr): what an
     # operator, or a test whose run never ended, needs to see without stopping the server.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if count > 1:
+        from treadle.server.workers.front import serve_front
+
+        serve_front(host, port, settings, count)
+        return
+    application = create_app(**settings)
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
 
 
@@ -308,7 +327,7 @@ def _without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _banner(host: str, port: int, store: str | None, keys: list[str]) -> None:
+def _banner(host: str, port: int, store: str | None, keys: list[str], workers: int) -> None:
     from treadle.store.urls import default_store_url
 
     shown = f"[{host}]" if ":" in host else host
@@ -317,6 +336,7 @@ def _banner(host: str, port: int, store: str | None, keys: list[str]) -> None:
     typer.echo(f"Treadle server: Canvas at {where}", err=True)
     typer.echo(f"  store: {_without_password(store or default_store_url())}", err=True)
     typer.echo(f"  auth: {auth}", err=True)
+    typer.echo(f"  workers: {workers}" + (" (this process only)" if workers == 1 else ""), err=True)
 
 
 MAX_KEY_FILE_BYTES = 64 * 1024

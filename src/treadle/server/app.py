@@ -34,16 +34,15 @@ from treadle.server.openhands import HEALTH_PATH as OPENHANDS_HEALTH_PATH
 from treadle.server.openhands import PREFIX as OPENHANDS_PREFIX
 from treadle.server.openhands import OpenHandsState, openhands_router
 from treadle.server.runs import DEFAULT_IDLE_TIMEOUT_S, RunManager
-from treadle.server.security import SecurityConfig, SecurityMiddleware
+from treadle.server.security import PUBLIC_PATHS, SecurityConfig, SecurityMiddleware
 from treadle.server.state import ServerState
 from treadle.server.stream import Hubs
+from treadle.server.workers.routing import WorkerPlace
 from treadle.store.leases import open_leases
 from treadle.store.openhands.transfer import ArchiveLimits
 from treadle.store.urls import default_store_dir, default_store_url, open_store
 
-PUBLIC_PATHS = frozenset(
-    {"/", "/favicon.ico", "/docs", "/openapi.json", "/health", OPENHANDS_HEALTH_PATH}
-)
+assert OPENHANDS_HEALTH_PATH in PUBLIC_PATHS  # the front of --workers N checks them too
 
 
 def create_app(
@@ -63,6 +62,7 @@ def create_app(
     hooks: HookSettings | None = None,
     mcp_servers: Mapping[str, MCPServerConfig] | None = None,
     sandbox_user: SandboxUser | None = None,
+    worker: WorkerPlace | None = None,
 ) -> FastAPI:
     """``allow_base_urls``: base URLs (besides the provider's own endpoint and TREADLE_BASE_URL)
     that may receive the server's model key; a conversation with any other runs without it.
@@ -71,7 +71,9 @@ def create_app(
     ``hooks``: the operator's hooks, run in every conversation (docs/hooks.md).
     ``mcp_servers``: the operator's MCP servers, which every conversation here gets.
     ``sandbox_user``: the host user sandboxes run as when the server is root (conversation
-    workspaces made here are given to it); None: each workspace's owner (docs/sandbox.md)."""
+    workspaces made here are given to it); None: each workspace's owner (docs/sandbox.md).
+    ``worker``: this app is that worker of a ``treadle serve --workers N`` (server/workers/):
+    its runs' leases name the server's group, and it takes over the crashed runs routed to it."""
     url = store_url or default_store_url()
     security = SecurityConfig.build(
         api_keys,
@@ -125,6 +127,9 @@ def create_app(
             max_running=max_running,
             model_key=model_key,
             live_output=relay,
+            owner_group=worker.group if worker else None,
+            takes_over=worker.serves if worker else None,
+            shared_limit=worker.run_slots(max_running) if worker else None,
         )
         # The OpenHands API's clients' model keys, held here only (server/openhands/keys.py).
         runs.policy_for = app.state.openhands.keys.policy_for(store)

@@ -30,6 +30,7 @@ from treadle.runtime.hooks import PromptBlocked
 from treadle.runtime.settings import SandboxRefused
 from treadle.runtime.snapshots import NoSnapshot, RestoreBusy, SnapshotError
 from treadle.runtime.workspace.base import SandboxUnavailable, WorkspaceError, WorkspacePathError
+from treadle.server.workers.routing import WORKER_HEADER, Elsewhere
 from treadle.store.base import (
     ConversationExists,
     ConversationNotFound,
@@ -162,7 +163,9 @@ def install_error_handlers(app: FastAPI) -> None:
                 status_code=503,
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
-        return AsciiJSONResponse(error_body(code, str(error)), status_code=status)
+        # Past --max-running: when to ask again (a run of another conversation may end).
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 429 else None
+        return AsciiJSONResponse(error_body(code, str(error)), status_code=status, headers=headers)
 
     async def unexpected_error(_request: Request, error: Exception) -> AsciiJSONResponse:
         # Starlette logs the traceback; the client gets JSON without one.
@@ -189,6 +192,15 @@ def install_error_handlers(app: FastAPI) -> None:
             headers=getattr(error, "headers", None),
         )
 
+    async def elsewhere(_request: Request, error: Elsewhere) -> AsciiJSONResponse:
+        # Only the front reads this (it sends the request on to that worker).
+        return AsciiJSONResponse(
+            error_body("misdirected", str(error)),
+            status_code=421,
+            headers={WORKER_HEADER: str(error.slot)},
+        )
+
+    app.add_exception_handler(Elsewhere, elsewhere)  # type: ignore[arg-type]
     app.add_exception_handler(TreadleError, treadle_error)
     for outage in OUTAGES:
         app.add_exception_handler(outage, treadle_error)

@@ -34,11 +34,13 @@ class ServerProcess:
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         sandbox_user: str | None = "root",
+        workers: int | None = None,
     ) -> None:
         """``extra_args``: more ``treadle serve`` flags; ``env``: variables set for the server.
         ``sandbox_user``: its ``--sandbox-user`` (None: the server's default, nobody as root).
         root by default: the tests' and benchmarks' workspaces lie in private temporary
-        folders (mode 0700) that another user cannot reach."""
+        folders (mode 0700) that another user cannot reach.
+        ``workers``: its ``--workers`` (None: the default, one per core, behind a front)."""
         self.store_url = store_url
         self.api_keys = api_keys
         self.lease_ttl = lease_ttl
@@ -47,6 +49,7 @@ class ServerProcess:
         self.workspace_root = workspace_root
         self.extra_args = tuple(extra_args)
         self.sandbox_user = sandbox_user
+        self.workers = workers
         self.env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -63,6 +66,8 @@ class ServerProcess:
             command += ["--api-key", key]
         if self.sandbox_user is not None and os.geteuid() == 0:
             command += ["--sandbox-user", self.sandbox_user]
+        if self.workers is not None:
+            command += ["--workers", str(self.workers)]
         command += self.extra_args
         # The log file stays open for the child's lifetime; the child owns it after Popen.
         log = (
@@ -74,7 +79,7 @@ class ServerProcess:
         self.process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # N workers start on shared cores
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode}")
@@ -83,7 +88,7 @@ class ServerProcess:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.1)
-        raise RuntimeError("server did not start within 30 s")
+        raise RuntimeError("server did not start within 60 s")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no lease release (a crash)."""

@@ -54,7 +54,7 @@ def view(
     state: ServerState, info: ConversationInfo, *, isolation: bool = False
 ) -> ConversationView:
     """``isolation``: read the last run's isolation fact too (one conversation, not a list)."""
-    status, reason = state.status_of(info.id)
+    status, reason, here = state.status_and_here(info.id)
     return ConversationView(
         id=info.id,
         title=info.title,
@@ -64,7 +64,7 @@ def view(
         event_count=info.event_count,
         created_at=info.created_at,
         updated_at=info.updated_at,
-        running_here=state.runs.is_running(info.id),
+        running_here=here,
         controls=controls_of(status, interrupted=reason == INTERRUPTED_REASON),
         metadata=info.metadata,
         isolation=read_isolation(state.store, info.id) if isolation else None,

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from treadle.events.model import ROOT, MessageEvent
 from treadle.runtime.continuing import store_missing_settings
@@ -58,6 +58,14 @@ PolicyFor = Callable[[str, SettingsPolicy], SettingsPolicy]
 """The policy one conversation is opened with, from the process's (raises NotRunnable to
 refuse it): how the OpenHands API gives a conversation its client's in-memory model key."""
 Check = Callable[[Conversation], object]  # raises to refuse; what it returns is not used
+
+
+class SharedLimit(Protocol):
+    """``--max-running`` shared with other processes (``server/workers/run_slots.py``)."""
+
+    def take(self) -> int | None: ...
+    def give(self, index: int) -> None: ...
+
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 """Seconds a conversation's object and its shell stay open after its last use or run."""
@@ -110,7 +118,15 @@ class RunManager:
         max_running: int = MAX_RUNNING,
         model_key: str | None = None,
         live_output: OutputListener | None = None,
+        owner_group: str | None = None,
+        takes_over: Callable[[str], bool] | None = None,
+        shared_limit: SharedLimit | None = None,
     ) -> None:
+        """``owner_group``: the lease owner prefix this process shares with the other workers
+        of its ``treadle serve`` (``is_ours``). ``takes_over``: which crashed conversations
+        this process runs on (default: any); a worker takes those routed to it only.
+        ``shared_limit``: the server's --max-running, when its workers share it."""
+        self.shared_limit = shared_limit
         self.store = store
         self.live_output = live_output
         """Told the output of every call in progress here (the stream's transient frames)."""
@@ -121,7 +137,9 @@ class RunManager:
         self.policy_for: PolicyFor | None = None
         """Set by whoever gives some conversations a policy of their own (``PolicyFor``)."""
         self.leases = leases
-        self.owner = new_owner(SERVER)
+        self.owner_group = owner_group
+        self.owner = f"{owner_group}.{uuid.uuid4().hex[:8]}" if owner_group else new_owner(SERVER)
+        self.takes_over = takes_over
         self.lease_ttl_s = lease_ttl_s
         self.takeover = takeover
         self.idle_timeout_s = idle_timeout_s
@@ -189,6 +207,13 @@ class RunManager:
         with self._lock:
             return len(self._entries)
 
+    def is_ours(self, holder: str | None) -> bool:
+        """Whether a lease ``holder`` is this process, or another worker of its server."""
+        if holder is None or self.owner_group is None:
+            return False
+        # A short change's hold (``_try_hold``: "OWNER/…") is not a run.
+        return holder.startswith(f"{self.owner_group}.") and "/" not in holder
+
     def is_running(self, conversation_id: str) -> bool:
         entry = self._entries.get(conversation_id)
         return entry is not None and entry.running
@@ -244,14 +269,23 @@ class RunManager:
                     f"this server already runs {running} conversations (its --max-running); "
                     "retry when one ends, or pause one"
                 )
+            place = None
+            if self.shared_limit is not None:
+                place = self.shared_limit.take()
+                if place is None:
+                    raise TooManyRunning(
+                        f"this server already runs {self.max_running} conversations (its "
+                        "--max-running, over all its workers); retry when one ends, or pause one"
+                    )
             if not self.leases.acquire(conversation_id, self.owner, self.lease_ttl_s):
+                self._give(place)
                 raise ConversationBusy(conversation_id, "runs in another server")
             try:
                 if check is not None:
                     check(conversation)
                 thread = threading.Thread(
                     target=self._guarded,
-                    args=(conversation, operation),
+                    args=(conversation, operation, place),
                     name=f"treadle-{name}-{conversation_id[:8]}",
                     daemon=True,
                 )
@@ -266,7 +300,12 @@ class RunManager:
                 thread.start()
             except BaseException:
                 _logged(self.leases.release, conversation_id, self.owner)  # keep the cause
+                self._give(place)
                 raise
+
+    def _give(self, place: int | None) -> None:
+        if place is not None and self.shared_limit is not None:
+            _logged(self.shared_limit.give, place)
 
     @contextmanager
     def exclusive(self, conversation_id: str, what: str) -> Iterator[None]:
@@ -373,7 +412,9 @@ class RunManager:
         finally:
             self.leases.release(conversation_id, owner)
 
-    def _guarded(self, conversation: Conversation, operation: Operation) -> None:
+    def _guarded(
+        self, conversation: Conversation, operation: Operation, place: int | None = None
+    ) -> None:
         stop_renewing = threading.Event()
         renewer = threading.Thread(
             target=self._renew, args=(conversation, stop_renewing), daemon=True
@@ -393,6 +434,7 @@ class RunManager:
             # A release that fails (store out) must not skip the clean-up below: the lease
             # then expires by itself, and the status says what happened.
             _logged(self.leases.release, conversation.id, self.owner)
+            self._give(place)
         try:
             # A message queued between our last delivery and the release is ours to deliver.
             self._deliver_if_free(conversation.id)
@@ -500,6 +542,8 @@ class RunManager:
             for gone in set(failing) - {"", *expired}:
                 del failing[gone]
             # Only runs a server started: a dead CLI run waits for someone to run it again.
+            if self.takes_over is not None:
+                expired = [key for key in expired if self.takes_over(key)]
             for conversation_id in expired:
                 if self._stopping.is_set():
                     break

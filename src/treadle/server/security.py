@@ -21,6 +21,10 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 SESSION_KEY_HEADER = "x-session-api-key"
 """Where the OpenHands SDK's client sends its key (accepted under ``SESSION_KEY_PREFIX``)."""
 SESSION_KEY_PREFIX = "/openhands/"
+PUBLIC_PATHS = frozenset(
+    {"/", "/favicon.ico", "/docs", "/openapi.json", "/health", "/openhands/health"}
+)
+"""The server's paths served without a key (the Canvas page asks for the key itself)."""
 
 
 @dataclass(frozen=True)

@@ -109,11 +109,22 @@ class ServerState:
         return self.runs.conversation(conversation_id)
 
     def status_of(self, conversation_id: str) -> tuple[str, str | None]:
+        status, reason, _here = self.status_and_here(conversation_id)
+        return status, reason
+
+    def status_and_here(self, conversation_id: str) -> tuple[str, str | None, bool]:
+        """Its status, the reason, and whether this server (any of its workers) runs it: a
+        running conversation's lease holder is read once for both."""
         status, reason = read_status(self.store, conversation_id)
+        here = self.runs.is_running(conversation_id)
         if status is ConversationStatus.RUNNING:
-            held = self.runs.leases.is_held(conversation_id)
-            status, reason = as_read(status, reason, held)
-        return status.value, reason
+            holder = self.runs.leases.holder(conversation_id)
+            status, reason = as_read(status, reason, holder is not None)
+            here = here or self.runs.is_ours(holder)
+        elif not here and self.runs.owner_group is not None:
+            # Another worker's run may hold it before (or after) its status says running.
+            here = self.runs.is_ours(self.runs.leases.holder(conversation_id))
+        return status.value, reason, here
 
 
 def server_state(request: Request) -> ServerState:

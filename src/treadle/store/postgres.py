@@ -17,7 +17,6 @@ import functools
 import hashlib
 import json
 import threading
-import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ import psycopg
 from psycopg import errors, sql
 from psycopg.pq import TransactionStatus
 
+from treadle.data.ids import new_id
 from treadle.errors import AppendError
 from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
@@ -240,7 +240,7 @@ class PostgresEventStore:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> ConversationInfo:
-        conversation_id = str(uuid.uuid4()) if conversation_id is None else conversation_id
+        conversation_id = new_id() if conversation_id is None else conversation_id
         check_conversation_id(conversation_id)
         check_text("title", title)
         metadata_text = metadata_json(metadata)

@@ -37,7 +37,6 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from treadle.data.ids import new_id
 from treadle.errors import AppendError
 from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
@@ -461,7 +461,7 @@ class SqliteEventStore:
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> ConversationInfo:
-        conversation_id = str(uuid.uuid4()) if conversation_id is None else conversation_id
+        conversation_id = new_id() if conversation_id is None else conversation_id
         check_conversation_id(conversation_id)
         check_text("title", title)
         metadata_text = metadata_json(metadata)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from treadle.data.ids import new_id
 from treadle.events.model import utc_now_iso
 from treadle.runtime.workspace.base import Workspace
 from treadle.runtime.workspace.shell import launch_argv
@@ -90,7 +91,7 @@ class Commands:
                     f"{RUNNING_AT_ONCE} workspace commands already run here; retry when one ends"
                 )
             self._running += 1
-            record = Command(str(uuid.uuid4()), command, str(cwd), timeout)
+            record = Command(new_id(), command, str(cwd), timeout)  # routed back here
             self._commands[record.id] = record
             while len(self._commands) > MAX_COMMANDS:
                 self._commands.popitem(last=False)

@@ -4,7 +4,6 @@ conversations (the same ones ``/api/conversations`` shows)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -12,6 +11,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from treadle.data.ids import new_id
 from treadle.data.settings import SETTINGS_KEY, ConversationSettings
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.errors import ConversationBusy, NotRunnable, TooManyRunning
@@ -45,6 +45,7 @@ from treadle.server.openhands.requests import (
 )
 from treadle.server.runs import Operation
 from treadle.server.state import ServerState
+from treadle.server.workers.routing import check_here
 from treadle.store.base import ConversationExists, ConversationNotFound, EventNotFound
 from treadle.store.checks import InvalidConversationId
 
@@ -93,6 +94,7 @@ def _create(
     wanted = request.get("conversation_id")
     if wanted is not None:
         conversation_id = conversation_uuid(wanted)
+        check_here(conversation_id)  # its key must live in its worker (--workers N)
         try:
             existing = state.store.get_conversation(conversation_id)
         except ConversationNotFound:
@@ -101,7 +103,7 @@ def _create(
             _remember_key(extra, state, conversation_id, key, model.base_url)
             return conversation_info(state, existing), 200
     else:
-        conversation_id = str(uuid.uuid4())
+        conversation_id = new_id()  # routed back to this worker
     settings: ConversationSettings = settings_from_request(request, _working_dir(request))
     settings = state.check_workspace(settings)
     facts = {

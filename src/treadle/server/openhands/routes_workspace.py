@@ -30,6 +30,7 @@ from treadle.server.openhands.context import OpenHands, State
 from treadle.server.openhands.info import settings_of
 from treadle.server.openhands.requests import json_object
 from treadle.server.state import ServerState
+from treadle.server.workers.routing import check_here
 
 router = APIRouter(prefix="/api", tags=["OpenHands SDK workspace"])
 
@@ -70,6 +71,7 @@ def owner_of(state: ServerState, path: str) -> tuple[Conversation, Path]:
     candidates.sort(key=lambda info: info.updated_at, reverse=True)
     refusal = None
     for info in candidates:
+        check_here(info.id)  # its sandbox and key live in its worker (--workers N)
         try:
             conversation = state.runtime(info.id)
         except NotRunnable as error:
