@@ -1,0 +1,28 @@
+"""The default ``--max-running`` is sized to the machine: 100 per core, fewer when the file
+descriptors or the available memory would run out first, never below 8."""
+
+from __future__ import annotations
+
+import resource
+
+import pytest
+
+from treadle.server import limits
+
+
+def test_the_default_is_100_per_core_here_within_the_fd_and_memory_bounds() -> None:
+    cores = len(limits.os.sched_getaffinity(0))
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    expected = min(100 * cores, (soft - 256) // limits.FDS_PER_RUNNING)
+    assert limits.default_max_running() <= expected
+    assert limits.default_max_running() >= 8
+
+
+def test_few_file_descriptors_bound_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits.resource, "getrlimit", lambda _which: (1024, 1024))
+    assert limits.default_max_running() == (1024 - 256) // limits.FDS_PER_RUNNING  # 64
+
+
+def test_a_tiny_machine_still_runs_eight(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits.resource, "getrlimit", lambda _which: (300, 300))
+    assert limits.default_max_running() == 8
