@@ -213,6 +213,8 @@ class IncrementalAudit:
         self.events.append(event)
         position = walk.grow(parent, event.kind)
         self._index[event.id] = position
+        if event.id in walk.unknown_links:
+            self._now_in_the_log(event.id)
         self._parents.append(parent)
         self._first_continuation.append(NO_EVENT)
         self._counts[event.kind] += 1
@@ -229,6 +231,19 @@ class IncrementalAudit:
                 self._heads.pop(parent, None)
                 if self._first_continuation[parent] < 0:
                     self._first_continuation[parent] = position
+
+    def _now_in_the_log(self, event_id: str) -> None:
+        """An id that LINK-ID findings said was not in the log is now: say what it names, as
+        a full audit of the log does."""
+        walk, findings = self._walk, self._findings
+        why = walk._why_not_linked(event_id)
+        for index in walk.unknown_links.pop(event_id):
+            position, violation = findings.found[index]
+            message = f"{findings.describe(position)}: {why}"
+            findings.found[index] = (
+                position,
+                Violation(violation.contract, violation.event_ids, message),
+            )
 
     def _rebuild(self, events: list[AuditFacts]) -> None:
         """Audit ``events`` in full (as ``audit_events``) and keep what extending needs."""
@@ -332,6 +347,7 @@ class IncrementalAudit:
             "batch_actions": list(walk.batch_actions.items()),
             "forgotten": list(walk.forgotten.items()),
             "newly_forgotten": list(walk.newly_forgotten.items()),
+            "unknown_links": list(walk.unknown_links.items()),
         }
         arrays = {
             "parents": self._parents,
@@ -410,6 +426,7 @@ class IncrementalAudit:
         walk.forgotten = {str(i): int(position) for i, position in header["forgotten"]}
         walk.newly_forgotten = {int(p): list(ids) for p, ids in header["newly_forgotten"]}
         walk.last_entered = int(header["last_entered"])
+        walk.unknown_links = {str(i): list(found) for i, found in header["unknown_links"]}
         audit._walk = walk
         return audit
 
@@ -621,6 +638,10 @@ class _BranchWalk:
         """Condensation position -> the ids it was the first on the path to forget (undo)."""
         self.last_entered = NO_EVENT
         """The event the walk visited last: its path is the state the walk ends with."""
+        self.unknown_links: dict[str, list[int]] = {}
+        """An action id no event of the log has -> the LINK-ID findings (indexes in
+        ``findings.found``) of results naming it: their message says "not in the log", which
+        an event of that id appended later makes wrong (``IncrementalAudit`` rewrites them)."""
 
     def walk(self) -> None:
         first_child, next_sibling = _child_links(self.forest)
@@ -934,6 +955,8 @@ class _BranchWalk:
         action = self.action_at.get(action_id, NO_EVENT)
         if action < 0:
             self._link_broken(position, [result.id, action_id], self._why_not_linked(action_id))
+            if action_id not in self.tree:  # its message changes if that id comes later
+                self.unknown_links.setdefault(action_id, []).append(len(self.findings.found) - 1)
             return NO_EVENT
         linked = self.events[action]
         if call != linked.tool_call_id or (
