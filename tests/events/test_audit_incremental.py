@@ -9,13 +9,14 @@ from treadle.events.model import (
     ROOT,
     ActionEvent,
     AgentErrorEvent,
+    CondensationEvent,
     EventBase,
     MessageEvent,
     ObservationEvent,
     StateChangeEvent,
 )
 
-KINDS = ["user", "agent", "action", "action", "observation", "error", "state"]
+KINDS = ["user", "agent", "action", "action", "observation", "error", "state", "condense"]
 
 
 @st.composite
@@ -67,6 +68,10 @@ def logs(draw: st.DrawFn) -> list[EventBase]:
                 event = AgentErrorEvent(
                     tool_call_id=action.tool_call_id, tool_name="x", error="bad", **common
                 )
+        elif kind == "condense":
+            earlier = [e.id for e in events] + ["not-an-event", f"e{index + 1}"]
+            forgotten = draw(st.lists(st.sampled_from(earlier), max_size=4))
+            event = CondensationEvent(forgotten_event_ids=tuple(forgotten), **common)
         else:
             event = (
                 StateChangeEvent(key="status", value={"status": "idle"}, **common)

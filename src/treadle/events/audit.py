@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from treadle.events import audit_checkpoint as kept
-from treadle.events.audit_checkpoint import FactsSource, LazyFacts, LazyIndex, TailList
+from treadle.events.audit_checkpoint import (
+    BatchTable,
+    FactsSource,
+    LazyFacts,
+    LazyIndex,
+    TailList,
+)
 from treadle.events.audit_facts import AuditFacts, facts_of
 from treadle.events.model import (
     EVENT_KINDS,
@@ -341,10 +347,7 @@ class IncrementalAudit:
             ],
             "pending": [[i, facts.tool_call_id] for i, facts in pending.open_actions.items()],
             "pending_by_call": list(pending.open_by_call.items()),
-            "call_owner": list(walk.call_owner),
-            "action_at": list(walk.action_at),
             "open_actions": list(walk.open_actions),
-            "batch_actions": list(walk.batch_actions.items()),
             "forgotten": list(walk.forgotten.items()),
             "newly_forgotten": list(walk.newly_forgotten.items()),
             "unknown_links": list(walk.unknown_links.items()),
@@ -360,21 +363,29 @@ class IncrementalAudit:
             "call_owner": kept.ints(walk.call_owner.values()),
             "action_at": kept.ints(walk.action_at.values()),
         }
-        return kept.encode(header, arrays)
+        batches = walk.batch_actions
+        table = dict(batches.items()) if isinstance(batches, BatchTable) else batches
+        arrays["batch_flat"], arrays["batch_lengths"] = BatchTable.encode(table)
+        texts = {"call_owner": list(walk.call_owner), "action_at": list(walk.action_at)}
+        return kept.encode(header, arrays, texts)
 
     @classmethod
     def restore(cls, data: bytes, source: FactsSource) -> IncrementalAudit:
         """The audit ``checkpoint`` wrote, reading the records of the events before it from
         ``source`` only when it needs them. CheckpointError when ``data`` is not one."""
-        header, arrays = kept.decode(data)
+        header, arrays, texts = kept.decode(data)
         try:
-            return cls._restored(header, arrays, source)
+            return cls._restored(header, arrays, texts, source)
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise kept.CheckpointError(f"damaged audit checkpoint: {error!r}") from None
 
     @classmethod
     def _restored(
-        cls, header: dict[str, Any], arrays: dict[str, array[int]], source: FactsSource
+        cls,
+        header: dict[str, Any],
+        arrays: dict[str, array[int]],
+        texts: dict[str, list[str]],
+        source: FactsSource,
     ) -> IncrementalAudit:
         count = int(header["count"])
         audit = cls.__new__(cls)
@@ -419,10 +430,10 @@ class IncrementalAudit:
         walk.shadowed_call = _no_events(count)
         walk.shadowed_action = _no_events(count)
         walk.reopen = bytearray(count)
-        walk.call_owner = dict(zip(header["call_owner"], arrays["call_owner"], strict=True))
-        walk.action_at = dict(zip(header["action_at"], arrays["action_at"], strict=True))
+        walk.call_owner = dict(zip(texts["call_owner"], arrays["call_owner"], strict=True))
+        walk.action_at = dict(zip(texts["action_at"], arrays["action_at"], strict=True))
         walk.open_actions = {int(position): None for position in header["open_actions"]}
-        walk.batch_actions = {int(first): list(batch) for first, batch in header["batch_actions"]}
+        walk.batch_actions = BatchTable(arrays["batch_flat"], arrays["batch_lengths"])
         walk.forgotten = {str(i): int(position) for i, position in header["forgotten"]}
         walk.newly_forgotten = {int(p): list(ids) for p, ids in header["newly_forgotten"]}
         walk.last_entered = int(header["last_entered"])
@@ -627,7 +638,7 @@ class _BranchWalk:
         self.shadowed_action = _no_events(count)
         self.closed = _no_events(count)
         self.reopen = bytearray(count)
-        self.batch_actions: dict[int, list[int]] = {}
+        self.batch_actions: dict[int, list[int]] | BatchTable = {}
         """First action of a batch on the path -> the batch's actions on the path."""
         self.last_condensation = _no_events(count)
         """A condensation on the path ending at each event with no model-visible event after
@@ -765,7 +776,7 @@ class _BranchWalk:
         _restore(self.call_owner, action.tool_call_id, self.shadowed_call[position])
         _restore(self.action_at, action.id, self.shadowed_action[position])
         self.open_actions.pop(position, None)
-        batch = self.batch_actions.get(self.batch_first[position])
+        batch = self.batch_actions.get(self.batch_first[position], None)
         if batch:  # entered last on the path, so it is the batch's last action
             batch.pop()
             if not batch:

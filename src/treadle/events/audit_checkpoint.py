@@ -17,6 +17,7 @@ pickle: a checkpoint is data read from a database, and reading it runs no code.
 
 from __future__ import annotations
 
+import bisect
 import json
 import sys
 from array import array
@@ -48,10 +49,25 @@ class CheckpointError(ValueError):
     """Bytes that are not a checkpoint this Treadle reads (another format, damaged)."""
 
 
-def encode(header: dict[str, Any], arrays: dict[str, array[int]]) -> bytes:
-    """``header`` (JSON) and ``arrays`` (32-bit ints) as one checkpoint."""
+def encode(
+    header: dict[str, Any], arrays: dict[str, array[int]], texts: dict[str, list[str]]
+) -> bytes:
+    """``header`` (JSON), ``arrays`` (32-bit ints) and ``texts`` (lists of strings, such as
+    the keys of a path's call table: NUL-joined UTF-8, which splits back in one call; in the
+    header when a string holds a NUL) as one checkpoint."""
     sizes = {name: len(values) for name, values in arrays.items()}
-    head = json.dumps({**header, "format": FORMAT, "arrays": sizes}, separators=(",", ":")).encode()
+    joined: dict[str, bytes] = {}
+    inline: dict[str, list[str]] = {}
+    for name, strings in texts.items():
+        if any("\x00" in text for text in strings):
+            inline[name] = strings
+        else:
+            joined[name] = "\x00".join(strings).encode("utf-8", "surrogatepass")
+    lengths = {name: [len(texts[name]), len(data)] for name, data in joined.items()}
+    head = json.dumps(
+        {**header, "format": FORMAT, "arrays": sizes, "texts": lengths, "inline": inline},
+        separators=(",", ":"),
+    ).encode()
     parts = [MAGIC, len(head).to_bytes(8, "little"), head]
     for values in arrays.values():
         if values.itemsize != 4:  # pragma: no cover - every platform Treadle runs on
@@ -60,11 +76,25 @@ def encode(header: dict[str, Any], arrays: dict[str, array[int]]) -> bytes:
             values = array("i", values)
             values.byteswap()
         parts.append(values.tobytes())
+    parts.extend(joined.values())
     return b"".join(parts)
 
 
-def decode(data: bytes) -> tuple[dict[str, Any], dict[str, array[int]]]:
-    """The header and arrays of a checkpoint; CheckpointError when it is not one."""
+def decode(
+    data: bytes,
+) -> tuple[dict[str, Any], dict[str, array[int]], dict[str, list[str]]]:
+    """The header, arrays and texts of a checkpoint; CheckpointError when it is not one."""
+    try:
+        return _decode(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        if isinstance(error, CheckpointError):
+            raise
+        raise CheckpointError(f"a damaged audit checkpoint: {error!r}") from None
+
+
+def _decode(
+    data: bytes,
+) -> tuple[dict[str, Any], dict[str, array[int]], dict[str, list[str]]]:
     view = memoryview(data)
     start = len(MAGIC)
     if bytes(view[:start]) != MAGIC or len(data) < start + 8:
@@ -89,9 +119,97 @@ def decode(data: bytes) -> tuple[dict[str, Any], dict[str, array[int]]]:
             values.byteswap()
         arrays[name] = values
         start = end
+    texts: dict[str, list[str]] = dict(header["inline"])
+    for name, (count, length) in header["texts"].items():
+        end = start + int(length)
+        if end > len(data):
+            raise CheckpointError("a truncated audit checkpoint")
+        text = str(view[start:end], "utf-8", "surrogatepass")
+        texts[name] = text.split("\x00") if count else []
+        if len(texts[name]) != count:
+            raise CheckpointError("a damaged audit checkpoint (texts)")
+        start = end
     if start != len(data):
         raise CheckpointError("an audit checkpoint with trailing bytes")
-    return header, arrays
+    return header, arrays, texts
+
+
+class BatchTable:
+    """The walk's batch table (first action of a batch on the path -> the batch's actions)
+    of a restored audit: kept as two int arrays, a batch made a list only when the walk
+    asks for it (the last batch, a batch a condensation forgets part of)."""
+
+    def __init__(self, flat: array[int], lengths: array[int]) -> None:
+        self._flat = flat
+        self._offsets = array("i", [0]) * (len(lengths) + 1)
+        total = 0
+        for number, length in enumerate(lengths):
+            total += length
+            self._offsets[number + 1] = total
+        if total != len(flat):
+            raise ValueError("batch lengths do not add up")
+        self._firsts = array("i", (flat[offset] for offset in self._offsets[:-1]))
+        self._lists: dict[int, list[int] | None] = {}
+        """Batches made lists (None: deleted)."""
+
+    @staticmethod
+    def encode(table: dict[int, list[int]]) -> tuple[array[int], array[int]]:
+        """(flat positions, lengths) of ``table``, its batches in the order of their first."""
+        flat = array("i")
+        lengths = array("i")
+        for first in sorted(table):
+            flat.extend(table[first])
+            lengths.append(len(table[first]))
+        return flat, lengths
+
+    def _stored(self, first: int) -> list[int] | None:
+        number = bisect.bisect_left(self._firsts, first)
+        if number < len(self._firsts) and self._firsts[number] == first:
+            return list(self._flat[self._offsets[number] : self._offsets[number + 1]])
+        return None
+
+    def _get(self, first: int) -> list[int] | None:
+        if first not in self._lists:
+            self._lists[first] = self._stored(first)
+        return self._lists[first]
+
+    def get(self, first: int, default: T) -> list[int] | T:
+        found = self._get(first)
+        return default if found is None else found
+
+    def __getitem__(self, first: int) -> list[int]:
+        found = self._get(first)
+        if found is None:
+            raise KeyError(first)
+        return found
+
+    def setdefault(self, first: int, default: list[int]) -> list[int]:
+        found = self._get(first)
+        if found is None:
+            found = self._lists[first] = default
+        return found
+
+    def __delitem__(self, first: int) -> None:
+        if self._get(first) is None:
+            raise KeyError(first)
+        self._lists[first] = None
+
+    def clear(self) -> None:
+        self._flat, self._firsts, self._offsets = array("i"), array("i"), array("i", [0])
+        self._lists = {}
+
+    def items(self) -> list[tuple[int, list[int]]]:
+        """Every batch, in the order of their first (for a checkpoint of a restored audit)."""
+        table = {
+            first: list(self._flat[self._offsets[n] : self._offsets[n + 1]])
+            for n, first in enumerate(self._firsts)
+        }
+        for first, found in self._lists.items():
+            if found is None:
+                table.pop(first, None)
+            else:
+                table[first] = found
+        return sorted(table.items())
 
 
 class LazyFacts(Sequence[AuditFacts]):
@@ -208,6 +326,7 @@ def ints(values: Iterable[int]) -> array[int]:
 
 __all__ = [
     "FORMAT",
+    "BatchTable",
     "CheckpointError",
     "FactsSource",
     "LazyFacts",

@@ -625,7 +625,7 @@ class PostgresEventStore:
                 "WHERE id = %(id)s AND event_count >= %(upto)s "
                 "ON CONFLICT (conversation) DO UPDATE SET created_at = excluded.created_at, "
                 "upto = excluded.upto, state = excluded.state "
-                "WHERE audit_checkpoints.upto < excluded.upto",
+                "WHERE audit_checkpoints.upto <= excluded.upto",
                 {"id": conversation_id, "upto": upto, "state": state},
             )
 

@@ -770,7 +770,7 @@ class SqliteEventStore:
                 "WHERE key = ?1 AND event_count >= ?2 "
                 "ON CONFLICT (conversation) DO UPDATE SET created_at = excluded.created_at, "
                 "upto = excluded.upto, state = excluded.state "
-                "WHERE audit_checkpoints.upto < excluded.upto "
+                "WHERE audit_checkpoints.upto <= excluded.upto "
                 "OR audit_checkpoints.created_at <> excluded.created_at",
                 (key, upto, state),
             )
