@@ -164,3 +164,58 @@ def test_a_store_made_before_the_checkpoints_opens_and_audits(tmp_path: Path, mo
     finally:
         store.close()
     assert sqlite_schema.read_schema_version(path) == sqlite_schema.schema_version()
+
+
+def test_writers_and_auditors_at_once_keep_a_right_summary(store_url: str, monkeypatch) -> None:
+    """Two handles (connections of their own, as two processes) append live batches on two
+    branches while two more audit and keep checkpoints; afterwards the answers from what
+    they kept equal a full audit's."""
+    import threading
+
+    from treadle.store.urls import open_store
+
+    monkeypatch.setattr(audit_summary, "KEEP_EVERY", 7)
+    handles = [open_store(store_url) for _ in range(4)]
+    handles[0].create_conversation("c")
+    log = realistic_events(600, seed=11)
+    # two writers on two branches: the main line and a side branch from its 10th event
+    handles[0].append_batch("c", log[:10])
+    side = realistic_events(200, seed=12)
+    side[0] = side[0].model_copy(update={"parent_id": log[9].id})
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def write(store: EventStore, events: list[EventBase], move_head: bool) -> None:
+        try:
+            for start in range(0, len(events), 10):
+                store.append_batch("c", events[start : start + 10], move_head=move_head)
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    def audit(store: EventStore) -> None:
+        try:
+            while not done.is_set():
+                report = audit_stored(store, "c")
+                assert sum(report.counts.values()) >= 10
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    writers = [
+        threading.Thread(target=write, args=(handles[0], log[10:], True)),
+        threading.Thread(target=write, args=(handles[1], side, False)),
+    ]
+    auditors = [threading.Thread(target=audit, args=(handle,)) for handle in handles[2:]]
+    try:
+        for thread in [*writers, *auditors]:
+            thread.start()
+        for thread in writers:
+            thread.join()
+        done.set()
+        for thread in auditors:
+            thread.join()
+        assert not errors, errors
+        check(handles[2], "c")
+        check(handles[3], "c")
+    finally:
+        for handle in handles:
+            handle.close()
