@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +44,17 @@ class StoredFacts:
     read from the store's columns by seq (``EventStore.audit_facts`` and ``audit_seqs``)."""
 
     def __init__(self, store: EventStore, conversation_id: str) -> None:
-        self.store = store
+        # weakly: a server's audit cache is keyed by its store weakly, and what it holds must
+        # not keep the store alive
+        self._store = weakref.ref(store)
         self.conversation_id = conversation_id
+
+    @property
+    def store(self) -> EventStore:
+        store = self._store()
+        if store is None:
+            raise StoreError("the store of this audit was closed and dropped; open it again")
+        return store
 
     def facts(self, start: int, end: int) -> Sequence[AuditFacts]:
         return self.store.audit_facts(self.conversation_id, start, end)
