@@ -103,6 +103,10 @@ def test_a_bulk_import_a_fork_and_the_tail(store: EventStore, monkeypatch) -> No
     side[0] = side[0].model_copy(update={"parent_id": log[100].id})
     store.append_batch("big", side, move_head=False)  # a fork from an older event
     check(store, "big")
+    # the fork made the audit walk the whole log again: kept at once, though only 20 are new
+    found = store.audit_checkpoint("big")
+    assert found is not None
+    assert found[0] == store.get_conversation("big").event_count
     more = realistic_events(30, seed=7)
     more[0] = more[0].model_copy(update={"parent_id": log[-1].id})
     store.append_batch("big", more)  # continues the main line: the tail only

@@ -168,6 +168,10 @@ class IncrementalAudit:
         """What the audit read of each event: its ``AuditFacts``, never the event itself (a
         restored audit reads those before its checkpoint from its source when it needs one)."""
         self._index: dict[str, int] | LazyIndex = {}
+        self.unkept = 0
+        """Events walked since this audit was restored from a checkpoint, or its checkpoint
+        was kept (``treadle.store.audit_summary`` sets it back to 0): an audit again in full
+        walks them all."""
         self._rebuild([facts_of(event) for event in events])
 
     def __len__(self) -> int:
@@ -216,6 +220,7 @@ class IncrementalAudit:
 
     def _walk_one(self, event: AuditFacts, parent: int) -> None:
         walk = self._walk
+        self.unkept += 1
         self.events.append(event)
         position = walk.grow(parent, event.kind)
         self._index[event.id] = position
@@ -254,6 +259,7 @@ class IncrementalAudit:
     def _rebuild(self, events: list[AuditFacts]) -> None:
         """Audit ``events`` in full (as ``audit_events``) and keep what extending needs."""
         self.events = events
+        self.unkept += len(events)
         tree = EventTree(events)
         self._findings = findings = _Findings(events)
         findings.duplicate_ids(tree)
@@ -391,6 +397,7 @@ class IncrementalAudit:
         audit = cls.__new__(cls)
         audit.events = events = LazyFacts(source, count)
         audit._index = LazyIndex(source, count)
+        audit.unkept = 0
         audit._clean = True
         audit._parents = arrays["parents"]
         audit._first_continuation = arrays["first_continuation"]

@@ -5,7 +5,7 @@ the answers it made, so that a read with nothing new appended costs one conversa
 Kept in the process, and in the store as a checkpoint (``treadle.store.audit_summary``): a
 conversation this process has not audited yet starts from the store's checkpoint and walks
 only the events after it, and an audit that walked ``KEEP_EVERY`` events past the checkpoint
-writes a newer one (never on every read: the walk's state is a few bytes an event). The key (conversation id, created_at,
+writes a newer one (never on every read: the walk's state is ~64 bytes an event). The key (conversation id, created_at,
 last audited seq) names an immutable prefix of an append-only log with gap-free seqs (a
 deleted and re-created conversation has another created_at), so several servers sharing one
 PostgreSQL store each keep a correct cache with no invalidation between them: each catches up
@@ -48,8 +48,6 @@ class _Entry:
     lock: threading.Lock = field(default_factory=threading.Lock)
     answers: dict[tuple[str | None, int], bytes] = field(default_factory=dict)
     """Encoded answers for the events audited now, by (focus head, violations limit)."""
-    kept: int = 0
-    """The upto of the store's audit checkpoint of the conversation, as far as this knows."""
 
 
 class AuditCache:
@@ -79,8 +77,8 @@ class AuditCache:
         with entry.lock:
             if len(entry.audit) < info.event_count:  # the rows up to that count: a fixed prefix
                 # A new entry starts from the store's checkpoint (store/audit_summary.py).
-                entry.audit, info, restored = audit_to(store, info, entry.audit)
-                entry.kept = keep(store, conversation_id, entry.audit, max(entry.kept, restored))
+                entry.audit, info = audit_to(store, info, entry.audit)
+                keep(store, conversation_id, entry.audit)
                 entry.answers.clear()
             focus = head if head is not None else info.head_id
             key = (focus, violations_limit)

@@ -35,8 +35,9 @@ if TYPE_CHECKING:  # the SQLite store imports this module: psycopg only when it 
 _log = logging.getLogger(__name__)
 
 KEEP_EVERY = 5_000
-"""Events an audit walks past its store's checkpoint before it writes a newer one: what the
-first audit of a fresh process walks after restoring is at most about this many (~0.25 s)."""
+"""Events an audit walks since it was restored (or kept) before it writes a newer checkpoint:
+what the first audit of a fresh process walks after restoring is at most about this many
+(~0.25 s), and a fork that made an audit walk the whole log again is kept at once."""
 
 
 class StoredFacts:
@@ -82,12 +83,10 @@ def restored_audit(store: EventStore, info: ConversationInfo) -> IncrementalAudi
 
 def audit_to(
     store: EventStore, info: ConversationInfo, audit: IncrementalAudit | None = None
-) -> tuple[IncrementalAudit, ConversationInfo, int]:
+) -> tuple[IncrementalAudit, ConversationInfo]:
     """``audit`` (none or empty: the store's checkpoint, else a new audit) extended to the
-    conversation's events up to ``info.event_count``; the info it covers (read again when the
-    checkpoint is of a later count than ``info``: another process appended since), and the
-    upto of the checkpoint it was restored from (0 when it was not)."""
-    restored = 0
+    conversation's events up to ``info.event_count``, and the info it covers (read again when
+    the checkpoint is of a later count than ``info``: another process appended since)."""
     if audit is None or len(audit) == 0:
         audit = restored_audit(store, info)
         if audit is not None and len(audit) > info.event_count:
@@ -95,35 +94,35 @@ def audit_to(
             audit = restored_audit(store, info)  # re-created meanwhile: not the old rows
             if audit is not None and len(audit) > info.event_count:
                 audit = None
-        restored = 0 if audit is None else len(audit)
         audit = audit or IncrementalAudit()
     if len(audit) < info.event_count:  # the rows up to the count read: a fixed prefix
         audit.extend(store.audit_facts(info.id, len(audit), info.event_count))
-    return audit, info, restored
+    return audit, info
 
 
-def keep(store: EventStore, conversation_id: str, audit: IncrementalAudit, kept: int) -> int:
-    """Write the audit's checkpoint when it walked ``KEEP_EVERY`` events past ``kept`` (the
-    upto of the store's row, as far as the caller knows); the upto the store now has."""
-    if len(audit) - kept < KEEP_EVERY:
-        return kept
+def keep(store: EventStore, conversation_id: str, audit: IncrementalAudit) -> None:
+    """Write the audit's checkpoint when it walked ``KEEP_EVERY`` events since it was
+    restored or last kept (appends walked from the checkpoint, or the whole log walked again
+    after a fork from an older event)."""
+    if audit.unkept < KEEP_EVERY:
+        return
     data = audit.checkpoint()
     if data is None:  # a tree with faults: a store never holds one
-        return kept
+        return
     try:
         store.keep_audit_checkpoint(conversation_id, len(audit), data)
     except StoreError as error:  # read-only, busy, gone: the audit's answer is right anyway
         _log.warning("audit checkpoint of %r not kept: %s", conversation_id, error)
-        return kept
-    return len(audit)
+        return
+    audit.unkept = 0
 
 
 def audit_stored(store: EventStore, conversation_id: str, head: str | None = None) -> AuditReport:
     """The audit of a stored conversation (every branch), focused on ``head`` (default: the
     stored head), from the store's checkpoint and the events after it; keeps a newer
     checkpoint when it walked enough. ``treadle audit`` on a stored conversation uses it."""
-    audit, info, kept = audit_to(store, store.get_conversation(conversation_id))
-    keep(store, conversation_id, audit, kept)
+    audit, info = audit_to(store, store.get_conversation(conversation_id))
+    keep(store, conversation_id, audit)
     return audit.report(head if head is not None else info.head_id)
 
 
