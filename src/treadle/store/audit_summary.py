@@ -7,7 +7,8 @@ One row per conversation in ``audit_checkpoints`` (a schema step of each backend
 seq the checkpoint covers (``upto``: the audit of events ``0 <= seq < upto``), the
 conversation's ``created_at`` (a deleted and re-created conversation never meets the old
 row; the delete removes it too) and the checkpoint's bytes. The append never touches it: an
-audit that has walked at least ``KEEP_EVERY`` events past the row writes a newer one, in a
+audit that has walked at least ``KEEP_EVERY`` events since it was restored or kept writes a
+newer one, in a
 transaction of its own, and only forward (a row of a longer prefix is never replaced by a
 shorter one). A checkpoint is a function of an immutable prefix of an append-only log, so
 processes and servers sharing a store may each write one, in any order: every row is right.
