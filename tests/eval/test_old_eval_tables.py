@@ -116,15 +116,17 @@ def _meta(kind: str, url: str) -> dict[str, str]:
 
 
 def _store_before_eval_tables(kind: str, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A store as the Treadle before this one made it: every step but the eval tables'."""
+    """A store as the Treadle before the eval tables' step made it: the steps before it (a
+    released prefix: steps added since come after it)."""
     if kind == "sqlite":
-        released = [m for m in sqlite_schema.MIGRATIONS if m is not sqlite_add_eval_tables]
+        steps = sqlite_schema.MIGRATIONS
+        released = steps[: steps.index(sqlite_add_eval_tables)]
         monkeypatch.setattr(sqlite_schema, "MIGRATIONS", released)
     else:
-        steps = postgres_schema.MIGRATIONS
-        released = [m for m in steps if m != (postgres_add_eval_tables,)]
-        monkeypatch.setattr(postgres_schema, "MIGRATIONS", released)
-        monkeypatch.setattr(postgres_schema, "SCHEMA_VERSION", len(released))
+        pg_steps = postgres_schema.MIGRATIONS
+        released_pg = pg_steps[: pg_steps.index((postgres_add_eval_tables,))]
+        monkeypatch.setattr(postgres_schema, "MIGRATIONS", released_pg)
+        monkeypatch.setattr(postgres_schema, "SCHEMA_VERSION", len(released_pg))
     open_store(url).close()
     monkeypatch.undo()
 

@@ -9,13 +9,14 @@ from treadle.events.model import (
     ROOT,
     ActionEvent,
     AgentErrorEvent,
+    CondensationEvent,
     EventBase,
     MessageEvent,
     ObservationEvent,
     StateChangeEvent,
 )
 
-KINDS = ["user", "agent", "action", "action", "observation", "error", "state"]
+KINDS = ["user", "agent", "action", "action", "observation", "error", "state", "condense"]
 
 
 @st.composite
@@ -67,6 +68,10 @@ def logs(draw: st.DrawFn) -> list[EventBase]:
                 event = AgentErrorEvent(
                     tool_call_id=action.tool_call_id, tool_name="x", error="bad", **common
                 )
+        elif kind == "condense":
+            earlier = [e.id for e in events] + ["not-an-event", f"e{index + 1}"]
+            forgotten = draw(st.lists(st.sampled_from(earlier), max_size=4))
+            event = CondensationEvent(forgotten_event_ids=tuple(forgotten), **common)
         else:
             event = (
                 StateChangeEvent(key="status", value={"status": "idle"}, **common)
@@ -111,3 +116,21 @@ def test_appends_on_the_latest_branch_are_walked_not_re_audited() -> None:
     audit.extend([MessageEvent(id="fork", source="user", text="again", parent_id="m0")])
     assert audit._walk is not walk  # a fork from an older event: audited again in full
     assert audit.report() == audit_events([*events, action, audit.events[-1]])
+
+
+def test_a_link_to_an_id_appended_later_says_what_it_names_as_a_full_audit() -> None:
+    first = MessageEvent(id="m0", source="user", text="go", parent_id=ROOT)
+    result = ObservationEvent(
+        id="o1",
+        parent_id="m0",
+        action_id="later",
+        tool_call_id="c",
+        tool_name="t",
+        content="ok",
+    )
+    later = MessageEvent(id="later", source="user", text="x", parent_id="o1")
+    audit = IncrementalAudit([first, result])
+    assert "is not in the log" in audit.report().violations[0].message
+    audit.extend([later])
+    assert audit.report() == audit_events([first, result, later])
+    assert "names a message" in audit.report().violations[0].message

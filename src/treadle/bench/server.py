@@ -277,7 +277,8 @@ def branched_figures(
 ) -> dict[str, float]:
     """The branch tree, the audit and a text search page (a needle of the workload's tool
     outputs) of one large branched conversation, over HTTP. The audit three ways: the first
-    request of the server process (``audit_first_s``: it reads and walks the whole log),
+    request of the server process (``audit_first_s``: with no audit checkpoint in the store
+    yet it reads and walks the whole log, and keeps one),
     repeated with nothing appended (``audit_s``: the kept answer), and with 10 events appended
     through another store handle before each request (``audit_after_append_s``: the kept
     audit extended by 10 events)."""
@@ -299,6 +300,36 @@ def branched_figures(
     }
     if store_url is not None:
         figures["audit_after_append_s"] = _audit_after_appends(url, store_url, conversation_id)
+    return figures
+
+
+def fresh_process_audit(store_url: str, workspace: Path, conversation_id: str) -> dict[str, float]:
+    """The first ``GET /audit`` of the conversation in a fresh ``treadle serve`` once an
+    earlier server audited it (``audit_first_fresh_s``): the new process restores the store's
+    audit checkpoint (store/audit_summary.py) and walks only the events after it; and the
+    same after 1,000 more events appended by another store handle
+    (``audit_first_fresh_tail_s``: a tail of 1,000 past the checkpoint)."""
+    figures: dict[str, float] = {}
+    for name in ("audit_first_fresh_s", "audit_first_fresh_tail_s"):
+        if name == "audit_first_fresh_tail_s":
+            store = open_store(store_url)
+            try:
+                batch = realistic_events(1000, seed=99)
+                head = store.head(conversation_id)
+                batch[0] = batch[0].model_copy(update={"parent_id": head})
+                for start in range(0, len(batch), 10):  # live appends, not one bulk import
+                    store.append_batch(conversation_id, batch[start : start + 10])
+            finally:
+                store.close()
+        server = ServerProcess(store_url.split("?")[0], workspace_root=workspace).start()
+        try:
+            url = f"{server.base_url}/api/conversations/{conversation_id}/audit"
+            with httpx.Client(timeout=600) as http:
+                begin = time.perf_counter()
+                http.get(url).raise_for_status()
+                figures[name] = time.perf_counter() - begin
+        finally:
+            server.stop()
     return figures
 
 
@@ -347,6 +378,7 @@ def run_server_bench(
             assert server.process is not None
             rss_before = _process(server.process.pid)["rss_kib"]
             figures.update(branched_figures(server.base_url, "branched", store_url))
+            figures.update(fresh_process_audit(store_url, workspace, "branched"))
             # what the kept audit of the branched conversation (and its reads) added
             figures["audit_rss_added_mib"] = round(
                 (_process(server.process.pid)["rss_kib"] - rss_before) / 1024, 1

@@ -96,6 +96,24 @@ def load_stored(text: str, store: str | None) -> Log:
         opened.close()
 
 
+def _audit_stored(text: str, head: str | None, store: str | None) -> tuple[AuditReport, Log]:
+    """The audit of the stored conversation ``text`` names, from the store's kept audit
+    checkpoint and the events after it (``treadle.store.audit_summary``): no event decoded."""
+    from treadle.cli.ids import resolve_conversation
+    from treadle.store.audit_summary import audit_stored
+    from treadle.store.base import StoreError
+
+    opened = open_existing_store(store)
+    try:
+        found = resolve_conversation(opened, text)
+        report = audit_stored(opened, found, head)
+        return report, Log([], True, opened.head(found))
+    except StoreError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    finally:
+        opened.close()
+
+
 def load_log(file: Path, store: str | None = None) -> Log:
     """The log at ``file`` (a file, '-', an OpenHands conversation folder, or a stored
     conversation when no file has that name); exits 2 on an unreadable file. A folder's
@@ -205,8 +223,11 @@ def audit(
     """
     from treadle.events.audit import audit_events
 
-    log = load_log(file, store)
-    report = audit_events(log.events, head=head if head is not None else log.saved_head)
+    if names_a_stored_conversation(file):
+        report, log = _audit_stored(str(file), head, store)
+    else:
+        log = load_log(file, store)
+        report = audit_events(log.events, head=head if head is not None else log.saved_head)
     if as_json:
         output = report.to_json_dict()
         if log.has_saved_head:

@@ -11,6 +11,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from treadle.events import audit_checkpoint as kept
+from treadle.events.audit_checkpoint import (
+    BatchTable,
+    FactsSource,
+    LazyFacts,
+    LazyIndex,
+    TailList,
+)
 from treadle.events.audit_facts import AuditFacts, facts_of
 from treadle.events.model import (
     EVENT_KINDS,
@@ -156,8 +164,14 @@ class IncrementalAudit:
     """
 
     def __init__(self, events: Sequence[EventBase] | Sequence[AuditFacts] = ()) -> None:
-        self.events: list[AuditFacts] = []
-        """What the audit read of each event: its ``AuditFacts``, never the event itself."""
+        self.events: list[AuditFacts] | LazyFacts = []
+        """What the audit read of each event: its ``AuditFacts``, never the event itself (a
+        restored audit reads those before its checkpoint from its source when it needs one)."""
+        self._index: dict[str, int] | LazyIndex = {}
+        self.unkept = 0
+        """Events walked since this audit was restored from a checkpoint, or its checkpoint
+        was kept (``treadle.store.audit_summary`` sets it back to 0): an audit again in full
+        walks them all."""
         self._rebuild([facts_of(event) for event in events])
 
     def __len__(self) -> int:
@@ -178,6 +192,11 @@ class IncrementalAudit:
 
     def extend(self, events: Sequence[EventBase] | Sequence[AuditFacts]) -> None:
         """Take ``events`` appended after the ones given so far (in append order)."""
+        if isinstance(self._index, LazyIndex):  # one look-up of the ids the appends name
+            facts = [facts_of(event) for event in events]
+            self._index.prefetch(
+                [f.id for f in facts] + [f.parent_id for f in facts if f.parent_id is not None]
+            )
         for number in range(len(events)):
             event = facts_of(events[number])
             parent = self._continues(event)
@@ -201,9 +220,12 @@ class IncrementalAudit:
 
     def _walk_one(self, event: AuditFacts, parent: int) -> None:
         walk = self._walk
+        self.unkept += 1
         self.events.append(event)
         position = walk.grow(parent, event.kind)
         self._index[event.id] = position
+        if event.id in walk.unknown_links:
+            self._now_in_the_log(event.id)
         self._parents.append(parent)
         self._first_continuation.append(NO_EVENT)
         self._counts[event.kind] += 1
@@ -221,9 +243,23 @@ class IncrementalAudit:
                 if self._first_continuation[parent] < 0:
                     self._first_continuation[parent] = position
 
+    def _now_in_the_log(self, event_id: str) -> None:
+        """An id that LINK-ID findings said was not in the log is now: say what it names, as
+        a full audit of the log does."""
+        walk, findings = self._walk, self._findings
+        why = walk._why_not_linked(event_id)
+        for index in walk.unknown_links.pop(event_id):
+            position, violation = findings.found[index]
+            message = f"{findings.describe(position)}: {why}"
+            findings.found[index] = (
+                position,
+                Violation(violation.contract, violation.event_ids, message),
+            )
+
     def _rebuild(self, events: list[AuditFacts]) -> None:
         """Audit ``events`` in full (as ``audit_events``) and keep what extending needs."""
         self.events = events
+        self.unkept += len(events)
         tree = EventTree(events)
         self._findings = findings = _Findings(events)
         findings.duplicate_ids(tree)
@@ -256,7 +292,7 @@ class IncrementalAudit:
     def report(self, head: str | None = None) -> AuditReport:
         """As ``audit_events(events, head=head)``: O(violations + heads) on the latest path."""
         if not self._clean:  # faults in the tree: the full focus checks (rare: stores refuse)
-            return _audit(self.events, head)
+            return _audit(list(self.events), head)
         events = self.events
         focus = head
         if focus is None and self._default_head >= 0:
@@ -290,7 +326,127 @@ class IncrementalAudit:
             last = self._parents[last]
         if last == position:
             return self._pending.ids()
-        return _pending_on([self.events[p] for p in _walkable_path(self._parents, position)])
+        path = _walkable_path(self._parents, position)
+        events = self.events
+        if isinstance(events, LazyFacts):
+            return _pending_on(events.many(path))
+        return _pending_on([events[p] for p in path])
+
+    # -- kept between processes (treadle.events.audit_checkpoint) -------------------------------
+
+    def checkpoint(self) -> bytes | None:
+        """This audit's state as bytes that ``restore`` reads back, without the events'
+        records; None for a log with faults in its tree (such a log is audited in full)."""
+        if not self._clean:
+            return None
+        walk = self._walk
+        pending = self._pending
+        header: dict[str, Any] = {
+            "count": len(self.events),
+            "default_head": self._default_head,
+            "last_entered": walk.last_entered,
+            "heads": list(self._heads),
+            "counts": list(self._counts.items()),
+            "found": [
+                [position, v.contract, list(v.event_ids), v.message]
+                for position, v in self._findings.found
+            ],
+            "pending": [[i, facts.tool_call_id] for i, facts in pending.open_actions.items()],
+            "pending_by_call": list(pending.open_by_call.items()),
+            "open_actions": list(walk.open_actions),
+            "forgotten": list(walk.forgotten.items()),
+            "newly_forgotten": list(walk.newly_forgotten.items()),
+            "unknown_links": list(walk.unknown_links.items()),
+        }
+        arrays = {
+            "parents": self._parents,
+            "first_continuation": self._first_continuation,
+            "last_visible": walk.last_visible,
+            "last_condensation": walk.last_condensation,
+            "batch_first": walk.batch_first,
+            "answered_by": walk.answered_by,
+            "closed": walk.closed,
+            "call_owner": kept.ints(walk.call_owner.values()),
+            "action_at": kept.ints(walk.action_at.values()),
+        }
+        batches = walk.batch_actions
+        table = dict(batches.items()) if isinstance(batches, BatchTable) else batches
+        arrays["batch_flat"], arrays["batch_lengths"] = BatchTable.encode(table)
+        texts = {"call_owner": list(walk.call_owner), "action_at": list(walk.action_at)}
+        return kept.encode(header, arrays, texts)
+
+    @classmethod
+    def restore(cls, data: bytes, source: FactsSource) -> IncrementalAudit:
+        """The audit ``checkpoint`` wrote, reading the records of the events before it from
+        ``source`` only when it needs them. CheckpointError when ``data`` is not one."""
+        header, arrays, texts = kept.decode(data)
+        try:
+            return cls._restored(header, arrays, texts, source)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise kept.CheckpointError(f"damaged audit checkpoint: {error!r}") from None
+
+    @classmethod
+    def _restored(
+        cls,
+        header: dict[str, Any],
+        arrays: dict[str, array[int]],
+        texts: dict[str, list[str]],
+        source: FactsSource,
+    ) -> IncrementalAudit:
+        count = int(header["count"])
+        audit = cls.__new__(cls)
+        audit.events = events = LazyFacts(source, count)
+        audit._index = LazyIndex(source, count)
+        audit.unkept = 0
+        audit._clean = True
+        audit._parents = arrays["parents"]
+        audit._first_continuation = arrays["first_continuation"]
+        if len(audit._parents) != count or len(audit._first_continuation) != count:
+            raise ValueError("arrays of another length than the count")
+        audit._findings = findings = _Findings(events)
+        findings.found = [
+            (int(position), Violation(str(contract), tuple(ids), str(message)))
+            for position, contract, ids, message in header["found"]
+        ]
+        audit._counts = Counter({str(kind): int(n) for kind, n in header["counts"]})
+        audit._heads = {int(position): None for position in header["heads"]}
+        audit._default_head = int(header["default_head"])
+        audit._pending = pending = _PendingOnPath()
+        for action_id, call in header["pending"]:
+            pending.open_actions[action_id] = AuditFacts(action_id, None, "action", "", call)
+        pending.open_by_call = dict(header["pending_by_call"])
+
+        def response(position: int) -> str | None:
+            facts = events[position]
+            return facts.llm_response_id if facts.kind == "action" else None
+
+        walk = _BranchWalk.__new__(_BranchWalk)
+        walk.tree = audit
+        walk.events = events
+        walk.kinds = TailList(count, lambda position: events[position].kind)
+        walk.forest = audit._parents[:]  # a clean log's forest is its parents
+        walk.findings = findings
+        for name in ("last_visible", "last_condensation", "batch_first", "answered_by", "closed"):
+            values = arrays[name]
+            if len(values) != count:
+                raise ValueError(f"{name}: another length than the count")
+            setattr(walk, name, values)
+        walk.response_of = TailList(count, response)
+        # Undo records: read only when the walk leaves an event, which a restored walk never
+        # does (it only enters new events on its path; any other append audits in full).
+        walk.shadowed_call = _no_events(count)
+        walk.shadowed_action = _no_events(count)
+        walk.reopen = bytearray(count)
+        walk.call_owner = dict(zip(texts["call_owner"], arrays["call_owner"], strict=True))
+        walk.action_at = dict(zip(texts["action_at"], arrays["action_at"], strict=True))
+        walk.open_actions = {int(position): None for position in header["open_actions"]}
+        walk.batch_actions = BatchTable(arrays["batch_flat"], arrays["batch_lengths"])
+        walk.forgotten = {str(i): int(position) for i, position in header["forgotten"]}
+        walk.newly_forgotten = {int(p): list(ids) for p, ids in header["newly_forgotten"]}
+        walk.last_entered = int(header["last_entered"])
+        walk.unknown_links = {str(i): list(found) for i, found in header["unknown_links"]}
+        audit._walk = walk
+        return audit
 
 
 class _PendingOnPath:
@@ -466,14 +622,14 @@ class _BranchWalk:
         count = len(events)
         self.tree = tree
         self.events = events
-        self.kinds = kinds
+        self.kinds: list[str] | TailList[str] = kinds
         self.forest = forest
         self.findings = findings
         self.last_visible = _no_events(count)
         """Position of the last model-visible event on the path ending at each event."""
         self.batch_first = _no_events(count)
         """For an action: the first action of its batch (PROJECT-BATCH) on its path."""
-        self.response_of: list[str | None] = [None] * count
+        self.response_of: list[str | None] | TailList[str | None] = [None] * count
         """For an action: its llm_response_id, read once."""
         self.answered_by = _no_events(count)
         """For an action on the path: the final result on the path that closed it."""
@@ -489,7 +645,7 @@ class _BranchWalk:
         self.shadowed_action = _no_events(count)
         self.closed = _no_events(count)
         self.reopen = bytearray(count)
-        self.batch_actions: dict[int, list[int]] = {}
+        self.batch_actions: dict[int, list[int]] | BatchTable = {}
         """First action of a batch on the path -> the batch's actions on the path."""
         self.last_condensation = _no_events(count)
         """A condensation on the path ending at each event with no model-visible event after
@@ -500,6 +656,10 @@ class _BranchWalk:
         """Condensation position -> the ids it was the first on the path to forget (undo)."""
         self.last_entered = NO_EVENT
         """The event the walk visited last: its path is the state the walk ends with."""
+        self.unknown_links: dict[str, list[int]] = {}
+        """An action id no event of the log has -> the LINK-ID findings (indexes in
+        ``findings.found``) of results naming it: their message says "not in the log", which
+        an event of that id appended later makes wrong (``IncrementalAudit`` rewrites them)."""
 
     def walk(self) -> None:
         first_child, next_sibling = _child_links(self.forest)
@@ -623,7 +783,7 @@ class _BranchWalk:
         _restore(self.call_owner, action.tool_call_id, self.shadowed_call[position])
         _restore(self.action_at, action.id, self.shadowed_action[position])
         self.open_actions.pop(position, None)
-        batch = self.batch_actions.get(self.batch_first[position])
+        batch = self.batch_actions.get(self.batch_first[position], None)
         if batch:  # entered last on the path, so it is the batch's last action
             batch.pop()
             if not batch:
@@ -813,6 +973,8 @@ class _BranchWalk:
         action = self.action_at.get(action_id, NO_EVENT)
         if action < 0:
             self._link_broken(position, [result.id, action_id], self._why_not_linked(action_id))
+            if action_id not in self.tree:  # its message changes if that id comes later
+                self.unknown_links.setdefault(action_id, []).append(len(self.findings.found) - 1)
             return NO_EVENT
         linked = self.events[action]
         if call != linked.tool_call_id or (

@@ -2,8 +2,10 @@
 seq so that ``GET /audit`` reads only the events appended since (``IncrementalAudit``), and
 the answers it made, so that a read with nothing new appended costs one conversation lookup.
 
-Kept in the process, not in a store table: the state that extends an audit is the walk over
-the whole log, too big to write back on every read. The key (conversation id, created_at,
+Kept in the process, and in the store as a checkpoint (``treadle.store.audit_summary``): a
+conversation this process has not audited yet starts from the store's checkpoint and walks
+only the events after it, and an audit that walked ``KEEP_EVERY`` events past the checkpoint
+writes a newer one (never on every read: the walk's state is ~64 bytes an event). The key (conversation id, created_at,
 last audited seq) names an immutable prefix of an append-only log with gap-free seqs (a
 deleted and re-created conversation has another created_at), so several servers sharing one
 PostgreSQL store each keep a correct cache with no invalidation between them: each catches up
@@ -26,6 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from treadle.events.audit import IncrementalAudit
+from treadle.store.audit_summary import audit_to, keep
 from treadle.store.base import EventStore
 
 CONVERSATIONS_KEPT = 8
@@ -72,9 +75,10 @@ class AuditCache:
                 entry = self._entries[conversation_id] = _Entry(info.created_at)
             self._entries.move_to_end(conversation_id)
         with entry.lock:
-            audited = len(entry.audit)
-            if audited < info.event_count:  # rows up to the count read above: a fixed prefix
-                entry.audit.extend(store.audit_facts(conversation_id, audited, info.event_count))
+            if len(entry.audit) < info.event_count:  # the rows up to that count: a fixed prefix
+                # A new entry starts from the store's checkpoint (store/audit_summary.py).
+                entry.audit, info = audit_to(store, info, entry.audit)
+                keep(store, conversation_id, entry.audit)
                 entry.answers.clear()
             focus = head if head is not None else info.head_id
             key = (focus, violations_limit)

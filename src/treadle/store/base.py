@@ -188,6 +188,22 @@ class EventStore(Protocol):
         from columns and a few payload fields: no event is decoded."""
         ...
 
+    def audit_seqs(self, conversation_id: str, ids: Sequence[str], end_seq: int) -> dict[str, int]:
+        """The seqs below ``end_seq`` of those ``ids`` that are events of the conversation
+        (index look-ups: what a restored audit asks of the events before its checkpoint)."""
+        ...
+
+    def audit_checkpoint(self, conversation_id: str) -> tuple[int, datetime, bytes] | None:
+        """The conversation's kept audit checkpoint (``treadle.store.audit_summary``): the
+        seq it covers up to, the ``created_at`` of the conversation it was made for, its
+        bytes; None when no audit kept one yet."""
+        ...
+
+    def keep_audit_checkpoint(self, conversation_id: str, upto: int, state: bytes) -> None:
+        """Keep ``state``, the checkpoint of the audit of the events with ``seq < upto``,
+        unless the store holds one of a later ``upto`` already (never the append's work)."""
+        ...
+
     def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
         """The events whose resolved parent is ``event_id``, in seq order (an index lookup)."""
         ...

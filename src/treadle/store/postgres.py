@@ -602,6 +602,43 @@ class PostgresEventStore:
             )
 
     @_retried
+    def audit_seqs(self, conversation_id: str, ids: Sequence[str], end_seq: int) -> dict[str, int]:
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT id, seq FROM events WHERE conversation = %s AND id = ANY(%s) AND seq < %s",
+                (key, list(ids), end_seq),
+            ).fetchall()
+        return {event_id: int(seq) for event_id, seq in rows}
+
+    @_retried
+    def audit_checkpoint(self, conversation_id: str) -> tuple[int, datetime, bytes] | None:
+        with self._pool.connection() as conn:
+            key = self._key(conn, conversation_id)
+            row = conn.execute(
+                "SELECT upto, created_at, state FROM audit_checkpoints WHERE conversation = %s",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        return int(row[0]), row[1], bytes(row[2])
+
+    @_retried
+    def keep_audit_checkpoint(self, conversation_id: str, upto: int, state: bytes) -> None:
+        # Its own short transaction, never an append's; only forward (servers sharing the
+        # store may race: the longer prefix stays), for the conversation of that id now.
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO audit_checkpoints (conversation, created_at, upto, state) "
+                "SELECT key, created_at, %(upto)s, %(state)s FROM conversations "
+                "WHERE id = %(id)s AND event_count >= %(upto)s "
+                "ON CONFLICT (conversation) DO UPDATE SET created_at = excluded.created_at, "
+                "upto = excluded.upto, state = excluded.state "
+                "WHERE audit_checkpoints.upto <= excluded.upto",
+                {"id": conversation_id, "upto": upto, "state": state},
+            )
+
+    @_retried
     def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)

@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from treadle.events.branches import index_shapes
+from treadle.store.audit_summary import postgres_add_audit_checkpoints
 from treadle.store.base import StoreError, StoreUnavailable, shapes_from_rows
 from treadle.store.eval_tables import postgres_add_eval_tables
 from treadle.store.postgres_text import ensure_text_index
@@ -221,6 +222,8 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
     ),
     # the eval tables, or the old eval layer's brought up to date (store/eval_tables.py)
     (postgres_add_eval_tables,),
+    # the kept audit checkpoints (store/audit_summary.py)
+    (postgres_add_audit_checkpoints,),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

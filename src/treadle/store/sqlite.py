@@ -515,6 +515,7 @@ class SqliteEventStore:
             drop_conversation(conn, key)  # needs the payloads: before the events go
             conn.execute("DELETE FROM events WHERE conversation = ?", (key,))
             conn.execute("DELETE FROM tree_lines WHERE conversation = ?", (key,))
+            conn.execute("DELETE FROM audit_checkpoints WHERE conversation = ?", (key,))
             conn.execute("DELETE FROM conversations WHERE key = ?", (key,))
 
     def _conversation_info(
@@ -743,6 +744,39 @@ class SqliteEventStore:
             # converted as they are read: a million rows are never all held as tuples
             return audit_facts_from_rows(
                 conn.execute(_AUDIT_FACTS_SQL, (key, start_seq, end_seq)), start_seq
+            )
+
+    def audit_seqs(self, conversation_id: str, ids: Sequence[str], end_seq: int) -> dict[str, int]:
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            found = self._look_up(conn, key, set(ids))
+        return {event_id: seq for event_id, (seq, _) in found.items() if seq < end_seq}
+
+    def audit_checkpoint(self, conversation_id: str) -> tuple[int, datetime, bytes] | None:
+        with self._reading() as conn:
+            key = self._key(conn, conversation_id)
+            row = conn.execute(
+                "SELECT upto, created_at, state FROM audit_checkpoints WHERE conversation = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        return int(row[0]), datetime.fromisoformat(row[1]), bytes(row[2])
+
+    def keep_audit_checkpoint(self, conversation_id: str, upto: int, state: bytes) -> None:
+        # Its own short transaction, never an append's; only forward, and only for the
+        # conversation of that id now (its created_at), as far as it has events.
+        with self._writing() as conn:
+            key = self._key(conn, conversation_id)
+            conn.execute(
+                "INSERT INTO audit_checkpoints (conversation, created_at, upto, state) "
+                "SELECT key, created_at, ?2, ?3 FROM conversations "
+                "WHERE key = ?1 AND event_count >= ?2 "
+                "ON CONFLICT (conversation) DO UPDATE SET created_at = excluded.created_at, "
+                "upto = excluded.upto, state = excluded.state "
+                "WHERE audit_checkpoints.upto <= excluded.upto "
+                "OR audit_checkpoints.created_at <> excluded.created_at",
+                (key, upto, state),
             )
 
     def children(self, conversation_id: str, event_id: str) -> list[StoredEvent]:

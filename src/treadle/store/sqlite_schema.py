@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from treadle.events.branches import index_shapes
+from treadle.store.audit_summary import sqlite_add_audit_checkpoints
 from treadle.store.base import StoreError, shapes_from_rows
 from treadle.store.eval_tables import sqlite_add_eval_tables
 from treadle.store.sqlite_text import create_text_index
@@ -137,6 +138,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     sqlite_add_usage_totals,  # running usage totals per conversation (store/usage_totals.py)
     _migration_text_index,
     sqlite_add_eval_tables,  # the eval tables, or the old eval layer's (store/eval_tables.py)
+    sqlite_add_audit_checkpoints,  # the kept audit checkpoints (store/audit_summary.py)
 ]
 """``MIGRATIONS[v]`` upgrades a store from schema version v to v + 1, inside the transaction
 that then records v + 1. A new store runs them all. Append new ones; never edit one that has
