@@ -86,7 +86,7 @@ def retrying(action: Callable[[], object]) -> object:
 def test_fifty_conversations_over_two_workers_survive_a_killed_worker(
     workers_store: str, tmp_path: Path
 ) -> None:
-    server = ServerProcess(workers_store, log_dir=tmp_path, lease_ttl=2.0, workers=WORKERS)
+    server = ServerProcess(workers_store, log_dir=tmp_path, lease_ttl=5.0, workers=WORKERS)
     server.start()
     log = tmp_path / f"server-{server.port}.log"
     try:
