@@ -87,7 +87,15 @@ def test_schema_from_the_url_is_created_and_reopened(postgres_url):
                 "SELECT tablename FROM pg_tables WHERE schemaname = %s", (_schema(postgres_url),)
             )
         }
-    assert tables == {"meta", "conversations", "events", "tree_lines", "eval_runs", "eval_tasks"}
+    assert tables == {
+        "meta",
+        "conversations",
+        "events",
+        "tree_lines",
+        "eval_runs",
+        "eval_tasks",
+        "audit_checkpoints",
+    }
     with PostgresEventStore(postgres_url) as store:
         assert [e.id for e in store.path_to_root("c")] == ["a"]
 

@@ -317,7 +317,8 @@ def test_the_proxy_is_freed_with_its_sandbox(tmp_path, allowed_port):
         assert "hello from the allowed server" in fetched
         wait_until(lambda: len(_proxy_threads()) >= 2, what="the proxy serving the tunnel")
         tools.close()
-    wait_until(lambda: len(_proxy_threads()) == before_threads, what="proxy threads ended")
+    # At most as many as before: a proxy thread of an earlier test may end meanwhile.
+    wait_until(lambda: len(_proxy_threads()) <= before_threads, what="proxy threads ended")
     wait_until(lambda: fds() == before_fds, what="fds back at baseline")
     assert not list(Path("/tmp").glob("treadle-network-*"))
 
