@@ -28,7 +28,7 @@ def test_the_provider_answers_by_the_results_already_in_the_request() -> None:
 def test_the_load_bench_runs_every_conversation_and_leaves_nothing_behind(
     tmp_path: Path,
 ) -> None:
-    figures = run_server_load_bench([2], parent=tmp_path)
+    figures = run_server_load_bench([2], parent=tmp_path, split_conversations=2, split_rounds=1)
     assert figures["steps_per_conversation"] == STEPS
     for count in (1, 2):
         assert figures[f"n{count}_failed"] == 0
@@ -37,6 +37,12 @@ def test_the_load_bench_runs_every_conversation_and_leaves_nothing_behind(
         assert figures[f"n{count}_server_cpu_ms_per_step"] > 0
         assert figures[f"n{count}_rss_peak_mib"] > 0
     assert figures["model_client_cpu_ms_per_call"] > 0
+    # The split ran both kinds of conversation to their finish: a conversation's own cost
+    # (at least its one model call's share of the server) and a terminal step's.
+    assert figures["split_failed"] == 0
+    assert (
+        figures["split_conversation_treadle_cpu_ms"] + figures["model_client_cpu_ms_per_call"] > 0
+    )
     # The server (its store's path) and both providers (their tag) named the run's folder.
     assert host_pids_with(str(tmp_path)) == []
 

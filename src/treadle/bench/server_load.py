@@ -15,6 +15,13 @@ refused, the server's peak RSS, and the CPU per model step split three ways:
 - ``treadle``: the server process's CPU per step less the model client's: events, appends,
   projection, snapshots, statuses, the stream, HTTP.
 
+Then the same CPU split apart by what it pays for (``split_*``): ``SPLIT_CONVERSATIONS``
+conversations at once that only finish (one model call, no terminal) give the cost of a
+conversation itself (``split_conversation_*_ms``: create, message, run, leases, statuses, the
+first snapshot, the finish), and the difference to as many of the usual job gives each terminal
+step's (``split_step_*_ms``, per step). The per-step figures above are the two together, the
+first spread over the job's six steps.
+
 CPU is read from ``/proc`` (the server's utime and stime; its children's, reaped and alive).
 With ``--workers N`` the server is its front and its N worker processes (``treadle`` counts
 them all; ``front_cpu_ms_per_step`` is the front's share: the cost of forwarding) and the peak
@@ -24,6 +31,7 @@ RSS is theirs summed; ``children`` are then the workers' children.
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +44,7 @@ from typing import Any
 
 from treadle.client import RemoteError, TreadleClient
 from treadle.data.settings import ConversationSettings
+from treadle.data.views import ConversationView
 from treadle.server.process import ServerProcess
 
 MODEL_DELAY_S = 0.5
@@ -48,14 +57,23 @@ BENCH_MODEL = "openai/bench-model"
 CLIENT_CALLS = 40
 """Model calls made here to measure the model client's CPU per call."""
 TICKS = os.sysconf("SC_CLK_TCK")
+SPLIT_CONVERSATIONS = 10
+"""Conversations at once in each run of the split (finish only, then the usual job)."""
+SPLIT_ROUNDS = 3
+"""Runs of each kind in the split, alternated; the figures are their medians."""
+LIST_PAGE = 1000
+"""Conversations per listing request."""
 POLL_S = 0.5
 """How often the listing is read to see which runs ended."""
 
 
 @contextmanager
-def fake_provider(delay_s: float = MODEL_DELAY_S, tag: str = "") -> Iterator[str]:
+def fake_provider(
+    delay_s: float = MODEL_DELAY_S, tag: str = "", calls: int = TERMINAL_CALLS
+) -> Iterator[str]:
     """The provider's base URL while it runs (a child process, stopped on exit); ``tag``
-    marks its command line (the run's folder: whose process it is)."""
+    marks its command line (the run's folder: whose process it is); ``calls``: the terminal
+    calls it asks for before the finish."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -64,7 +82,7 @@ def fake_provider(delay_s: float = MODEL_DELAY_S, tag: str = "") -> Iterator[str
             "--delay",
             str(delay_s),
             "--calls",
-            str(TERMINAL_CALLS),
+            str(calls),
             "--tag",
             tag,
         ],
@@ -218,6 +236,10 @@ def _run_all(
 ) -> tuple[float, int, int, list[str]]:
     """Start ``count`` conversations' runs together; (seconds until all ended, runs refused
     with 429 at least once, runs that did not finish, why those did not)."""
+    # The listing is oldest first: this run's conversations are the ones after those stored
+    # now, so the polls below read only them (the whole store's listing, ~0.1 ms of server CPU
+    # per conversation in it, would be counted as the run's work and grow with every run).
+    already = _stored_count(client)
     conversations = [client.create_conversation(settings) for _ in range(count)]
     for conversation in conversations:
         conversation.send_message("think it through")
@@ -245,7 +267,7 @@ def _run_all(
         # Seldom: a listing reads every conversation's status, work the figure should not
         # count; when each run ended is its last event's time, whenever it is seen.
         time.sleep(POLL_S)
-        for item in client.list_conversations(limit=1000).items:
+        for item in _listed(client, already, count):
             if item.id in waiting and item.status != "running" and not item.running_here:
                 statuses[item.id] = str(item.status)
                 reasons[item.id] = item.status_reason
@@ -255,6 +277,29 @@ def _run_all(
     failed = sorted(cid for cid, status in statuses.items() if status != "finished")
     why = sorted({f"{statuses[cid]}: {reasons[cid]}"[:300] for cid in failed})
     return seconds, len(refused), len(failed), why
+
+
+def _stored_count(client: TreadleClient) -> int:
+    offset: int | None = 0
+    total = 0
+    while offset is not None:
+        page = client.list_conversations(limit=LIST_PAGE, offset=offset)
+        total += len(page.items)
+        offset = page.next_offset
+    return total
+
+
+def _listed(client: TreadleClient, offset: int, count: int) -> list[ConversationView]:
+    """The ``count`` conversations listed from ``offset`` on."""
+    items: list[ConversationView] = []
+    next_offset: int | None = offset
+    while next_offset is not None and len(items) < count:
+        page = client.list_conversations(
+            limit=min(LIST_PAGE, count - len(items)), offset=next_offset
+        )
+        items += page.items
+        next_offset = page.next_offset
+    return items
 
 
 def _load_figures(
@@ -292,6 +337,8 @@ def run_server_load_bench(
     sandbox: str = "bubblewrap",
     workers: int | None = None,
     parent: Path | None = None,
+    split_conversations: int = SPLIT_CONVERSATIONS,
+    split_rounds: int = SPLIT_ROUNDS,
 ) -> dict[str, Any]:
     """Figures for each count in ``counts`` (one conversation's run is measured first).
     ``workers``: the server's --workers (None: its default). The run's files (store,
@@ -308,8 +355,12 @@ def run_server_load_bench(
         url = store_url or f"sqlite:///{root / 'store.db'}"
         figures["store"] = url.split(":", 1)[0]
         extra = ["--max-running", str(max_running)] if max_running else []
-        with fake_provider(tag=folder) as base_url, fake_provider(0.0, folder) as instant_url:
-            extra += ["--allow-base-url", base_url]
+        with (
+            fake_provider(tag=folder) as base_url,
+            fake_provider(0.0, folder) as instant_url,
+            fake_provider(tag=folder, calls=0) as finish_url,
+        ):
+            extra += ["--allow-base-url", base_url, "--allow-base-url", finish_url]
             server = ServerProcess(
                 url, workspace_root=root, extra_args=extra, workers=workers
             ).start()
@@ -331,6 +382,12 @@ def run_server_load_bench(
                 for count in counts:
                     if count != 1:
                         per_count[count] = _load_figures(server, settings, count, one["wall_s"])
+                finish_only = settings.model_copy(
+                    update={"model": settings.model.model_copy(update={"base_url": finish_url})}
+                )
+                split = _split_figures(
+                    server, settings, finish_only, split_conversations, split_rounds
+                )
             finally:
                 server.stop()
             per_client = {
@@ -345,4 +402,52 @@ def run_server_load_bench(
     for count, values in per_count.items():
         values["treadle_cpu_ms_per_step"] = round(values["server_cpu_ms_per_step"] - client_ms, 2)
         figures.update({f"n{count}_{name}": value for name, value in values.items()})
+    conversation_ms, step_ms, conversation_children_ms, step_children_ms, split_failed = split
+    figures.update(
+        {
+            "split_conversation_treadle_cpu_ms": round(conversation_ms - client_ms, 2),
+            "split_conversation_children_cpu_ms": round(conversation_children_ms, 2),
+            "split_step_treadle_cpu_ms": round(step_ms - client_ms, 2),
+            "split_step_children_cpu_ms": round(step_children_ms, 2),
+            "split_failed": split_failed,
+        }
+    )
     return figures
+
+
+def _split_figures(
+    server: ServerProcess,
+    job: ConversationSettings,
+    finish_only: ConversationSettings,
+    conversations: int,
+    rounds: int,
+) -> tuple[float, float, float, float, int]:
+    """(server CPU ms of a conversation that only finishes, of each terminal step more, the
+    same two for the children, runs that did not finish): medians of ``rounds`` runs of each
+    kind, alternated, each of ``conversations`` at once."""
+    assert server.process is not None
+    pid = server.process.pid
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    failed = 0
+    for _round in range(rounds):
+        for full in (False, True):
+            front_before, workers_before, children_before = server_cpu_seconds(pid)
+            with TreadleClient(server.base_url, timeout=120, max_retries=0) as client:
+                failed += _run_all(client, job if full else finish_only, conversations)[2]
+            front_after, workers_after, children_after = server_cpu_seconds(pid)
+            own = front_after + workers_after - front_before - workers_before
+            runs[full].append(
+                (
+                    own / conversations * 1000,
+                    (children_after - children_before) / conversations * 1000,
+                )
+            )
+    alone, alone_children = (statistics.median(r[i] for r in runs[False]) for i in (0, 1))
+    whole, whole_children = (statistics.median(r[i] for r in runs[True]) for i in (0, 1))
+    return (
+        alone,
+        (whole - alone) / TERMINAL_CALLS,
+        alone_children,
+        (whole_children - alone_children) / TERMINAL_CALLS,
+        failed,
+    )

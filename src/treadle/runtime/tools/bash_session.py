@@ -508,9 +508,7 @@ class BashSession:
             if not self.alive or time.monotonic() >= deadline:
                 return None
 
-    def _interrupt(
-        self, marker: _EndMarker, output: _BoundedOutput
-    ) -> re.Match[bytes] | None:
+    def _interrupt(self, marker: _EndMarker, output: _BoundedOutput) -> re.Match[bytes] | None:
         # The command's process group, named before Ctrl-C hands the terminal back to bash.
         group: int | None = None
         with contextlib.suppress(OSError):
