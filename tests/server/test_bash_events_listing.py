@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 import pytest
@@ -15,6 +18,7 @@ from pydantic import ValidationError
 
 from treadle.data.ids import slot_of
 from treadle.server.openhands.bash_events import BashEventsQuery, merged
+from treadle.server.workers import fan_out
 from treadle.server.workers.front import Front
 from treadle.server.workers.link import Link
 
@@ -156,3 +160,48 @@ def test_a_worker_gone_gets_the_fronts_502(tmp_path) -> None:
     assert listing.headers["retry-after"]
     # The same front, asked for a command of the worker that is up, gets that worker's answer.
     assert one.status_code == 200, one.text
+
+
+class ChangingWorker:
+    """One worker read page by page through the route's own page, its list changed after
+    each page it serves (``changes``, one a page)."""
+
+    count = 1
+
+    def __init__(self, events: list[dict[str, Any]], changes: list[Any]) -> None:
+        self.events = events
+        self.changes = changes
+
+    async def link(self, _index: int | None) -> ChangingWorker:
+        return self
+
+    async def request(self, _method: bytes, target: bytes, _headers: Any, _body: Any) -> Any:
+        query = dict(parse_qsl(target.decode().split("?", 1)[1]))
+        data = json.dumps(BashEventsQuery.model_validate(query).page(self.events)).encode()
+        if self.changes:
+            self.changes.pop(0)(self.events)
+
+        class Answered:
+            status, headers = 200, []
+
+            async def body(self) -> AsyncIterator[bytes]:
+                yield data
+
+        return Answered()
+
+
+def test_a_worker_read_page_by_page_while_its_commands_change_skips_none(monkeypatch) -> None:
+    monkeypatch.setattr(fan_out, "PAGE_MOST", 2)
+    events = of("a", "b", "c")  # newest first: out-c c | out-b b | out-a a
+
+    def started(events: list[dict[str, Any]]) -> None:
+        events += of("d", outputs=False)  # before the page read: everything shifts one on
+
+    def dropped(events: list[dict[str, Any]]) -> None:
+        del events[:2]  # the oldest command goes (MAX_COMMANDS): after the page read
+
+    worker = ChangingWorker(events, [started, dropped])
+    found = asyncio.run(fan_out._whole_list(worker, 0, []))  # type: ignore[arg-type]
+    # Once each, oldest first; "a", dropped before its page was read, is gone; "d", started
+    # after the newest page was read, is not seen (it was not there when the listing began).
+    assert ids(found) == ["b", "out-b", "c", "out-c"]
