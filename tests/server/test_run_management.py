@@ -12,7 +12,8 @@ from support.server_process import ServerProcess
 from support.waiting import wait_until
 from treadle.api import ConversationView
 from treadle.client import TreadleClient
-from treadle.events.model import ROOT, MessageEvent
+from treadle.events.model import ROOT, MessageEvent, StateChangeEvent
+from treadle.runtime.requests import USER_INTERRUPT, USER_PAUSE, pause_request_event
 from treadle.runtime.settings import ConversationSettings
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.runtime.status import read_status, status_event
@@ -90,6 +91,47 @@ def test_a_takeover_this_server_refuses_is_recorded_once(store_url: str, tmp_pat
         assert leases.expired() == []  # the dead holders' leases were cleared, not left
     finally:
         leases.close()
+
+
+def _recorded(store_url: str, conversation_id: str, *events: StateChangeEvent) -> None:
+    store = open_store(store_url)
+    try:
+        for event in events:
+            store.append(conversation_id, event, move_head=False)
+    finally:
+        store.close()
+
+
+def test_a_pause_asked_of_a_run_whose_server_died_is_honoured_by_the_takeover(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The dead server recorded the user's pause (or interrupt) in the log, and died before
+    its next safe point: the server that takes the run over pauses it. A request an earlier
+    run already honoured is not this run's."""
+    settings = ConversationSettings.scripted_inline([FINISH], tmp_path)
+    for key in ("paused", "interrupted", "unasked", "asked-before"):
+        _left_running(store_url, key, settings)
+    _recorded(store_url, "paused", pause_request_event(ROOT))
+    _recorded(store_url, "interrupted", pause_request_event(ROOT, "interrupt"))
+    # asked-before: a pause honoured by an earlier run (PAUSED), then a new run that died.
+    _recorded(
+        store_url,
+        "asked-before",
+        pause_request_event(ROOT),
+        status_event(Status.PAUSED, ROOT, USER_PAUSE),
+        status_event(Status.RUNNING, ROOT),
+    )
+    server = ServerProcess(store_url, lease_ttl=0.6, log_dir=tmp_path)
+    server.start()
+    try:
+        with TreadleClient(server.base_url) as client:
+            assert _wait_for_status(client, "paused", "paused").status_reason == USER_PAUSE
+            view = _wait_for_status(client, "interrupted", "paused")
+            assert view.status_reason == USER_INTERRUPT
+            _wait_for_status(client, "unasked", "finished")
+            _wait_for_status(client, "asked-before", "finished")
+    finally:
+        server.stop()
 
 
 def test_a_server_stop_pauses_runs_with_its_own_reason(

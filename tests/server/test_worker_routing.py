@@ -10,7 +10,14 @@ import pytest
 
 from treadle.data import ids
 from treadle.data.ids import new_id, slot_of
-from treadle.server.workers.routing import Elsewhere, check_here, odd_path, route_key, worker_of
+from treadle.server.workers.routing import (
+    Elsewhere,
+    check_here,
+    every_worker,
+    odd_path,
+    route_key,
+    worker_of,
+)
 
 KEY = "3f2b1c9e-8a1d-4e2f-9b7c-1a2b3c4d5e6f"
 
@@ -76,3 +83,19 @@ def test_ids_a_worker_makes_are_its_own_and_others_are_sent_on() -> None:
 )
 def test_dot_segments_are_refused(path, odd) -> None:
     assert odd_path(path) is odd
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "every"),
+    [
+        ("GET", "/openhands/api/bash/bash_events/search", b"", True),
+        ("GET", "/openhands/api/bash/bash_events/search", b"kind__eq=BashOutput&limit=5", True),
+        ("GET", "/openhands/api/bash/bash_events/search", b"command_id__eq=abc", False),
+        ("GET", "/openhands/api/bash/bash_events/search", b"command_id__eq=", False),
+        ("POST", "/openhands/api/bash/bash_events/search", b"", False),
+        ("GET", "/openhands/api/bash/bash_events/search/", b"", False),
+        ("GET", "/api/conversations", b"", False),
+    ],
+)
+def test_only_the_listing_of_every_command_goes_to_every_worker(method, path, query, every):
+    assert every_worker(method, path, query) is every

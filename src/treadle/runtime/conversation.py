@@ -61,6 +61,7 @@ from treadle.runtime.requests import (
     PauseRequest,
     pause_request_event,
     queued_message_event,
+    run_began,
     undelivered_messages,
 )
 from treadle.runtime.secrets import Secrets
@@ -380,9 +381,17 @@ class Conversation:
         """Ask the model and run its calls until the agent ends its turn, waits for a
         confirmation, is paused, errs, is stuck, or ``max_steps`` model calls were made."""
         with self._running():
-            return self._ending_cleanly(self._run, max_steps)
+            return self._ending_cleanly(self._run, max_steps, False)
 
-    def _run(self, max_steps: int) -> ConversationStatus:
+    def take_over(self, max_steps: int = 50) -> ConversationStatus:
+        """Run on a run whose process died (the log says RUNNING, its lease expired): as
+        ``run``, and a pause or interrupt asked of that run and recorded in the log (before
+        it died, or after, while its lease still held) is honoured here at the first safe
+        point. A ``run`` ignores them: a user who runs again meant a new run."""
+        with self._running():
+            return self._ending_cleanly(self._run, max_steps, True)
+
+    def _run(self, max_steps: int, taken_over: bool) -> ConversationStatus:
         status, reason = self._log.read_status()
         rule = decide(Op.RUN, status, bool(self.pending_actions()))
         if rule.outcome is Outcome.ANSWER_FIRST:  # nothing is asked: the calls need an answer
@@ -392,8 +401,11 @@ class Conversation:
             return status
         if rule.outcome is Outcome.RECOVER:  # a run that died left them: they may have run
             close_open_calls(self._log, "crash")
+        watch_from = None
+        if taken_over and status is Status.RUNNING:
+            watch_from = run_began(self.store, self.id)
         self._extensions.run_started()
-        self._loop.begin(set())
+        self._loop.begin(set(), watch_from=watch_from)
         with (
             self._loop.interrupt_watcher(),
             self._loop.model_calls,

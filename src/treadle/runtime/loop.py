@@ -96,17 +96,19 @@ class RunLoop:
         """The capabilities the loop calls at its points (runtime/extensions/)."""
         self.in_flight: set[str] = set()
 
-    def begin(self, in_flight: set[str], reason: str | None = None) -> None:
+    def begin(
+        self, in_flight: set[str], reason: str | None = None, watch_from: int | None = None
+    ) -> None:
         """A run or a confirmation starts: ISOLATION recorded before any tool runs (with the
-        MCP servers connected or failed to), pause requests watched from now, ``in_flight``
-        the calls it will run, RUNNING."""
+        MCP servers connected or failed to), pause requests watched from now (from the seq
+        ``watch_from``, when given), ``in_flight`` the calls it will run, RUNNING."""
         fact = dict(self._parts.workspace.isolation)
         fact["override"] = self._parts.isolation_override
         self._log.record_fact(ISOLATION_KEY, fact)
         if self._agent.tools.mcp_servers:
             servers = list(self._agent.tools.mcp_servers)
             self._log.record_fact(MCP_SERVERS_KEY, {"servers": servers})
-        self._pause.watch_from(self._log.last_seq())
+        self._pause.watch_from(self._log.last_seq() if watch_from is None else watch_from)
         self._pause.forget_interrupt()
         self._context.interruption.clear()
         self.in_flight = in_flight

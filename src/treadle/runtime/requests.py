@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Literal
 
+from treadle.data.status import ConversationStatus, status_from_event
 from treadle.events.fact_keys import PAUSE_REQUEST_KEY as PAUSE_REQUEST_KEY
 from treadle.events.fact_keys import QUEUED_MESSAGE_KEY as QUEUED_MESSAGE_KEY
 from treadle.events.model import MessageEvent, StateChangeEvent
@@ -38,6 +39,33 @@ def queued_message_event(parent_id: str, message: MessageEvent) -> StateChangeEv
 def last_seq(store: EventStore, conversation_id: str) -> int:
     """The seq of the conversation's newest event (-1 when it has none)."""
     return store.event_count(conversation_id) - 1
+
+
+def run_began(store: EventStore, conversation_id: str) -> int:
+    """The seq of the RUNNING status that began the run the log says is in progress (the
+    first RUNNING after the last other status), -1 when the log records none: a process that
+    runs on a run whose process died watches pause requests from there, as that run did."""
+    began, before = -1, None
+    while True:
+        query = EventQuery(
+            kinds=["state_change"],
+            text='"key":"status"',
+            order="desc",
+            limit=200,
+            before_seq=before,
+        )
+        page = store.search(conversation_id, query)
+        for stored in page.items:
+            event = stored.event
+            found = status_from_event(event) if isinstance(event, StateChangeEvent) else None
+            if found is None:
+                continue
+            if found[0] is not ConversationStatus.RUNNING:
+                return began
+            began = stored.seq
+        if page.next_cursor is None:
+            return began
+        before = page.next_cursor
 
 
 def _records(

@@ -10,7 +10,8 @@ status ERROR with the reason, and the dead holder's lease is cleared.
 Across processes: a short change (reject, switch branch, delete, replace, a message or a pause
 while nothing runs) holds the lease too, so it never lands inside another server's run; a pause
 or a message sent while a run holds the lease is recorded in the log (``runtime/requests.py``)
-and honoured by the holder at its next safe point; an interrupt is recorded the same way, and
+and honoured by the holder at its next safe point (or, when the holder died first, by the
+process that takes the run over: ``Conversation.take_over``); an interrupt is recorded the same way, and
 the holder's watcher (``runtime/interrupts.py``) stops the calls in progress as soon as it
 sees it.
 
@@ -577,7 +578,7 @@ class RunManager:
         finally:
             self.leases.release(conversation_id, hold)
         try:
-            self.start(conversation_id, lambda c: c.run(), "takeover")
+            self.start(conversation_id, lambda c: c.take_over(), "takeover")
             logger.info("took over conversation %s from a crashed server", conversation_id)
         except (ConversationBusy, TooManyRunning, NotRunnable) as error:
             # Another server was faster, this one runs all it may, or its workspace moved in

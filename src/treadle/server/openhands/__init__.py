@@ -5,7 +5,8 @@ a view of the same conversations as Treadle's API (docs/openhands.md).
 Modules: ``agent_spec`` (an SDK agent spec <-> settings), ``info`` (ConversationInfo and the
 status mapping), ``events`` (SDK event JSON, pages), ``keys`` (clients' model keys, memory
 only), ``routes_*`` (conversations, events, the socket, the workspace), ``commands`` (workspace
-commands), ``nudges`` (the socket's wake-ups), ``requests`` (inputs), ``context`` (shared).
+commands), ``bash_events`` (the listing of their events), ``nudges`` (the socket's
+wake-ups), ``requests`` (inputs), ``context`` (shared).
 """
 
 from __future__ import annotations

@@ -171,12 +171,11 @@ class Commands:
         with self._lock:
             return self._commands.get(command_id)
 
-    def events(self, command_id: str | None) -> list[dict[str, Any]]:
-        """The commands' events (the command, then its output), oldest first."""
+    def events(self) -> list[dict[str, Any]]:
+        """The commands' events (each command's record, then its output), oldest command
+        first: what ``bash_events.BashEventsQuery.page`` filters and pages."""
         with self._lock:
             records = list(self._commands.values())
-        if command_id is not None:
-            records = [record for record in records if record.id == command_id]
         found: list[dict[str, Any]] = []
         for record in records:
             found.append(record.as_json())

@@ -25,6 +25,7 @@ from treadle.runtime.conversation import Conversation
 from treadle.runtime.errors import NotRunnable
 from treadle.runtime.workspace.base import WorkspacePathError
 from treadle.server.errors import ApiError
+from treadle.server.openhands.bash_events import BashEventsQuery
 from treadle.server.openhands.commands import MAX_TIMEOUT_S, TooManyCommands
 from treadle.server.openhands.context import OpenHands, State
 from treadle.server.openhands.info import settings_of
@@ -137,26 +138,11 @@ async def start_bash_command(request: Request, state: State, extra: OpenHands) -
 
 @router.get("/bash/bash_events/search")
 def search_bash_events(
-    extra: OpenHands,
-    kind__eq: Annotated[str | None, Query(max_length=40)] = None,
-    command_id__eq: Annotated[str | None, Query(max_length=64)] = None,
-    order__gt: Annotated[int | None, Query(ge=-1, le=10**9)] = None,
-    sort_order: Annotated[str, Query(pattern="^(TIMESTAMP|TIMESTAMP_DESC)$")] = "TIMESTAMP",
-    limit: Annotated[int, Query(gt=0, le=100)] = 100,
-    page_id: Annotated[str | None, Query(max_length=40)] = None,
+    extra: OpenHands, query: Annotated[BashEventsQuery, Query()]
 ) -> dict[str, Any]:
-    """Events of the commands started here (``BashCommand``, ``BashOutput``)."""
-    events = extra.commands.events(command_id__eq)
-    if kind__eq is not None:
-        events = [event for event in events if event["kind"] == kind__eq]
-    if order__gt is not None:
-        events = [event for event in events if event.get("order", -1) > order__gt]
-    if sort_order == "TIMESTAMP_DESC":
-        events.reverse()
-    start = int(page_id) if page_id and page_id.isdigit() else 0
-    page = events[start : start + limit]
-    following = str(start + limit) if start + limit < len(events) else None
-    return {"items": page, "next_page_id": following}
+    """Events of the commands started here (``BashCommand``, ``BashOutput``). With --workers N
+    a listing without ``command_id__eq`` is the front's, over every worker's commands."""
+    return query.page(extra.commands.events())
 
 
 @router.post("/bash/bash_commands/{command_id}/stop")

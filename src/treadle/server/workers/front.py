@@ -2,7 +2,8 @@
 socket) that forwards every request to a worker (``routing``), behind the same
 ``SecurityMiddleware`` a single server has. It reads no body it does not forward as it comes
 (only the few ``REROUTABLE`` requests, within --max-body-bytes), keeps no state about
-conversations, and answers only ``/health`` itself (200 when every worker is up)."""
+conversations, and answers only ``/health`` itself (200 when every worker is up) and, from
+every worker's answers, the one listing no worker holds alone (``fan_out``)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,15 @@ from websockets.exceptions import InvalidHandshake
 
 import treadle
 from treadle.server.errors import BodyTooLarge
+from treadle.server.workers.fan_out import Reply, bash_events
 from treadle.server.workers.link import Answer, WorkerDown
-from treadle.server.workers.routing import REROUTABLE, WORKER_HEADER, odd_path, worker_of
+from treadle.server.workers.routing import (
+    REROUTABLE,
+    WORKER_HEADER,
+    every_worker,
+    odd_path,
+    worker_of,
+)
 from treadle.server.workers.supervisor import Workers
 
 RETRY_AFTER_S = 2
@@ -66,6 +74,12 @@ async def _answer(send: Send, status: int, code: str, message: str, retry: bool 
         headers.append((b"retry-after", str(RETRY_AFTER_S).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
+
+
+async def _send_reply(send: Send, reply: Reply) -> None:
+    shown = [(name, value) for name, value in reply.headers if name.lower() not in _HOP]
+    await send({"type": "http.response.start", "status": reply.status, "headers": shown})
+    await send({"type": "http.response.body", "body": reply.body})
 
 
 def _forwarded(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[bytes, bytes]], bool]:
@@ -154,9 +168,10 @@ class Front:
         if query:
             target += b"?" + query
         headers, chunked = _forwarded(scope["headers"])
+        listing = every_worker(method, path, query)
         body: AsyncIterator[bytes] | bytes
         try:
-            if (method, path) in REROUTABLE:  # its worker may send it on to another
+            if (method, path) in REROUTABLE or listing:  # sent again, or to several workers
                 body = await _whole(receive)
                 headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
                 headers.append((b"content-length", b"%d" % len(body)))
@@ -164,6 +179,11 @@ class Front:
                 body = _streamed(receive)
                 if chunked:
                     headers.append((b"transfer-encoding", b"chunked"))
+            if listing:
+                assert isinstance(body, bytes)
+                reply = await bash_events(self.workers, target, query, headers, body)
+                await _send_reply(send, reply)
+                return
             answer = await self._exchange(slot, method.encode(), target, headers, body)
         except BodyTooLarge as error:
             await _answer(send, 413, BodyTooLarge.code, str(error.detail))

@@ -1,7 +1,8 @@
 """Which worker serves a request: the one a conversation id (or an OpenHands workspace
-command's id) in its path or query hashes to (``treadle.data.ids.slot_of``); any worker for
-the rest. Read from the path exactly as the worker's router reads it (decoded, not normalised:
-a path with a '.' or '..' segment matches no route, and the front refuses it).
+command's id) in its path or query hashes to (``treadle.data.ids.slot_of``); every worker for
+the listing of workspace commands' events that names no command (``every_worker``); any
+worker for the rest. Read from the path exactly as the worker's router reads it (decoded, not
+normalised: a path with a '.' or '..' segment matches no route, and the front refuses it).
 
 A worker that learns only from the body or the store that a request is another worker's (an
 OpenHands create naming its id, a workspace call whose folder is a conversation's) answers 421
@@ -95,6 +96,12 @@ def route_key(path: str, query: bytes) -> str | None:
         ]
         return values[-1][:64] if values else None
     return None
+
+
+def every_worker(method: str, path: str, query: bytes) -> bool:
+    """Whether the front answers the request from every worker (``fan_out``): the listing of
+    workspace commands' events that names no command, each worker holding those it started."""
+    return method == "GET" and path == _COMMAND_SEARCH and route_key(path, query) is None
 
 
 def worker_of(path: str, query: bytes, count: int) -> int | None:
