@@ -16,9 +16,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -89,13 +90,47 @@ class Abandoned(Exception):
     """The run was interrupted and the call did not return within its grace: left behind."""
 
 
+class Interruption(threading.Event):
+    """A run's interruption flag (``ToolContext.interruption``) that also wakes whoever waits
+    on it with ``wakes``: a wait for a call's result then sleeps until the call ends or the run
+    is interrupted, where polling both cost a thread wakeup every 50 ms of every model call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters_lock = threading.Lock()
+        self._waiters: list[threading.Event] = []
+
+    def set(self) -> None:
+        super().set()
+        with self._waiters_lock:
+            waiters = list(self._waiters)
+        for waiter in waiters:
+            waiter.set()
+
+    @contextmanager
+    def wakes(self, waiter: threading.Event) -> Iterator[None]:
+        """While entered, setting this sets ``waiter`` too (at once when it is set already)."""
+        with self._waiters_lock:
+            self._waiters.append(waiter)
+        if self.is_set():
+            waiter.set()
+        try:
+            yield
+        finally:
+            with self._waiters_lock:
+                self._waiters.remove(waiter)
+
+
 def result_unless_interrupted(
     future: Future[T], interruption: threading.Event, grace_s: float = ABANDON_GRACE_S
 ) -> T:
     """``future``'s result (or its exception); ``Abandoned`` when ``interruption`` is set and
     the future is not done ``grace_s`` later. The thread computing it is not stopped: it ends
-    on its own, and what it returns is dropped. An interruption seen with no grace left wins
-    over a result that is ready: the run was stopped before it took that result."""
+    on its own, and what it returns is dropped. With an ``Interruption`` the wait sleeps until
+    one of the two happens; a plain event is polled every 50 ms (an interruption seen with no
+    grace left then wins over a result that is ready)."""
+    if isinstance(interruption, Interruption):
+        return _woken_result(future, interruption, grace_s)
     interrupted_at: float | None = None
     while True:
         if interruption.is_set():
@@ -107,6 +142,24 @@ def result_unless_interrupted(
             return future.result(timeout=_CHECK_S)
         except FutureTimeout:
             pass
+
+
+def _woken_result(future: Future[T], interruption: Interruption, grace_s: float) -> T:
+    """``result_unless_interrupted`` without polling: one wait, woken by the future's end or
+    by the interruption."""
+    woken = threading.Event()
+    future.add_done_callback(lambda _done: woken.set())
+    with interruption.wakes(woken):
+        woken.wait()
+    if interruption.is_set() and not future.done():
+        # A result that comes within _CHECK_S of the interruption is still taken, as the
+        # polling wait took one that came before its next look (a model answering as it is
+        # interrupted: its calls are then recorded as never started, not lost).
+        try:
+            return future.result(timeout=max(grace_s, _CHECK_S))
+        except FutureTimeout:
+            raise Abandoned() from None
+    return future.result()
 
 
 def in_thread(function: Callable[[], T], name: str) -> Future[T]:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from treadle.errors import TreadleError
 from treadle.events.model import ActionEvent, AgentErrorEvent, ObservationEvent
+from treadle.runtime.interrupts import Interruption
 from treadle.runtime.live_output import CallOutput, LiveOutput
 from treadle.runtime.secrets import Secrets
 from treadle.runtime.text import storable, storable_text
@@ -90,7 +91,7 @@ class ToolContext:
     workspace: Workspace
     secrets: Secrets = field(default_factory=Secrets)
     conversation_id: str = "default"
-    interruption: threading.Event = field(default_factory=threading.Event)
+    interruption: threading.Event = field(default_factory=Interruption)
     """Set when the user interrupted the run: a tool stops what it does for this conversation
     as soon as it can (``Tool.interrupt`` is called once it is set)."""
     live_output: LiveOutput = field(default_factory=LiveOutput)
