@@ -64,6 +64,7 @@ def import_jsonl(
     """Store a log file as a new conversation and print its id. A log the store cannot hold
     (duplicate ids, missing parents, a cycle, a parent after its child) is refused whole."""
     from treadle.events.audit import audit_events
+    from treadle.store.audit_summary import keep_imported
     from treadle.store.checks import check_conversation_id
     from treadle.store.openhands.transfer import STORE_REFUSES
 
@@ -99,6 +100,10 @@ def import_jsonl(
             new_id = _store_log(
                 event_store, events, head, conversation_id, title or _default_title(file)
             )
+            # the audit of the stored log, while its events are in memory: the first
+            # `treadle audit` of it (or a server's) then starts from it, in any process
+            shown.start("keeping its audit checkpoint")
+            keep_imported(event_store, new_id, events)
     finally:
         event_store.close()
     typer.echo(new_id)

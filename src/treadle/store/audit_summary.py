@@ -15,6 +15,10 @@ processes and servers sharing a store may each write one, in any order: every ro
 
 A store made by an older Treadle gets the empty table by its migration; each conversation's
 row is made by its first audit (which walks the whole log once, as before) and kept from then.
+
+An import is the exception to "never the append's work": it holds the whole log it stored in
+memory, so it keeps the checkpoint of it at once (``keep_imported``), and the first audit of an
+imported conversation, in any process, starts from it instead of walking the whole log.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from treadle.events.audit import AuditReport, IncrementalAudit
 from treadle.events.audit_checkpoint import CheckpointError
-from treadle.events.audit_facts import AuditFacts
+from treadle.events.audit_facts import AuditFacts, facts_of
+from treadle.events.model import ROOT, EventBase
 from treadle.store.base import ConversationInfo, EventStore, StoreError
 
 if TYPE_CHECKING:  # the SQLite store imports this module: psycopg only when it is used
@@ -107,15 +112,46 @@ def keep(store: EventStore, conversation_id: str, audit: IncrementalAudit) -> No
     after a fork from an older event)."""
     if audit.unkept < KEEP_EVERY:
         return
-    data = audit.checkpoint()
-    if data is None:  # a tree with faults: a store never holds one
-        return
     try:
+        data = audit.checkpoint()
+        if data is None:  # a tree with faults: a store never holds one
+            return
         store.keep_audit_checkpoint(conversation_id, len(audit), data)
-    except StoreError as error:  # read-only, busy, gone: the audit's answer is right anyway
+    except (StoreError, ValueError, OverflowError) as error:
+        # read-only, busy, gone, a row too large: an optimisation, the audit's answer (or the
+        # import) is right without it
         _log.warning("audit checkpoint of %r not kept: %s", conversation_id, error)
         return
     audit.unkept = 0
+
+
+def stored_log_facts(events: Sequence[EventBase]) -> list[AuditFacts]:
+    """The records ``EventStore.audit_facts`` reads back of ``events`` stored as the whole log
+    of a conversation (seq = position), without reading them: each event's own, with its
+    parent as the append resolved it (TREE-PARENT, ``store.append_plan``): an event with no
+    parent (legacy) names the event before it, or is a root (``"__root__"``, as
+    ``store.audit_rows`` names a stored root) when first. An audit of them is the audit of
+    the stored log, and its checkpoint the one the stored rows give."""
+    facts: list[AuditFacts] = []
+    previous = ROOT
+    for event in events:
+        record = facts_of(event)  # a new record of the event: ours to resolve
+        if record.parent_id is None:
+            record.parent_id = previous
+        previous = record.id
+        facts.append(record)
+    return facts
+
+
+def keep_imported(store: EventStore, conversation_id: str, events: Sequence[EventBase]) -> None:
+    """Keep the audit checkpoint of a conversation whose whole log an import has just stored
+    as ``events`` (one ``append_batch`` into a new conversation), audited from the events in
+    memory, so that its first audit in any process restores it and walks nothing. As
+    ``keep``: from ``KEEP_EVERY`` events on (a smaller log's first audit is cheap), and never
+    raises: a failure is logged, the import stands."""
+    if len(events) < KEEP_EVERY:  # what ``keep`` would not write: not worth the walk
+        return
+    keep(store, conversation_id, IncrementalAudit(stored_log_facts(events)))
 
 
 def audit_stored(store: EventStore, conversation_id: str, head: str | None = None) -> AuditReport:
@@ -159,7 +195,9 @@ __all__ = [
     "audit_stored",
     "audit_to",
     "keep",
+    "keep_imported",
     "postgres_add_audit_checkpoints",
     "restored_audit",
     "sqlite_add_audit_checkpoints",
+    "stored_log_facts",
 ]

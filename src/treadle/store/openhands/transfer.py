@@ -12,6 +12,7 @@ from typing import IO, Any
 from treadle.errors import TreadleError
 from treadle.events.audit import AuditReport, Violation, audit_events
 from treadle.events.model import event_to_json
+from treadle.store.audit_summary import keep_imported
 from treadle.store.base import ConversationExists, ConversationNotFound, EventStore
 from treadle.store.checks import check_conversation_id
 from treadle.store.conversation_rows import metadata_json
@@ -98,7 +99,8 @@ def import_conversation(
 
     Nothing is written when the folder has a problem, when the store could not hold its log
     (duplicate ids, missing parents, cycles, parents after children), or when the conversation
-    exists and ``replace`` is false. Never raises for bad content: see ``problems``.
+    exists and ``replace`` is false. Never raises for bad content: see ``problems``. An
+    imported log keeps its audit checkpoint (``audit_summary.keep_imported``).
     """
     conversation = read_conversation_folder(folder, max_events=max_events)
     result = ImportResult(
@@ -167,6 +169,8 @@ def import_conversation(
         store.delete_conversation(conversation_id)
         result.problems.append(FolderProblem(STORE_ERROR, f"the store refused the log: {error}"))
         return result
+    # while the log is in memory: the first audit of the conversation starts from it
+    keep_imported(store, conversation_id, conversation.events)
     result.imported = True
     return result
 
