@@ -407,7 +407,7 @@ def test_the_openai_clients_pool_is_its_own_and_closed_with_it():
         pools = [first._client, second._client]
         assert pools[0] is not pools[1]
         # ... but one TLS trust for the process: the CA bundle is loaded once, not per model.
-        contexts = {id(pool._client._transport._pool._ssl_context) for pool in pools}
+        contexts = {id(pool._client._transport.inner._pool._ssl_context) for pool in pools}
         assert contexts == {id(shared_tls_context())}
         first.close()
         assert pools[0].is_closed()
