@@ -86,7 +86,7 @@ class GuardedTransport:
         self.limit = limit
         self.where = where
         self._httpx = httpx
-        pool = getattr(inner, "_pool", None)
+        pool: Any = getattr(inner, "_pool", None)
         backend = getattr(pool, "_network_backend", None)
         if backend is not None and not isinstance(backend, _DeadlineBackend):
             core = importlib.import_module(type(pool).__module__.split(".")[0])
@@ -144,7 +144,7 @@ def _capped_stream(httpx: Any) -> type:
     """The body stream class for ``httpx``: a response's stream must be that module's
     ``SyncByteStream``."""
 
-    class CappedStream(httpx.SyncByteStream):  # type: ignore[misc, name-defined]
+    class CappedStream(httpx.SyncByteStream):  # type: ignore[misc]
         """The body, counted: past the limit it stops reading (the connection is closed by
         the response's close); its reads keep the request's deadline."""
 
@@ -239,7 +239,8 @@ class _DeadlineStream:
         self._core = core
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _left(timeout, self._core.ReadTimeout))
+        data: bytes = self._inner.read(max_bytes, _left(timeout, self._core.ReadTimeout))
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._inner.write(buffer, _left(timeout, self._core.WriteTimeout))
