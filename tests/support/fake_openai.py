@@ -3,6 +3,7 @@ LiteLLM path: it answers from a queue of scripted replies and records every requ
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
@@ -23,12 +24,20 @@ class FakeOpenAIServer:
     - ``{"before": callable}``: called with the request body before answering (fault injection);
     - ``{"respond": callable}``: called with the request body, returns the reply to give (a
       server whose answer depends on the request, e.g. one that refuses long prompts);
-    - ``{"status": 400, "error": {...}}``: an error with this OpenAI error object.
+    - ``{"status": 400, "error": {...}}``: an error with this OpenAI error object;
+    - ``{"flood": bytes|None, "declare": bool?}``: a 200 whose body is this many bytes (None:
+      endless), chunked, or with its Content-Length when ``declare``; what it managed to send
+      before the client hung up is appended to ``sent``;
+    - ``{"trickle": seconds}``: a 200 declaring a 1 MB body, then one byte per ``seconds``
+      until the client hangs up (a body that never ends, each read on time);
+    - ``{"gzip": payload}``: this JSON gzip-compressed, with ``Content-Encoding: gzip``.
     """
 
     def __init__(self, replies: list[dict[str, Any]]) -> None:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
+        self.sent: list[int] = []
+        self.sent_done = threading.Event()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         server = self
@@ -60,12 +69,53 @@ class FakeOpenAIServer:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
                     return
-                self._answer(reply, number)
+                if "flood" in reply:
+                    self._flood(reply["flood"], declare=reply.get("declare", False))
+                elif "trickle" in reply:
+                    self._trickle(reply["trickle"])
+                else:
+                    self._answer(reply, number)
+
+            def _flood(self, size: int | None, *, declare: bool) -> None:
+                self.close_connection = True
+                chunk = b"x" * 65536
+                sent = 0
+                head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + (
+                    f"Content-Length: {size}\r\n" if declare else "Transfer-Encoding: chunked\r\n"
+                )
+                try:
+                    self.wfile.write(head.encode() + b"\r\n")
+                    while (size is None or sent < size) and not server._stopping.is_set():
+                        part = chunk if size is None else chunk[: size - sent]
+                        framed = part if declare else b"%x\r\n%s\r\n" % (len(part), part)
+                        self.wfile.write(framed)
+                        sent += len(part)
+                except OSError:  # the client hung up: what it refused is not sent
+                    pass
+                server.sent.append(sent)
+                server.sent_done.set()
+
+            def _trickle(self, seconds: float) -> None:
+                self.close_connection = True
+                try:
+                    self.wfile.write(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 1000000\r\n\r\n"
+                    )
+                    while not server._stopping.wait(seconds):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except OSError:
+                    pass
 
             def _answer(self, reply: dict[str, Any], number: int) -> None:
                 status = reply.get("status", 200)
+                extra = {}
                 if "body" in reply:
                     data = reply["body"].encode()
+                elif "gzip" in reply:
+                    data = gzip.compress(json.dumps(reply["gzip"]).encode())
+                    extra["Content-Encoding"] = "gzip"
                 elif "payload" in reply:
                     data = json.dumps(reply["payload"]).encode()
                 elif status == 200:
@@ -80,6 +130,8 @@ class FakeOpenAIServer:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in extra.items():
+                    self.send_header(name, value)
                 if "retry_after" in reply:
                     self.send_header("Retry-After", str(reply["retry_after"]))
                 self.end_headers()

@@ -5,6 +5,8 @@ scripted model."""
 from __future__ import annotations
 
 import json
+import time
+import tracemalloc
 
 import pytest
 
@@ -407,7 +409,7 @@ def test_the_openai_clients_pool_is_its_own_and_closed_with_it():
         pools = [first._client, second._client]
         assert pools[0] is not pools[1]
         # ... but one TLS trust for the process: the CA bundle is loaded once, not per model.
-        contexts = {id(pool._client._transport._pool._ssl_context) for pool in pools}
+        contexts = {id(pool._client._transport.inner._pool._ssl_context) for pool in pools}
         assert contexts == {id(shared_tls_context())}
         first.close()
         assert pools[0].is_closed()
@@ -424,3 +426,100 @@ def test_only_an_openai_compatible_base_url_gets_the_openai_client():
         OpenAICompatibleModel(ModelSettings("anthropic/claude", base_url="http://x/v1"))
     with pytest.raises(ModelError, match="openai/NAME and a base URL"):
         OpenAICompatibleModel(ModelSettings("openai/gpt-4o"))
+
+
+# -- an endpoint that answers too much, too slowly or too deeply (a hostile endpoint) ----------
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize("declare", [False, True], ids=["chunked", "content-length"])
+def test_a_body_past_the_cap_is_refused_and_never_held(declare):
+    """64 MiB offered, a 1 MiB cap: the client stops reading near the cap (a declared length
+    past it: before reading the body), keeps none of it, and does not ask again."""
+    replies = [{"text": "warm"}, *[{"flood": 64 * MIB, "declare": declare}] * 2]
+    with FakeOpenAIServer(replies) as server:
+        model = provider_model(OpenAICompatibleModel, server, max_response_bytes=MIB)
+        # Imports (the openai package's) are not what is measured.
+        assert model.complete(ModelRequest(MESSAGES, TOOLS)).text == "warm"
+        tracemalloc.start()
+        try:
+            with pytest.raises(ModelError) as raised:
+                model.complete(ModelRequest(MESSAGES, TOOLS))
+            _now, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert server.sent_done.wait(10)
+        model.close()
+    message = str(raised.value)
+    assert message.startswith("model openai/test-model sent a response the runtime cannot use: ")
+    assert f"{server.base_url} answered with a body" in message
+    assert "limit of 1 MiB" in message
+    assert len(server.requests) == 2  # the same answer next time: never retried
+    assert peak < 8 * MIB  # not the 64 MiB, nor a copy of what was read
+    assert server.sent[0] < 32 * MIB  # the client hung up: the rest was never sent
+
+
+def test_an_endless_chunked_body_ends_at_the_cap():
+    with FakeOpenAIServer([{"flood": None}]) as server:
+        model = provider_model(OpenAICompatibleModel, server, max_response_bytes=MIB)
+        with pytest.raises(ModelError, match="past the limit of 1 MiB"):
+            model.complete(ModelRequest(MESSAGES, TOOLS))
+        assert server.sent_done.wait(10)
+        model.close()
+
+
+def test_a_trickling_body_ends_at_each_attempts_timeout():
+    """A byte every 50 ms: no read ever waits its 0.5 s, yet each attempt ends at 0.5 s (the
+    whole answer is bounded, not only each read), and the call after its retries."""
+    with FakeOpenAIServer([{"trickle": 0.05}] * 2) as server:
+        model = provider_model(
+            OpenAICompatibleModel, server, timeout_s=0.5, deadline_s=30.0, max_retries=1
+        )
+        started = time.monotonic()
+        with pytest.raises(ModelError, match="failed after 2 attempts: no answer from"):
+            model.complete(ModelRequest(MESSAGES, TOOLS))
+        took = time.monotonic() - started
+        model.close()
+    assert len(server.requests) == 2
+    assert 1.0 <= took < 10.0  # two attempts of 0.5 s each, not the trickle's lifetime
+
+
+def test_a_trickling_body_ends_at_the_calls_deadline():
+    with FakeOpenAIServer([{"trickle": 0.05}] * 3) as server:
+        model = provider_model(OpenAICompatibleModel, server, timeout_s=120.0, deadline_s=1.0)
+        with pytest.raises(ModelError, match="within its deadline of 1 s"):
+            model.complete(ModelRequest(MESSAGES, TOOLS))
+        model.close()
+    assert len(server.requests) == 1
+
+
+def test_a_compressed_body_is_refused_as_asked_for_none():
+    """A decoded size is not bounded by the bytes received (a gzip bomb): none is asked for,
+    and one sent anyway is refused."""
+    payload = {"id": "r1", "object": "chat.completion", "created": 1, "choices": []}
+    with FakeOpenAIServer([{"gzip": payload}] * 2) as server:
+        model = provider_model(OpenAICompatibleModel, server)
+        with pytest.raises(ModelError, match="gzip-compressed body though asked for none"):
+            model.complete(ModelRequest(MESSAGES, TOOLS))
+        model.close()
+    assert len(server.requests) == 1
+    headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
+    assert headers["accept-encoding"] == "identity"
+
+
+def test_json_nested_too_deeply_is_a_model_error_not_a_crash(client):
+    deep = '{"id": "r1", "choices": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with FakeOpenAIServer([{"body": deep}] * 3) as server, pytest.raises(ModelError) as raised:
+        provider_model(client, server, max_retries=1).complete(ModelRequest(MESSAGES, TOOLS))
+    message = str(raised.value)
+    assert message.startswith("model openai/test-model ")
+    assert "Recursion" not in message
+    assert len(message) < 1000
+
+
+def test_too_many_tool_calls_are_a_model_error(client):
+    calls = [{"id": f"c{n}", "name": "terminal", "arguments": "{}"} for n in range(300)]
+    with FakeOpenAIServer([{"tool_calls": calls}]) as server, pytest.raises(ModelError) as raised:
+        provider_model(client, server).complete(ModelRequest(MESSAGES, TOOLS))
+    assert "300 tool calls, more than the 256 allowed" in str(raised.value)

@@ -10,7 +10,9 @@ of models still answers for the window, token counts and prices (imported on fir
 
 ``openai`` is imported on the first call (a command line that never calls a model never loads
 it). The client's connection pool is this object's: ``close`` frees it, and the conversation's
-parts that built the model close it with them.
+parts that built the model close it with them. Its transports are guarded (``guard.py``): an
+answer's body is capped at ``ModelSettings.max_response_bytes`` and each attempt, its body
+included, ends within the attempt's timeout.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from treadle.runtime.llm.base import ModelError, ModelRequest, ModelResponse
+from treadle.runtime.llm.guard import UnreadableAnswer, guard_client
 from treadle.runtime.llm.litellm_model import (
     LiteLLMPricer,
     litellm_context_window,
@@ -153,8 +156,14 @@ class OpenAICompatibleModel(ProviderModel):
                     max_retries=0,  # retries are ours, so backoff and counting are in one place
                     timeout=self.settings.timeout_s,
                     # Its own pool, the process's TLS trust: loading the CA bundle costs ~35 ms
-                    # of CPU, more than all of a conversation's other model-client work.
-                    http_client=openai.DefaultHttpxClient(verify=shared_tls_context()),
+                    # of CPU, more than all of a conversation's other model-client work. The
+                    # endpoint is not trusted with the size or the pace of its answer: bodies
+                    # are capped and each attempt ends within its timeout (``guard.py``).
+                    http_client=guard_client(
+                        openai.DefaultHttpxClient(verify=shared_tls_context()),
+                        limit=self.settings.max_response_bytes,
+                        where=self.settings.where,
+                    ),
                 )
             return self._client
 
@@ -165,6 +174,10 @@ class OpenAICompatibleModel(ProviderModel):
         import openai
 
         where = self.settings.where
+        if isinstance(error, UnreadableAnswer):  # too large or compressed: the same next time
+            return Failure("unusable", error.reason)
+        if isinstance(error, RecursionError):  # JSON nested past what json.loads can recurse
+            return Failure("unusable", describe(where, "", too_deep=True))
         if isinstance(error, json.JSONDecodeError):  # a 200 whose body is not JSON
             return Failure("transient", describe(where, short(error), not_json=True))
         if isinstance(error, openai.APITimeoutError):

@@ -41,6 +41,14 @@ RAW_RESPONSE_LIMIT = 64 * 1024
 
 DEADLINE_ENV = "TREADLE_MODEL_DEADLINE"
 
+RESPONSE_LIMIT = 32 * 1024 * 1024
+"""The most bytes of one answer's body a client reads (``ModelSettings.max_response_bytes``):
+an answer is a few KB, long contexts with logprobs a few MB; past this the endpoint is
+misbehaving, and the body is refused unread rather than held (``guard.py``)."""
+
+MAX_TOOL_CALLS = 256
+"""The most tool calls one response may carry: each becomes a stored action of the run."""
+
 KEY_SHOWN_AS = "<the API key>"
 """What the key is replaced by wherever a provider's words would show it (one that echoes it)."""
 
@@ -70,10 +78,13 @@ class ModelSettings:
     api_key: str | None = field(default=None, repr=False)  # never in a repr, log or traceback
     max_retries: int = 4
     timeout_s: float = 120.0
-    """Longest wait for one attempt."""
+    """Longest time for one attempt, its whole answer included (not only each read: a body
+    trickling a byte at a time ends there too, on the OpenAI-compatible client)."""
     deadline_s: float = 600.0
     """Longest time one model call may take, every attempt and wait between them included."""
     temperature: float | None = None
+    max_response_bytes: int = RESPONSE_LIMIT
+    """The most bytes of one answer's body (``RESPONSE_LIMIT``)."""
 
     @classmethod
     def resolve(
@@ -202,7 +213,7 @@ class ProviderModel:
 
 # -- one call, its attempts and the waits between them --------------------------------------
 
-FailureKind = Literal["transient", "context", "auth", "refused"]
+FailureKind = Literal["transient", "context", "auth", "refused", "unusable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +221,8 @@ class Failure:
     """One attempt's failure, as a client maps its library's error: ``transient`` (a rate limit,
     a 5xx, a timeout, a cut connection, a body that is not JSON: retried), ``context`` (the
     prompt is longer than the window), ``auth`` (the key), ``refused`` (any other refusal: asking
-    again gets the same answer). ``reason`` in words (``describe``); ``asked_wait``: the
+    again gets the same answer), ``unusable`` (an answer the runtime will not read: past the
+    size limit, compressed, JSON nested too deeply; not retried either). ``reason`` in words (``describe``); ``asked_wait``: the
     seconds the provider's Retry-After asked for."""
 
     kind: FailureKind
@@ -253,6 +265,8 @@ def call_with_retries(
             )
         if found.kind == "refused":
             raise ModelError(f"model {model.name} refused the request: {reason}")
+        if found.kind == "unusable":
+            raise ModelError(f"model {model.name} sent a response the runtime cannot use: {reason}")
         # Exponential backoff with jitter spreads the retries of many conversations; the
         # provider's Retry-After, when it sends one, is the least we wait.
         asked = found.asked_wait
@@ -284,9 +298,12 @@ def describe(
     timed_out: bool = False,
     cut: bool = False,
     not_json: bool = False,
+    too_deep: bool = False,
 ) -> str:
     """What went wrong, in words (no exception class names or Python object reprs): ``text``
     is the provider's own message (``short``), ``where`` the provider (``ModelSettings.where``)."""
+    if too_deep:  # json.loads recurses per level: a RecursionError, not a crash, says it
+        return f"{where} answered with JSON nested too deeply to read"
     if not_json:
         return f"{where} answered with a body that is not JSON (not an OpenAI-compatible answer)"
     if timed_out:
@@ -367,8 +384,13 @@ def _read(model: ProviderModel, raw: Any, cost: Callable[[Any], float]) -> Model
     message = getattr(choices[0], "message", None) if choices else None
     if message is None:
         raise bad_response(model, raw, 'it has no choice to read ("choices" is empty)')
+    listed = getattr(message, "tool_calls", None) or ()
+    if len(listed) > MAX_TOOL_CALLS:
+        raise bad_response(
+            model, raw, f"it has {len(listed)} tool calls, more than the {MAX_TOOL_CALLS} allowed"
+        )
     calls = []
-    for number, call in enumerate(getattr(message, "tool_calls", None) or (), start=1):
+    for number, call in enumerate(listed, start=1):
         function = getattr(call, "function", None)
         name = getattr(function, "name", None)
         call_id = getattr(call, "id", None)
