@@ -60,9 +60,12 @@ def renamed(event: EventBase, prefix: str) -> EventBase:
     return event.model_copy(update=update)
 
 
-def the_checkpoint_of_the_rows(store: EventStore, conversation_id: str) -> bytes:
-    """What an audit of the stored rows from scratch keeps."""
-    count = store.get_conversation(conversation_id).event_count
+def the_checkpoint_of_the_rows(
+    store: EventStore, conversation_id: str, count: int | None = None
+) -> bytes:
+    """What an audit of the stored rows (the first ``count``; default all) from scratch keeps."""
+    if count is None:
+        count = store.get_conversation(conversation_id).event_count
     data = IncrementalAudit(store.audit_facts(conversation_id, 0, count)).checkpoint()
     assert data is not None
     return data
@@ -198,3 +201,25 @@ def test_a_small_import_leaves_it_to_the_first_audit(store: EventStore) -> None:
     store.append_batch("small", log)
     keep_imported(store, "small", log)  # below KEEP_EVERY: its first audit walks it, cheaply
     assert store.audit_checkpoint("small") is None
+
+
+def test_a_fork_keeps_the_checkpoint_of_the_path_it_copied(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork's log starts as a copy of the parent's path (``record_fork``): the copy keeps
+    its checkpoint as an import's does, so the fork's first audit walks nothing of it."""
+    from treadle.runtime.forking import record_fork
+
+    monkeypatch.setattr(audit_summary, "KEEP_EVERY", 100)
+    store.create_conversation("parent")
+    store.append_batch("parent", branched_log())
+    head = store.head("parent")
+    copied = len(store.path_to_root("parent", head))
+    child = record_fork(store, "parent", head, title=None, workspace=None, snapshots=None)
+    found = store.audit_checkpoint(child)
+    assert found is not None
+    # Of the copied path: what the fork appends after it (a status, when calls wait for an
+    # answer) is walked from the checkpoint on.
+    assert found[0] == copied
+    assert found[2] == the_checkpoint_of_the_rows(store, child, copied)
+    check(store, child)  # the audit from it answers as a full audit of the fork's log

@@ -22,6 +22,7 @@ from treadle.runtime.snapshots.putting_back import (
 from treadle.runtime.states import status_after_head_move
 from treadle.runtime.status import status_event
 from treadle.runtime.workspace.local import LocalWorkspace
+from treadle.store.audit_summary import keep_imported
 from treadle.store.base import EventStore
 
 if TYPE_CHECKING:
@@ -101,6 +102,9 @@ def record_fork(
     )
     if path:
         store.append_batch(child.id, path)
+        # The copied path is the child's whole log so far: its audit checkpoint costs one
+        # walk of what is in memory here, and spares the child's first audit the whole log.
+        keep_imported(store, child.id, path)
         copy_snapshots(store, snapshots, parent_id, child.id, {event.id for event in path})
     if path and pending_actions(path):  # its calls wait for an answer there too
         status, why = status_after_head_move(True)
