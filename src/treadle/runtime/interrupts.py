@@ -1,5 +1,5 @@
 """Noticing, while a run is in progress, an interrupt the user sent to any process sharing the
-store: a watcher thread per run polls the run's log for an interrupt request
+store: a watcher per run polls the run's log for an interrupt request
 (``runtime/requests.py``) and, on the first it sees, calls back once to stop the calls in
 progress (the conversation then kills what its tools started). And waiting for work done in
 another thread (a model call, parallel tool calls) unless the run is interrupted: then it is
@@ -7,12 +7,14 @@ abandoned after a short grace.
 
 Why polling: an interrupt may reach a server that does not run the conversation; the one that
 does learns of it only through the store. ``WATCH_INTERVAL_S`` bounds how late it learns
-(one indexed query per interval per running conversation).
+(one small row read per interval per running conversation, and a search only when its log
+grew), all of a process's runs polled by one thread.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -32,7 +34,12 @@ WATCH_INTERVAL_S = 0.2
 
 
 class InterruptWatcher:
-    """While entered, calls ``on_interrupt`` (once) as soon as ``requested()`` says True."""
+    """While entered, calls ``on_interrupt`` (once) as soon as ``requested()`` says True.
+
+    Every watcher of the process is polled by one thread (``_Watching``), started by the first
+    watcher entered and ended (joined) by the last one's exit: a server running hundreds of
+    conversations keeps one polling thread, not one each. ``on_interrupt`` runs on that thread
+    and must be quick (it signals the calls to stop; it does not wait for them)."""
 
     def __init__(
         self,
@@ -42,14 +49,20 @@ class InterruptWatcher:
         name: str = "treadle-interrupt-watch",
         interval_s: float = WATCH_INTERVAL_S,
     ) -> None:
+        self.name = name
         self._requested = requested
         self._on_interrupt = on_interrupt
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
+        self.interval_s = interval_s
+        self.next_poll = 0.0
+        """When the shared thread polls this watcher next (``time.monotonic``)."""
+        self._polling = threading.Lock()
+        """Held while this watcher is polled: an exit waits for a poll in progress."""
+        self._done = False
+        self._failing = False
 
     def __enter__(self) -> InterruptWatcher:
-        self._thread.start()
+        self.next_poll = time.monotonic() + self.interval_s
+        _WATCHING.add(self)
         return self
 
     def __exit__(
@@ -58,26 +71,90 @@ class InterruptWatcher:
         _value: BaseException | None,
         _traceback: TracebackType | None,
     ) -> None:
-        self._stop.set()
-        self._thread.join()
+        with self._polling:  # no callback after the exit returns
+            self._done = True
+        _WATCHING.remove(self)
 
-    def _watch(self) -> None:
-        failing = False
-        while not self._stop.wait(self._interval_s):
+    def poll(self) -> None:
+        """Ask once (on the shared thread); on the first yes, call back and stop watching."""
+        with self._polling:
+            if self._done:
+                return
             try:
                 if not self._requested():
-                    failing = False
-                    continue
+                    self._failing = False
+                    return
             except Exception:  # the store did not answer: try again next interval
-                if not failing:
-                    logger.warning("checking for an interrupt failed; retrying", exc_info=True)
-                failing = True
-                continue
+                if not self._failing:
+                    logger.warning(
+                        "%s: checking for an interrupt failed; retrying", self.name, exc_info=True
+                    )
+                self._failing = True
+                return
+            self._done = True
             try:
                 self._on_interrupt()
             except Exception:
-                logger.exception("stopping the interrupted calls failed")
-            return
+                logger.exception("%s: stopping the interrupted calls failed", self.name)
+
+
+class _Watching:
+    """The process's one polling thread over every entered ``InterruptWatcher``, each at its
+    own interval; it ends when the last watcher leaves (joined then: nothing stays behind)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition(threading.Lock())
+        self._watchers: set[InterruptWatcher] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, watcher: InterruptWatcher) -> None:
+        with self._changed:
+            self._watchers.add(watcher)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="treadle-interrupt-watch", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify_all()
+
+    def remove(self, watcher: InterruptWatcher) -> None:
+        with self._changed:
+            self._watchers.discard(watcher)
+            ending = self._thread if not self._watchers else None
+            if ending is not None:
+                self._thread = None  # the thread sees it is no longer the one and returns
+            self._changed.notify_all()
+        if ending is not None and ending is not threading.current_thread():
+            ending.join()
+
+    def _run(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._changed:
+                if self._thread is not me:
+                    return
+                now = time.monotonic()
+                due = [watcher for watcher in self._watchers if watcher.next_poll <= now]
+                if not due:
+                    soonest = min((w.next_poll for w in self._watchers), default=now + 1.0)
+                    self._changed.wait(max(0.0, soonest - now))
+                    continue
+                for watcher in due:
+                    watcher.next_poll = now + watcher.interval_s
+            for watcher in due:  # outside the lock: a poll reads the store
+                watcher.poll()
+
+
+_WATCHING = _Watching()
+
+
+def _reset_after_fork() -> None:
+    """A forked child has none of its parent's threads: it starts with no watcher."""
+    global _WATCHING
+    _WATCHING = _Watching()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 ABANDON_GRACE_S = 0.5
