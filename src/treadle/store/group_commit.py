@@ -60,13 +60,17 @@ ABANDONED = (
 
 
 class _Ticket(Generic[T]):
-    __slots__ = ("done", "error", "unit", "value")
+    __slots__ = ("done", "error", "lead", "unit", "value", "wake")
 
     def __init__(self, unit: Callable[[sqlite3.Connection], T]) -> None:
         self.unit = unit
         self.done = False
+        self.lead = False
+        """Set (with ``wake`` released) when this ticket's thread is to lead the next group."""
         self.value: T | None = None
         self.error: BaseException | None = None
+        self.wake: threading.Lock | None = None
+        """Held while the thread waits; released once when it is settled or made leader."""
 
     def outcome(self) -> T:
         if self.error is not None:
@@ -92,7 +96,8 @@ class GroupCommit:
         self._lock = lock
         self._after_commit = after_commit
         self._max_units = max_units
-        self._state = threading.Condition(threading.Lock())
+        self._state = threading.Lock()
+        """Guards ``_waiting`` and ``_leading``; held only for a few list operations."""
         self._waiting: list[_Ticket[object]] = []
         self._leading = False
         self._generation = _generation
@@ -101,7 +106,7 @@ class GroupCommit:
 
     def _reset_after_fork(self) -> None:
         """In a forked child: the parent's waiting units and leader are not this process's."""
-        self._state = threading.Condition(threading.Lock())
+        self._state = threading.Lock()
         self._waiting = []
         self._leading = False
         self._generation = _generation
@@ -112,29 +117,61 @@ class GroupCommit:
         if self._generation != _generation:
             self._reset_after_fork()
         ticket: _Ticket[T] = _Ticket(unit)
-        state = self._state
-        with state:
+        with self._state:
             self._waiting.append(ticket)  # type: ignore[arg-type]  # outcomes stay per ticket
-        while True:
-            with state:
-                while not ticket.done and self._leading:
-                    state.wait()
-                if ticket.done:
-                    return ticket.outcome()
+            if self._leading:
+                # Each waiting thread sleeps on a lock of its own: the leader wakes exactly
+                # the threads it settled and the one it hands the lead to, not every waiter.
+                wake = ticket.wake = threading.Lock()
+                wake.acquire()
+            else:
                 self._leading = True
+                wake = None
+        if wake is not None:
+            try:
+                wake.acquire()
+            except BaseException:
+                self._leave(ticket)  # type: ignore[arg-type]
+                raise
+            if ticket.done:
+                return ticket.outcome()
+        # This thread leads: while ``_leading`` no other thread does, and when nobody led,
+        # nothing waited, so its own ticket is among the first ``max_units`` taken.
+        try:
+            with self._state:
                 group = self._waiting[: self._max_units]
                 del self._waiting[: len(group)]
-            try:
-                self._commit(group)
-            finally:
-                with state:
-                    self._leading = False
-                    state.notify_all()
-            # FIFO: when more than max_units waited before this ticket, lead again.
+            self._commit(group)
+        finally:
+            self._hand_over()
+        return ticket.outcome()
+
+    def _hand_over(self) -> None:
+        """The lead passes to the oldest waiting thread (which takes the next group at once,
+        while this one's callers return), or lapses when nothing waits."""
+        with self._state:
+            if not self._waiting:
+                self._leading = False
+                return
+            successor = self._waiting[0]
+            successor.lead = True
+        assert successor.wake is not None  # every ticket queued behind a leader has one
+        successor.wake.release()
+
+    def _leave(self, ticket: _Ticket[object]) -> None:
+        """A waiting thread was interrupted (KeyboardInterrupt): its unit is withdrawn if no
+        leader took it yet, and a lead handed to it is passed on, so nobody waits for it."""
+        with self._state:
+            if ticket in self._waiting:
+                self._waiting.remove(ticket)
+            if not ticket.lead:
+                return
+        self._hand_over()
 
     def _commit(self, group: list[_Ticket[object]]) -> None:
-        """One transaction for ``group``; every ticket is settled when this returns, also when
-        it raises (a BaseException of this thread, re-raised after the others are told)."""
+        """One transaction for ``group``; every ticket is settled (and its thread woken) when
+        this returns, also when it raises (a BaseException of this thread, re-raised after
+        the others are told)."""
         outcomes: list[tuple[object, BaseException | None]] = []
         try:
             with self._lock, self._connection() as conn:
@@ -186,3 +223,5 @@ def _in_savepoint(
 
 def _settle(ticket: _Ticket[object], value: object, error: BaseException | None) -> None:
     ticket.value, ticket.error, ticket.done = value, error, True
+    if ticket.wake is not None:  # the leader's own ticket has none: its thread is awake
+        ticket.wake.release()
