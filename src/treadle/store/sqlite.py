@@ -51,7 +51,12 @@ from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event
 from treadle.store import sqlite_open_files as open_files
-from treadle.store.append_plan import assign_branches, ids_to_look_up, moved_head, plan_append
+from treadle.store.append_plan import (
+    PreparedAppend,
+    assign_branches,
+    plan_append,
+    prepare_append,
+)
 from treadle.store.audit_rows import LINK_KINDS, audit_facts_from_rows
 from treadle.store.base import (
     ConversationExists,
@@ -94,7 +99,7 @@ from treadle.store.sqlite_text import (
     indexable,
     indexed_count,
 )
-from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
+from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE
 
 DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
 
@@ -578,20 +583,23 @@ class SqliteEventStore:
     def append_batch(
         self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
     ) -> list[int]:
-        events = list(events)
-        wanted = ids_to_look_up(events)
+        # What needs no stored state is done here, on this thread, before it queues: the
+        # group's leader then runs only each append's SQL (group_commit), and this thread's
+        # encoding overlaps the commit (fsync) of the group before it.
+        prepared = prepare_append(list(events), move_head=move_head)
+        updated_at = _now()
         # Appends of this process's threads share a transaction and its fsync (group_commit):
         # BEGIN IMMEDIATE takes the file's write lock, so the reads of each append see every
         # commit of other writers (APPEND step 1); each returns once the commit is durable.
         try:
             seqs = self._commits.run(
                 lambda conn: self._append_in_transaction(
-                    conn, conversation_id, events, wanted, move_head
+                    conn, conversation_id, prepared, updated_at
                 )
             )
         except sqlite3.Error as error:
             raise self._store_error(error) from error
-        if is_bulk(len(events)):
+        if is_bulk(len(prepared.events)):
             # A bulk load (an import) pays for its text index before it returns, so a search
             # right after it runs at full speed; live appends leave it to the indexer.
             self.index_text(conversation_id)
@@ -601,13 +609,13 @@ class SqliteEventStore:
         self,
         conn: sqlite3.Connection,
         conversation_id: str,
-        events: list[Event],
-        wanted: set[str],
-        move_head: bool,
+        prepared: PreparedAppend,
+        updated_at: str,
     ) -> list[int]:
         # The count, head and last event's branch are read here, inside the transaction:
         # another process may have appended since, and nothing of it is cached. A single
         # event's own id and parent are looked up in the same statement (the common case).
+        events = prepared.events
         single = events[0] if len(events) == 1 else None
         parent_id = single.parent_id if single is not None else None
         row = conn.execute(
@@ -616,11 +624,11 @@ class SqliteEventStore:
         ).fetchone()
         if row is None:
             raise ConversationNotFound(conversation_id)
-        key, count, head, last_branch, own_seq, parent_seq, parent_branch = row
+        key, count, _, last_branch, own_seq, parent_seq, parent_branch = row
         if not events:
             return []
         if single is None:
-            stored = self._look_up(conn, key, wanted)
+            stored = self._look_up(conn, key, prepared.wanted)
         else:
             stored = {}
             if own_seq is not None:
@@ -632,6 +640,7 @@ class SqliteEventStore:
             events,
             next_seq=count,
             stored={event_id: seq for event_id, (seq, _) in stored.items()},
+            encoded=prepared.encoded,
         )
         branch_of = dict(stored.values())
         if count:
@@ -666,16 +675,14 @@ class SqliteEventStore:
         except sqlite3.IntegrityError as error:
             # plan_append already refused duplicates; this only guards the unique index.
             raise AppendError(
-                "APPEND-DUP-ID", f"the store refused a duplicate: {error}", event_ids=wanted
+                "APPEND-DUP-ID",
+                f"the store refused a duplicate: {error}",
+                event_ids=prepared.wanted,
             ) from None
         conn.execute(
-            "UPDATE conversations SET event_count = ?, head_id = ?, updated_at = ?, "
-            f"{USAGE_UPDATE.format('?')} WHERE key = ?",
-            (
-                *(count + len(rows), moved_head(events, head, move_head=move_head), _now()),
-                *batch_usage(events),
-                key,
-            ),
+            "UPDATE conversations SET event_count = ?, head_id = coalesce(?, head_id), "
+            f"updated_at = ?, {USAGE_UPDATE.format('?')} WHERE key = ?",
+            (count + len(rows), prepared.new_head, updated_at, *prepared.usage, key),
         )
         return [item.seq for item in planned]
 
