@@ -118,16 +118,20 @@ class GroupCommit:
             self._reset_after_fork()
         ticket: _Ticket[T] = _Ticket(unit)
         with self._state:
-            self._waiting.append(ticket)  # type: ignore[arg-type]  # outcomes stay per ticket
             if self._leading:
                 # Each waiting thread sleeps on a lock of its own: the leader wakes exactly
                 # the threads it settled and the one it hands the lead to, not every waiter.
                 wake = ticket.wake = threading.Lock()
                 wake.acquire()
+                self._waiting.append(ticket)  # type: ignore[arg-type]  # outcomes stay per ticket
             else:
+                # Nobody leads, so nothing waits (a lead is handed on while anything does):
+                # this unit leads a group of its own.
                 self._leading = True
                 wake = None
-        if wake is not None:
+        if wake is None:
+            group: list[_Ticket[object]] = [ticket]  # type: ignore[list-item]
+        else:
             try:
                 wake.acquire()
             except BaseException:
@@ -135,12 +139,11 @@ class GroupCommit:
                 raise
             if ticket.done:
                 return ticket.outcome()
-        # This thread leads: while ``_leading`` no other thread does, and when nobody led,
-        # nothing waited, so its own ticket is among the first ``max_units`` taken.
-        try:
+            # Handed the lead as the oldest waiting: its own unit is among those taken.
             with self._state:
                 group = self._waiting[: self._max_units]
                 del self._waiting[: len(group)]
+        try:
             self._commit(group)
         finally:
             self._hand_over()

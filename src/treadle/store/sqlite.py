@@ -255,8 +255,13 @@ class SqliteEventStore:
         self._subscriptions: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._registry_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        # The appends' check that the path still names this store's file runs once, after
+        # each commit (it is what tells a caller that a write went to a removed file), not
+        # also when the connection is lent: one os.stat per append, not two.
         self._commits = GroupCommit(
-            self._lent, self._write_lock, after_commit=lambda: self._check_file(writing=True)
+            lambda: self._lent(check=False),
+            self._write_lock,
+            after_commit=lambda: self._check_file(writing=True),
         )
         self._closed = False
         self._indexer = TextIndexer(self._index_text_chunk, f"treadle-text-index {self.path.name}")
@@ -343,17 +348,21 @@ class SqliteEventStore:
         )
 
     @contextmanager
-    def _lent(self) -> Iterator[sqlite3.Connection]:
+    def _lent(self, *, check: bool = True) -> Iterator[sqlite3.Connection]:
         """This thread's connection, held while the caller's statements run on it: ``close``
-        from another thread waits for them instead of freeing what they still read."""
-        holder = self._holder()
+        from another thread waits for them instead of freeing what they still read.
+        ``check``: see ``_holder``."""
+        holder = self._holder(check=check)
         with holder.in_use:
             yield holder.conn
 
-    def _holder(self) -> _Connection:
+    def _holder(self, *, check: bool = True) -> _Connection:
+        """This thread's connection; first ``_check_file`` unless ``check`` is False (a
+        writer that checks after its commit instead)."""
         holder: _Connection | None = getattr(self._local, "holder", None)
         if holder is not None and holder.generation == _fork_generation:
-            self._check_file()
+            if check:
+                self._check_file()
             return holder
         if self._closed:
             raise self._closed_error()
