@@ -4,7 +4,8 @@ a refused unit is undone alone; a failed commit fails the whole group and stores
 the SQLite store's appends from many threads stay gap-free and whole.
 
 The grouping is made certain, not left to timing: the leader's unit holds until the others are
-queued behind it (polled with a deadline), then lets go."""
+queued behind it (polled with a deadline), then lets go; units queued while a group runs join
+its commit, so all of them share the leader's."""
 
 from __future__ import annotations
 
@@ -66,8 +67,8 @@ def insert(name: str, parent: int | None = None) -> Callable[[sqlite3.Connection
 def run_group(
     commits: GroupCommit, followers: list[Callable[[sqlite3.Connection], str]]
 ) -> dict[str, object]:
-    """The leader's unit waits until every follower is queued, so they commit as one group
-    after it; returns each caller's outcome (its value or the error it got) by name."""
+    """The leader's unit waits until every follower is queued, so they join its commit;
+    returns each caller's outcome (its value or the error it got) by name."""
     release = threading.Event()
     outcomes: dict[str, object] = {}
 
@@ -110,7 +111,7 @@ def test_waiting_units_share_one_commit_and_hear_of_it_only_after_it(database) -
     before = commits.groups
     outcomes = run_group(commits, [follower("a"), follower("b"), follower("c")])
     assert outcomes == {"leader": "leader", "f0": "a", "f1": "b", "f2": "c"}
-    assert commits.groups - before == 2  # the leader's alone, then the three followers' one
+    assert commits.groups - before == 1  # queued while the leader's unit ran: they joined it
     assert names(path) == ["a", "b", "c", "leader"]  # visible to another connection
 
 
@@ -131,10 +132,9 @@ def test_a_failed_commit_fails_the_whole_group_and_stores_nothing(database) -> N
     commits, path = database
     # a deferred foreign key: every unit succeeds, the COMMIT itself is refused
     outcomes = run_group(commits, [insert("x"), insert("orphan", parent=42), insert("y")])
-    assert outcomes["leader"] == "leader"
-    for name in ("f0", "f1", "f2"):
+    for name in ("leader", "f0", "f1", "f2"):
         assert isinstance(outcomes[name], sqlite3.IntegrityError), outcomes
-    assert names(path) == ["leader"]
+    assert names(path) == []
 
 
 def test_a_lone_unit_that_fails_is_rolled_back_and_raised(database) -> None:

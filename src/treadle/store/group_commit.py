@@ -4,20 +4,25 @@ fsync, each acknowledged only once that commit is durable.
 A durable SQLite commit costs one fsync of the WAL, whatever it holds, so a process whose many
 conversations append at once would otherwise pay one fsync per append, one after another. Here
 the first thread to arrive while no commit is under way becomes the *leader*: it takes every
-unit waiting (its own among them, up to ``max_units``), runs each under a SAVEPOINT of one
-transaction, commits once, and then hands each caller its own outcome. Units that arrive
-meanwhile wait for the next leader, who is one of them. So:
+unit waiting (its own among them, up to ``max_units``) and runs each in one transaction; units
+queued while those ran join it too (their threads prepared them during this group's SQL, and
+would otherwise wait for a whole commit more); then it commits once, hands each caller its own
+outcome, and passes the lead to the oldest unit still waiting, whose thread takes the next
+group at once. Each waiting thread sleeps on a lock of its own, woken only when its unit is
+settled or the lead is handed to it. So:
 
 - a unit's result (or error) reaches its caller only after the COMMIT returned: nothing is
   acknowledged before it is as durable as the connection's ``synchronous`` setting makes it;
-- a unit that fails (a refused append) is rolled back to its savepoint alone: the others of
-  its group commit as if it had never run;
+- a unit that fails (a refused append) is undone alone: under a SAVEPOINT of its own, or, for
+  a unit the caller declares ``atomic`` (it writes nothing before it may fail), with nothing to
+  undo and no savepoint paid; the others of its group commit as if it had never run;
 - a failed COMMIT (disk full, I/O error) fails every unit of the group with it: none of them
   was stored, and each caller may append again;
-- one thread alone pays only a lock and a list: with a single unit there is no savepoint.
+- one thread alone pays a few lock operations and, for an atomic unit, no savepoint.
 
 Units run on the leader's thread and connection, in arrival order; a unit must not block on
-anything but the database.
+anything but the database, and should do before ``run`` whatever needs no database: the
+leader's work is serialised, the callers' own work overlaps other groups' commits.
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ T = TypeVar("T")
 
 DEFAULT_MAX_UNITS = 64
 """Units one commit holds at most: bounds the time a unit waits behind others' work."""
-
 
 _generation = 0
 """Counts forks: a child must not wait for a leader (or a lock) of its parent's threads."""
@@ -60,10 +64,11 @@ ABANDONED = (
 
 
 class _Ticket(Generic[T]):
-    __slots__ = ("done", "error", "lead", "unit", "value", "wake")
+    __slots__ = ("atomic", "done", "error", "lead", "unit", "value", "wake")
 
-    def __init__(self, unit: Callable[[sqlite3.Connection], T]) -> None:
+    def __init__(self, unit: Callable[[sqlite3.Connection], T], atomic: bool) -> None:
         self.unit = unit
+        self.atomic = atomic
         self.done = False
         self.lead = False
         """Set (with ``wake`` released) when this ticket's thread is to lead the next group."""
@@ -111,27 +116,27 @@ class GroupCommit:
         self._leading = False
         self._generation = _generation
 
-    def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
+    def run(self, unit: Callable[[sqlite3.Connection], T], *, atomic: bool = False) -> T:
         """Run ``unit(conn)`` inside a transaction shared with the units of other threads;
-        its result once the transaction committed, or the error it (or the commit) raised."""
+        its result once the transaction committed, or the error it (or the commit) raised.
+        ``atomic``: the unit writes nothing before anything in it may raise (its checks come
+        first, then one statement each of which fails whole), so it needs no savepoint."""
         if self._generation != _generation:
             self._reset_after_fork()
-        ticket: _Ticket[T] = _Ticket(unit)
+        ticket: _Ticket[T] = _Ticket(unit, atomic)
         with self._state:
+            self._waiting.append(ticket)  # type: ignore[arg-type]  # outcomes stay per ticket
             if self._leading:
                 # Each waiting thread sleeps on a lock of its own: the leader wakes exactly
                 # the threads it settled and the one it hands the lead to, not every waiter.
                 wake = ticket.wake = threading.Lock()
                 wake.acquire()
-                self._waiting.append(ticket)  # type: ignore[arg-type]  # outcomes stay per ticket
             else:
-                # Nobody leads, so nothing waits (a lead is handed on while anything does):
-                # this unit leads a group of its own.
+                # Nobody leads, so nothing else waits (a lead is handed on while anything
+                # does): this thread leads.
                 self._leading = True
                 wake = None
-        if wake is None:
-            group: list[_Ticket[object]] = [ticket]  # type: ignore[list-item]
-        else:
+        if wake is not None:
             try:
                 wake.acquire()
             except BaseException:
@@ -139,18 +144,18 @@ class GroupCommit:
                 raise
             if ticket.done:
                 return ticket.outcome()
-            # Handed the lead as the oldest waiting: its own unit is among those taken.
+        # This thread leads, its ticket the oldest waiting: it is among those taken.
+        try:
             with self._state:
                 group = self._waiting[: self._max_units]
                 del self._waiting[: len(group)]
-        try:
             self._commit(group)
         finally:
             self._hand_over()
         return ticket.outcome()
 
     def _hand_over(self) -> None:
-        """The lead passes to the oldest waiting thread (which takes the next group at once,
+        """The lead passes to the oldest waiting thread (it takes the next group at once,
         while this one's callers return), or lapses when nothing waits."""
         with self._state:
             if not self._waiting:
@@ -180,11 +185,18 @@ class GroupCommit:
             with self._lock, self._connection() as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    if len(group) == 1:
-                        outcomes.append((group[0].unit(conn), None))
-                    else:
-                        for ticket in group:
-                            outcomes.append(_in_savepoint(conn, ticket.unit))
+                    while True:
+                        for ticket in group[len(outcomes) :]:
+                            outcomes.append(_run_unit(conn, ticket))
+                        # Units queued while these ran join this commit: their threads
+                        # prepared them during this group's SQL, and would otherwise wait
+                        # for a whole commit more.
+                        with self._state:
+                            more = self._waiting[: self._max_units - len(group)]
+                            del self._waiting[: len(more)]
+                        if not more:
+                            break
+                        group.extend(more)
                     conn.execute("COMMIT")
                     self.groups += 1
                 except BaseException:
@@ -204,6 +216,26 @@ class GroupCommit:
             raise
         for ticket, (value, error) in zip(group, outcomes, strict=True):
             _settle(ticket, value, error)
+
+
+def _run_unit(
+    conn: sqlite3.Connection, ticket: _Ticket[object]
+) -> tuple[object, BaseException | None]:
+    """Run one unit of a group; its failure undoes only its own writes. An ``atomic`` unit
+    runs as it is (it writes nothing before it may fail: a refusal leaves nothing to undo),
+    any other under a savepoint. A failure of SQLite itself (the transaction may be gone),
+    or an atomic unit that fails after writing, is raised for the whole group."""
+    if not ticket.atomic:
+        return _in_savepoint(conn, ticket.unit)
+    before = conn.total_changes
+    try:
+        return ticket.unit(conn), None
+    except sqlite3.Error:
+        raise
+    except Exception as error:
+        if conn.total_changes != before:
+            raise  # its writes cannot be undone alone: nothing of the group is stored
+        return None, error
 
 
 def _in_savepoint(

@@ -604,7 +604,10 @@ class SqliteEventStore:
             seqs = self._commits.run(
                 lambda conn: self._append_in_transaction(
                     conn, conversation_id, prepared, updated_at
-                )
+                ),
+                # One event: its checks, then one INSERT (whole or not at all), then the
+                # UPDATE that only SQLite itself can fail; so a refusal has nothing to undo.
+                atomic=len(prepared.events) == 1,
             )
         except sqlite3.Error as error:
             raise self._store_error(error) from error
