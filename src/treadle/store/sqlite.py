@@ -13,8 +13,10 @@ The APPEND contract (docs/contracts.md) holds across threads and processes: an a
 ``BEGIN IMMEDIATE`` transaction (SQLite's one write lock for the file), after a per-store thread
 lock so that threads of one process queue in order instead of busy-waiting on the file lock.
 Appends that wait meanwhile share the next transaction and its fsync (``group_commit``: each
-under its own savepoint, each acknowledged only once the shared commit returned), so many
-conversations appending at once pay one fsync per group, not one each.
+undone alone when refused, each acknowledged only once the shared commit returned), so many
+conversations appending at once pay one fsync per group, not one each. What an append needs no
+stored state for (its JSON, time keys, usage) is made on the caller's thread before it queues
+(``append_plan.prepare_append``), so the one thread running a group's SQL does only that.
 
 Subscriptions poll ``PRAGMA data_version`` (a read of the shared WAL index, no disk I/O) every
 ``poll_interval`` seconds, so an event appended by another thread or process is delivered at
@@ -575,6 +577,11 @@ class SqliteEventStore:
 
     # -- writing ----------------------------------------------------------------------------
 
+    _UPDATE_AFTER_APPEND = (
+        "UPDATE conversations SET event_count = ?, head_id = coalesce(?, head_id), "
+        f"updated_at = ?, {USAGE_UPDATE.format('?')} WHERE key = ?"
+    )
+    """The conversation row after an append: count, head (None: unchanged), usage totals."""
     _CONVERSATION_FOR_APPEND = (
         "SELECT c.key, c.event_count, c.head_id, "
         "(SELECT branch FROM events WHERE conversation = c.key AND seq = c.event_count - 1), "
@@ -702,8 +709,7 @@ class SqliteEventStore:
                 event_ids=prepared.wanted,
             ) from None
         conn.execute(
-            "UPDATE conversations SET event_count = ?, head_id = coalesce(?, head_id), "
-            f"updated_at = ?, {USAGE_UPDATE.format('?')} WHERE key = ?",
+            self._UPDATE_AFTER_APPEND,
             (count + len(rows), prepared.new_head, updated_at, *prepared.usage, key),
         )
         return [item.seq for item in planned]
