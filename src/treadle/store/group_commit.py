@@ -13,12 +13,13 @@ settled or the lead is handed to it. So:
 
 - a unit's result (or error) reaches its caller only after the COMMIT returned: nothing is
   acknowledged before it is as durable as the connection's ``synchronous`` setting makes it;
-- a unit that fails (a refused append) is undone alone: under a SAVEPOINT of its own, or, for
-  a unit the caller declares ``atomic`` (it writes nothing before it may fail), with nothing to
-  undo and no savepoint paid; the others of its group commit as if it had never run;
+- a unit that fails (a refused append) is undone alone: the first of a transaction by rolling
+  the transaction back (and beginning it again for the units after it), a later one under a
+  SAVEPOINT of its own, or, for a unit the caller declares ``atomic`` (it writes nothing before
+  it may fail), with nothing to undo; the others of its group commit as if it had never run;
 - a failed COMMIT (disk full, I/O error) fails every unit of the group with it: none of them
   was stored, and each caller may append again;
-- one thread alone pays a few lock operations and, for an atomic unit, no savepoint.
+- one thread alone pays a few lock operations, and no savepoint.
 
 Units run on the leader's thread and connection, in arrival order; a unit must not block on
 anything but the database, and should do before ``run`` whatever needs no database: the
@@ -187,7 +188,9 @@ class GroupCommit:
                 try:
                     while True:
                         for ticket in group[len(outcomes) :]:
-                            outcomes.append(_run_unit(conn, ticket))
+                            outcomes.append(
+                                _run_unit(conn, ticket) if outcomes else _run_first(conn, ticket)
+                            )
                         # Units queued while these ran join this commit: their threads
                         # prepared them during this group's SQL, and would otherwise wait
                         # for a whole commit more.
@@ -235,6 +238,23 @@ def _run_unit(
     except Exception as error:
         if conn.total_changes != before:
             raise  # its writes cannot be undone alone: nothing of the group is stored
+        return None, error
+
+
+def _run_first(
+    conn: sqlite3.Connection, ticket: _Ticket[object]
+) -> tuple[object, BaseException | None]:
+    """Run the first unit of a transaction, which needs no savepoint: when it fails, the
+    whole transaction (nothing but its writes) is rolled back and begun again for the units
+    after it. (Under a savepoint SQLite keeps the prior content of each page the unit
+    changes, aside: a bulk import alone would pay that for nothing.)"""
+    try:
+        return ticket.unit(conn), None
+    except sqlite3.Error:
+        raise
+    except Exception as error:
+        conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
         return None, error
 
 
