@@ -70,6 +70,7 @@ def run_group(
     followers: list[Callable[[sqlite3.Connection], str]],
     *,
     atomic: frozenset[int] = frozenset(),
+    leader_fails: bool = False,
 ) -> dict[str, object]:
     """The leader's unit waits until every follower is queued, so they join its commit;
     returns each caller's outcome (its value or the error it got) by name. The followers at
@@ -80,6 +81,8 @@ def run_group(
     def leader(conn: sqlite3.Connection) -> str:
         conn.execute("INSERT INTO rows (name) VALUES ('leader')")
         release.wait(60)
+        if leader_fails:
+            raise ValueError("APPEND-DUP-ID: the leader's own unit refused")
         return "leader"
 
     def call(name: str, unit: Callable[[sqlite3.Connection], str], is_atomic: bool) -> None:
@@ -131,6 +134,16 @@ def test_a_refused_unit_is_undone_alone(database) -> None:
     assert isinstance(outcomes["f1"], ValueError)
     assert (outcomes["f0"], outcomes["f2"]) == ("kept-1", "kept-2")
     assert names(path) == ["kept-1", "kept-2", "leader"]
+
+
+def test_a_refused_first_unit_is_undone_alone(database) -> None:
+    # the first unit of a transaction runs without a savepoint: its refusal rolls the
+    # transaction back, and the units queued behind it run in a new one
+    commits, path = database
+    outcomes = run_group(commits, [insert("kept-1"), insert("kept-2")], leader_fails=True)
+    assert isinstance(outcomes["leader"], ValueError)
+    assert (outcomes["f0"], outcomes["f1"]) == ("kept-1", "kept-2")
+    assert names(path) == ["kept-1", "kept-2"]
 
 
 def test_an_atomic_unit_refused_before_writing_needs_no_savepoint(database) -> None:
