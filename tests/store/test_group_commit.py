@@ -4,7 +4,8 @@ a refused unit is undone alone; a failed commit fails the whole group and stores
 the SQLite store's appends from many threads stay gap-free and whole.
 
 The grouping is made certain, not left to timing: the leader's unit holds until the others are
-queued behind it (polled with a deadline), then lets go."""
+queued behind it (polled with a deadline), then lets go; units queued while a group runs join
+its commit, so all of them share the leader's."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from support.waiting import wait_until
+from treadle.events.json_limits import JsonLimitError
 from treadle.events.model import ROOT, MessageEvent
 from treadle.store.group_commit import GroupCommit
 from treadle.store.sqlite import SqliteEventStore
@@ -64,29 +66,36 @@ def insert(name: str, parent: int | None = None) -> Callable[[sqlite3.Connection
 
 
 def run_group(
-    commits: GroupCommit, followers: list[Callable[[sqlite3.Connection], str]]
+    commits: GroupCommit,
+    followers: list[Callable[[sqlite3.Connection], str]],
+    *,
+    atomic: frozenset[int] = frozenset(),
+    leader_fails: bool = False,
 ) -> dict[str, object]:
-    """The leader's unit waits until every follower is queued, so they commit as one group
-    after it; returns each caller's outcome (its value or the error it got) by name."""
+    """The leader's unit waits until every follower is queued, so they join its commit;
+    returns each caller's outcome (its value or the error it got) by name. The followers at
+    the indexes ``atomic`` are run as atomic units (no savepoint)."""
     release = threading.Event()
     outcomes: dict[str, object] = {}
 
     def leader(conn: sqlite3.Connection) -> str:
         conn.execute("INSERT INTO rows (name) VALUES ('leader')")
         release.wait(60)
+        if leader_fails:
+            raise ValueError("APPEND-DUP-ID: the leader's own unit refused")
         return "leader"
 
-    def call(name: str, unit: Callable[[sqlite3.Connection], str]) -> None:
+    def call(name: str, unit: Callable[[sqlite3.Connection], str], is_atomic: bool) -> None:
         try:
-            outcomes[name] = commits.run(unit)
+            outcomes[name] = commits.run(unit, atomic=is_atomic)
         except Exception as error:
             outcomes[name] = error
 
-    threads = [threading.Thread(target=call, args=("leader", leader))]
+    threads = [threading.Thread(target=call, args=("leader", leader, False))]
     threads[0].start()
     wait_until(lambda: commits._leading, timeout_s=30)
     for index, unit in enumerate(followers):
-        threads.append(threading.Thread(target=call, args=(f"f{index}", unit)))
+        threads.append(threading.Thread(target=call, args=(f"f{index}", unit, index in atomic)))
         threads[-1].start()
     wait_until(lambda: len(commits._waiting) == len(followers), timeout_s=30)
     release.set()
@@ -110,7 +119,7 @@ def test_waiting_units_share_one_commit_and_hear_of_it_only_after_it(database) -
     before = commits.groups
     outcomes = run_group(commits, [follower("a"), follower("b"), follower("c")])
     assert outcomes == {"leader": "leader", "f0": "a", "f1": "b", "f2": "c"}
-    assert commits.groups - before == 2  # the leader's alone, then the three followers' one
+    assert commits.groups - before == 1  # queued while the leader's unit ran: they joined it
     assert names(path) == ["a", "b", "c", "leader"]  # visible to another connection
 
 
@@ -127,14 +136,51 @@ def test_a_refused_unit_is_undone_alone(database) -> None:
     assert names(path) == ["kept-1", "kept-2", "leader"]
 
 
+def test_a_refused_first_unit_is_undone_alone(database) -> None:
+    # the first unit of a transaction runs without a savepoint: its refusal rolls the
+    # transaction back, and the units queued behind it run in a new one
+    commits, path = database
+    outcomes = run_group(commits, [insert("kept-1"), insert("kept-2")], leader_fails=True)
+    assert isinstance(outcomes["leader"], ValueError)
+    assert (outcomes["f0"], outcomes["f1"]) == ("kept-1", "kept-2")
+    assert names(path) == ["kept-1", "kept-2"]
+
+
+def test_an_atomic_unit_refused_before_writing_needs_no_savepoint(database) -> None:
+    commits, path = database
+
+    def refused(conn: sqlite3.Connection) -> str:
+        raise ValueError("APPEND-NO-PARENT: refused before any write")
+
+    outcomes = run_group(
+        commits, [insert("kept-1"), refused, insert("kept-2")], atomic=frozenset({1, 2})
+    )
+    assert isinstance(outcomes["f1"], ValueError)
+    assert (outcomes["f0"], outcomes["f2"]) == ("kept-1", "kept-2")
+    assert names(path) == ["kept-1", "kept-2", "leader"]
+
+
+def test_an_atomic_unit_that_fails_after_writing_fails_its_whole_group(database) -> None:
+    # its write cannot be undone alone, so nothing of the group may be stored
+    commits, path = database
+
+    def broken(conn: sqlite3.Connection) -> str:
+        conn.execute("INSERT INTO rows (name) VALUES ('half')")
+        raise ValueError("not atomic after all")
+
+    outcomes = run_group(commits, [insert("x"), broken], atomic=frozenset({1}))
+    for name in ("leader", "f0", "f1"):
+        assert isinstance(outcomes[name], ValueError), outcomes
+    assert names(path) == []
+
+
 def test_a_failed_commit_fails_the_whole_group_and_stores_nothing(database) -> None:
     commits, path = database
     # a deferred foreign key: every unit succeeds, the COMMIT itself is refused
     outcomes = run_group(commits, [insert("x"), insert("orphan", parent=42), insert("y")])
-    assert outcomes["leader"] == "leader"
-    for name in ("f0", "f1", "f2"):
+    for name in ("leader", "f0", "f1", "f2"):
         assert isinstance(outcomes[name], sqlite3.IntegrityError), outcomes
-    assert names(path) == ["leader"]
+    assert names(path) == []
 
 
 def test_a_lone_unit_that_fails_is_rolled_back_and_raised(database) -> None:
@@ -148,6 +194,20 @@ def test_a_lone_unit_that_fails_is_rolled_back_and_raised(database) -> None:
         commits.run(broken)
     assert commits.run(insert("after")) == "after"
     assert names(path) == ["after"]
+
+
+def test_an_append_refused_before_it_queues_fails_only_its_caller(tmp_path: Path) -> None:
+    # The stored JSON is made on the caller's thread before it queues (prepare_append): an
+    # event the store cannot hold is refused there, no commit is made or shared for it.
+    with SqliteEventStore(tmp_path / "store.db") as store:
+        store.create_conversation("c")
+        before = store._commits.groups
+        with pytest.raises(JsonLimitError, match="lone surrogate"):
+            store.append("c", MessageEvent(source="user", text="\udc80", parent_id=ROOT))
+        assert store._commits.groups == before
+        assert store._commits._waiting == []
+        assert not store._commits._leading
+        assert store.append("c", MessageEvent(source="user", text="ok", parent_id=ROOT)) == 0
 
 
 def test_appends_from_many_threads_are_whole_and_gap_free(tmp_path: Path) -> None:

@@ -1,6 +1,11 @@
 """Append planning, the rules both backends apply under their append lock: APPEND-DUP-ID and
 APPEND-NO-PARENT checks, TREE-PARENT resolution, the chain segment ("branch") of each new event
 and the head move. Backends only fetch what a plan needs and write what it says.
+
+What needs no stored state (each event's stored JSON and time key, the ids to look up, the new
+head, the usage added) is ``prepare_append``'s, done before the append lock is asked for: with
+group commit (store/group_commit.py) one thread runs the locked part of many appends, so work
+done there is serialised, while work done before it overlaps the others' commits.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from treadle.errors import AppendError
 from treadle.events.model import ROOT, Event
 from treadle.store.payloads import stored_payload
 from treadle.store.time_keys import time_us
+from treadle.store.usage_totals import batch_usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +34,33 @@ class PlannedEvent:
     """The event's timestamp as microseconds since the epoch, the key of time filters."""
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedAppend:
+    """The part of an append that reads nothing stored, made on the caller's thread."""
+
+    events: list[Event]
+    encoded: list[tuple[str, int]]
+    """(``stored_payload(event)``, ``time_us(event.time)``) of each event."""
+    wanted: set[str]
+    """``ids_to_look_up(events)``."""
+    new_head: str | None
+    """The head after the append; None when the append leaves it where it is."""
+    usage: tuple[int, int, float]
+    """What the append adds to its conversation's usage totals."""
+
+
+def prepare_append(events: list[Event], *, move_head: bool) -> PreparedAppend:
+    """Everything of an append that needs no stored state; raises JsonLimitError (nothing
+    appended) for an event the store could not read back."""
+    return PreparedAppend(
+        events,
+        [(stored_payload(event), time_us(event.time)) for event in events],
+        ids_to_look_up(events),
+        moved_head(events, None, move_head=move_head),
+        batch_usage(events),
+    )
+
+
 def ids_to_look_up(events: Sequence[Event]) -> set[str]:
     """Ids whose stored seq an append needs: the new ids (APPEND-DUP-ID) and explicit parents."""
     wanted = {event.id for event in events}
@@ -36,13 +69,19 @@ def ids_to_look_up(events: Sequence[Event]) -> set[str]:
 
 
 def plan_append(
-    conversation_id: str, events: Sequence[Event], *, next_seq: int, stored: Mapping[str, int]
+    conversation_id: str,
+    events: Sequence[Event],
+    *,
+    next_seq: int,
+    stored: Mapping[str, int],
+    encoded: Sequence[tuple[str, int]] | None = None,
 ) -> list[PlannedEvent]:
     """Check an append (APPEND-DUP-ID, APPEND-NO-PARENT) and resolve parents (TREE-PARENT).
 
     ``stored`` maps the ids of ``ids_to_look_up(events)`` that are already in the conversation to
     their seq, read under the append lock; ``next_seq`` is the conversation's event count. The
     batch is checked as if its events were appended one by one, and refused whole.
+    ``encoded``: ``PreparedAppend.encoded``, when made beforehand (else encoded here).
     """
     batch: dict[str, int] = {}
     planned: list[PlannedEvent] = []
@@ -72,9 +111,11 @@ def plan_append(
                 )
             parent_seq = found
         batch[event.id] = seq
-        planned.append(
-            PlannedEvent(seq, event, parent_seq, stored_payload(event), time_us(event.time))
-        )
+        if encoded is None:
+            payload, moment = stored_payload(event), time_us(event.time)
+        else:
+            payload, moment = encoded[offset]
+        planned.append(PlannedEvent(seq, event, parent_seq, payload, moment))
     return planned
 
 

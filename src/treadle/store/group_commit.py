@@ -4,20 +4,26 @@ fsync, each acknowledged only once that commit is durable.
 A durable SQLite commit costs one fsync of the WAL, whatever it holds, so a process whose many
 conversations append at once would otherwise pay one fsync per append, one after another. Here
 the first thread to arrive while no commit is under way becomes the *leader*: it takes every
-unit waiting (its own among them, up to ``max_units``), runs each under a SAVEPOINT of one
-transaction, commits once, and then hands each caller its own outcome. Units that arrive
-meanwhile wait for the next leader, who is one of them. So:
+unit waiting (its own among them, up to ``max_units``) and runs each in one transaction; units
+queued while those ran join it too (their threads prepared them during this group's SQL, and
+would otherwise wait for a whole commit more); then it commits once, hands each caller its own
+outcome, and passes the lead to the oldest unit still waiting, whose thread takes the next
+group at once. Each waiting thread sleeps on a lock of its own, woken only when its unit is
+settled or the lead is handed to it. So:
 
 - a unit's result (or error) reaches its caller only after the COMMIT returned: nothing is
   acknowledged before it is as durable as the connection's ``synchronous`` setting makes it;
-- a unit that fails (a refused append) is rolled back to its savepoint alone: the others of
-  its group commit as if it had never run;
+- a unit that fails (a refused append) is undone alone: the first of a transaction by rolling
+  the transaction back (and beginning it again for the units after it), a later one under a
+  SAVEPOINT of its own, or, for a unit the caller declares ``atomic`` (it writes nothing before
+  it may fail), with nothing to undo; the others of its group commit as if it had never run;
 - a failed COMMIT (disk full, I/O error) fails every unit of the group with it: none of them
   was stored, and each caller may append again;
-- one thread alone pays only a lock and a list: with a single unit there is no savepoint.
+- one thread alone pays a few lock operations, and no savepoint.
 
 Units run on the leader's thread and connection, in arrival order; a unit must not block on
-anything but the database.
+anything but the database, and should do before ``run`` whatever needs no database: the
+leader's work is serialised, the callers' own work overlaps other groups' commits.
 """
 
 from __future__ import annotations
@@ -35,7 +41,6 @@ T = TypeVar("T")
 
 DEFAULT_MAX_UNITS = 64
 """Units one commit holds at most: bounds the time a unit waits behind others' work."""
-
 
 _generation = 0
 """Counts forks: a child must not wait for a leader (or a lock) of its parent's threads."""
@@ -60,13 +65,18 @@ ABANDONED = (
 
 
 class _Ticket(Generic[T]):
-    __slots__ = ("done", "error", "unit", "value")
+    __slots__ = ("atomic", "done", "error", "lead", "unit", "value", "wake")
 
-    def __init__(self, unit: Callable[[sqlite3.Connection], T]) -> None:
+    def __init__(self, unit: Callable[[sqlite3.Connection], T], atomic: bool) -> None:
         self.unit = unit
+        self.atomic = atomic
         self.done = False
+        self.lead = False
+        """Set (with ``wake`` released) when this ticket's thread is to lead the next group."""
         self.value: T | None = None
         self.error: BaseException | None = None
+        self.wake: threading.Lock | None = None
+        """Held while the thread waits; released once when it is settled or made leader."""
 
     def outcome(self) -> T:
         if self.error is not None:
@@ -92,7 +102,8 @@ class GroupCommit:
         self._lock = lock
         self._after_commit = after_commit
         self._max_units = max_units
-        self._state = threading.Condition(threading.Lock())
+        self._state = threading.Lock()
+        """Guards ``_waiting`` and ``_leading``; held only for a few list operations."""
         self._waiting: list[_Ticket[object]] = []
         self._leading = False
         self._generation = _generation
@@ -101,50 +112,94 @@ class GroupCommit:
 
     def _reset_after_fork(self) -> None:
         """In a forked child: the parent's waiting units and leader are not this process's."""
-        self._state = threading.Condition(threading.Lock())
+        self._state = threading.Lock()
         self._waiting = []
         self._leading = False
         self._generation = _generation
 
-    def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
+    def run(self, unit: Callable[[sqlite3.Connection], T], *, atomic: bool = False) -> T:
         """Run ``unit(conn)`` inside a transaction shared with the units of other threads;
-        its result once the transaction committed, or the error it (or the commit) raised."""
+        its result once the transaction committed, or the error it (or the commit) raised.
+        ``atomic``: the unit writes nothing before anything in it may raise (its checks come
+        first, then one statement each of which fails whole), so it needs no savepoint."""
         if self._generation != _generation:
             self._reset_after_fork()
-        ticket: _Ticket[T] = _Ticket(unit)
-        state = self._state
-        with state:
+        ticket: _Ticket[T] = _Ticket(unit, atomic)
+        with self._state:
             self._waiting.append(ticket)  # type: ignore[arg-type]  # outcomes stay per ticket
-        while True:
-            with state:
-                while not ticket.done and self._leading:
-                    state.wait()
-                if ticket.done:
-                    return ticket.outcome()
+            if self._leading:
+                # Each waiting thread sleeps on a lock of its own: the leader wakes exactly
+                # the threads it settled and the one it hands the lead to, not every waiter.
+                wake = ticket.wake = threading.Lock()
+                wake.acquire()
+            else:
+                # Nobody leads, so nothing else waits (a lead is handed on while anything
+                # does): this thread leads.
                 self._leading = True
+                wake = None
+        if wake is not None:
+            try:
+                wake.acquire()
+            except BaseException:
+                self._leave(ticket)  # type: ignore[arg-type]
+                raise
+            if ticket.done:
+                return ticket.outcome()
+        # This thread leads, its ticket the oldest waiting: it is among those taken.
+        try:
+            with self._state:
                 group = self._waiting[: self._max_units]
                 del self._waiting[: len(group)]
-            try:
-                self._commit(group)
-            finally:
-                with state:
-                    self._leading = False
-                    state.notify_all()
-            # FIFO: when more than max_units waited before this ticket, lead again.
+            self._commit(group)
+        finally:
+            self._hand_over()
+        return ticket.outcome()
+
+    def _hand_over(self) -> None:
+        """The lead passes to the oldest waiting thread (it takes the next group at once,
+        while this one's callers return), or lapses when nothing waits."""
+        with self._state:
+            if not self._waiting:
+                self._leading = False
+                return
+            successor = self._waiting[0]
+            successor.lead = True
+        assert successor.wake is not None  # every ticket queued behind a leader has one
+        successor.wake.release()
+
+    def _leave(self, ticket: _Ticket[object]) -> None:
+        """A waiting thread was interrupted (KeyboardInterrupt): its unit is withdrawn if no
+        leader took it yet, and a lead handed to it is passed on, so nobody waits for it."""
+        with self._state:
+            if ticket in self._waiting:
+                self._waiting.remove(ticket)
+            if not ticket.lead:
+                return
+        self._hand_over()
 
     def _commit(self, group: list[_Ticket[object]]) -> None:
-        """One transaction for ``group``; every ticket is settled when this returns, also when
-        it raises (a BaseException of this thread, re-raised after the others are told)."""
+        """One transaction for ``group``; every ticket is settled (and its thread woken) when
+        this returns, also when it raises (a BaseException of this thread, re-raised after
+        the others are told)."""
         outcomes: list[tuple[object, BaseException | None]] = []
         try:
             with self._lock, self._connection() as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    if len(group) == 1:
-                        outcomes.append((group[0].unit(conn), None))
-                    else:
-                        for ticket in group:
-                            outcomes.append(_in_savepoint(conn, ticket.unit))
+                    while True:
+                        for ticket in group[len(outcomes) :]:
+                            outcomes.append(
+                                _run_unit(conn, ticket) if outcomes else _run_first(conn, ticket)
+                            )
+                        # Units queued while these ran join this commit: their threads
+                        # prepared them during this group's SQL, and would otherwise wait
+                        # for a whole commit more.
+                        with self._state:
+                            more = self._waiting[: self._max_units - len(group)]
+                            del self._waiting[: len(more)]
+                        if not more:
+                            break
+                        group.extend(more)
                     conn.execute("COMMIT")
                     self.groups += 1
                 except BaseException:
@@ -164,6 +219,43 @@ class GroupCommit:
             raise
         for ticket, (value, error) in zip(group, outcomes, strict=True):
             _settle(ticket, value, error)
+
+
+def _run_unit(
+    conn: sqlite3.Connection, ticket: _Ticket[object]
+) -> tuple[object, BaseException | None]:
+    """Run one unit of a group; its failure undoes only its own writes. An ``atomic`` unit
+    runs as it is (it writes nothing before it may fail: a refusal leaves nothing to undo),
+    any other under a savepoint. A failure of SQLite itself (the transaction may be gone),
+    or an atomic unit that fails after writing, is raised for the whole group."""
+    if not ticket.atomic:
+        return _in_savepoint(conn, ticket.unit)
+    before = conn.total_changes
+    try:
+        return ticket.unit(conn), None
+    except sqlite3.Error:
+        raise
+    except Exception as error:
+        if conn.total_changes != before:
+            raise  # its writes cannot be undone alone: nothing of the group is stored
+        return None, error
+
+
+def _run_first(
+    conn: sqlite3.Connection, ticket: _Ticket[object]
+) -> tuple[object, BaseException | None]:
+    """Run the first unit of a transaction, which needs no savepoint: when it fails, the
+    whole transaction (nothing but its writes) is rolled back and begun again for the units
+    after it. (Under a savepoint SQLite keeps the prior content of each page the unit
+    changes, aside: a bulk import alone would pay that for nothing.)"""
+    try:
+        return ticket.unit(conn), None
+    except sqlite3.Error:
+        raise
+    except Exception as error:
+        conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
+        return None, error
 
 
 def _in_savepoint(
@@ -186,3 +278,5 @@ def _in_savepoint(
 
 def _settle(ticket: _Ticket[object], value: object, error: BaseException | None) -> None:
     ticket.value, ticket.error, ticket.done = value, error, True
+    if ticket.wake is not None:  # the leader's own ticket has none: its thread is awake
+        ticket.wake.release()

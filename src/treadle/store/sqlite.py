@@ -13,8 +13,10 @@ The APPEND contract (docs/contracts.md) holds across threads and processes: an a
 ``BEGIN IMMEDIATE`` transaction (SQLite's one write lock for the file), after a per-store thread
 lock so that threads of one process queue in order instead of busy-waiting on the file lock.
 Appends that wait meanwhile share the next transaction and its fsync (``group_commit``: each
-under its own savepoint, each acknowledged only once the shared commit returned), so many
-conversations appending at once pay one fsync per group, not one each.
+undone alone when refused, each acknowledged only once the shared commit returned), so many
+conversations appending at once pay one fsync per group, not one each. What an append needs no
+stored state for (its JSON, time keys, usage) is made on the caller's thread before it queues
+(``append_plan.prepare_append``), so the one thread running a group's SQL does only that.
 
 Subscriptions poll ``PRAGMA data_version`` (a read of the shared WAL index, no disk I/O) every
 ``poll_interval`` seconds, so an event appended by another thread or process is delivered at
@@ -51,7 +53,12 @@ from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
 from treadle.events.model import Event
 from treadle.store import sqlite_open_files as open_files
-from treadle.store.append_plan import assign_branches, ids_to_look_up, moved_head, plan_append
+from treadle.store.append_plan import (
+    PreparedAppend,
+    assign_branches,
+    plan_append,
+    prepare_append,
+)
 from treadle.store.audit_rows import LINK_KINDS, audit_facts_from_rows
 from treadle.store.base import (
     ConversationExists,
@@ -94,7 +101,7 @@ from treadle.store.sqlite_text import (
     indexable,
     indexed_count,
 )
-from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
+from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE
 
 DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
 
@@ -152,6 +159,15 @@ class _Connection:
         self.conn = conn
         self.generation = _fork_generation
         self.in_use = threading.RLock()
+
+    def __enter__(self) -> sqlite3.Connection:
+        """``in_use`` held, as ``SqliteEventStore._lent`` does: a plain context manager, for
+        the appends' path (a generator-based one costs a few µs per append)."""
+        self.in_use.acquire()
+        return self.conn
+
+    def __exit__(self, *_exc: object) -> None:
+        self.in_use.release()
 
     def __del__(self) -> None:
         # A thread's holder goes when the thread ends (its thread-local is cleared). Its
@@ -240,6 +256,7 @@ class SqliteEventStore:
                 f"durability {durability!r} is unknown; use one of {', '.join(DURABILITY_MODES)}"
             )
         self.path = Path(path).expanduser().absolute()
+        self._path_text = str(self.path)  # os.stat of a str: no Path.__fspath__ per append
         self.durability = durability
         self.url = f"sqlite:///{self.path}" + (
             "" if durability == "durable" else "?durability=fast"
@@ -250,8 +267,13 @@ class SqliteEventStore:
         self._subscriptions: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._registry_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        # The appends' check that the path still names this store's file runs once, after
+        # each commit (it is what tells a caller that a write went to a removed file), not
+        # also when the connection is lent: one os.stat per append, not two.
         self._commits = GroupCommit(
-            self._lent, self._write_lock, after_commit=lambda: self._check_file(writing=True)
+            lambda: self._holder(check=False),
+            self._write_lock,
+            after_commit=lambda: self._check_file(writing=True),
         )
         self._closed = False
         self._indexer = TextIndexer(self._index_text_chunk, f"treadle-text-index {self.path.name}")
@@ -311,7 +333,7 @@ class SqliteEventStore:
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
-            found = os.stat(self.path)
+            found = os.stat(self._path_text)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -338,17 +360,21 @@ class SqliteEventStore:
         )
 
     @contextmanager
-    def _lent(self) -> Iterator[sqlite3.Connection]:
+    def _lent(self, *, check: bool = True) -> Iterator[sqlite3.Connection]:
         """This thread's connection, held while the caller's statements run on it: ``close``
-        from another thread waits for them instead of freeing what they still read."""
-        holder = self._holder()
+        from another thread waits for them instead of freeing what they still read.
+        ``check``: see ``_holder``."""
+        holder = self._holder(check=check)
         with holder.in_use:
             yield holder.conn
 
-    def _holder(self) -> _Connection:
+    def _holder(self, *, check: bool = True) -> _Connection:
+        """This thread's connection; first ``_check_file`` unless ``check`` is False (a
+        writer that checks after its commit instead)."""
         holder: _Connection | None = getattr(self._local, "holder", None)
         if holder is not None and holder.generation == _fork_generation:
-            self._check_file()
+            if check:
+                self._check_file()
             return holder
         if self._closed:
             raise self._closed_error()
@@ -551,6 +577,11 @@ class SqliteEventStore:
 
     # -- writing ----------------------------------------------------------------------------
 
+    _UPDATE_AFTER_APPEND = (
+        "UPDATE conversations SET event_count = ?, head_id = coalesce(?, head_id), "
+        f"updated_at = ?, {USAGE_UPDATE.format('?')} WHERE key = ?"
+    )
+    """The conversation row after an append: count, head (None: unchanged), usage totals."""
     _CONVERSATION_FOR_APPEND = (
         "SELECT c.key, c.event_count, c.head_id, "
         "(SELECT branch FROM events WHERE conversation = c.key AND seq = c.event_count - 1), "
@@ -578,20 +609,26 @@ class SqliteEventStore:
     def append_batch(
         self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
     ) -> list[int]:
-        events = list(events)
-        wanted = ids_to_look_up(events)
+        # What needs no stored state is done here, on this thread, before it queues: the
+        # group's leader then runs only each append's SQL (group_commit), and this thread's
+        # encoding overlaps the commit (fsync) of the group before it.
+        prepared = prepare_append(list(events), move_head=move_head)
+        updated_at = _now()
         # Appends of this process's threads share a transaction and its fsync (group_commit):
         # BEGIN IMMEDIATE takes the file's write lock, so the reads of each append see every
         # commit of other writers (APPEND step 1); each returns once the commit is durable.
         try:
             seqs = self._commits.run(
                 lambda conn: self._append_in_transaction(
-                    conn, conversation_id, events, wanted, move_head
-                )
+                    conn, conversation_id, prepared, updated_at
+                ),
+                # One event: its checks, then one INSERT (whole or not at all), then the
+                # UPDATE that only SQLite itself can fail; so a refusal has nothing to undo.
+                atomic=len(prepared.events) == 1,
             )
         except sqlite3.Error as error:
             raise self._store_error(error) from error
-        if is_bulk(len(events)):
+        if is_bulk(len(prepared.events)):
             # A bulk load (an import) pays for its text index before it returns, so a search
             # right after it runs at full speed; live appends leave it to the indexer.
             self.index_text(conversation_id)
@@ -601,13 +638,13 @@ class SqliteEventStore:
         self,
         conn: sqlite3.Connection,
         conversation_id: str,
-        events: list[Event],
-        wanted: set[str],
-        move_head: bool,
+        prepared: PreparedAppend,
+        updated_at: str,
     ) -> list[int]:
         # The count, head and last event's branch are read here, inside the transaction:
         # another process may have appended since, and nothing of it is cached. A single
         # event's own id and parent are looked up in the same statement (the common case).
+        events = prepared.events
         single = events[0] if len(events) == 1 else None
         parent_id = single.parent_id if single is not None else None
         row = conn.execute(
@@ -616,11 +653,11 @@ class SqliteEventStore:
         ).fetchone()
         if row is None:
             raise ConversationNotFound(conversation_id)
-        key, count, head, last_branch, own_seq, parent_seq, parent_branch = row
+        key, count, _, last_branch, own_seq, parent_seq, parent_branch = row
         if not events:
             return []
         if single is None:
-            stored = self._look_up(conn, key, wanted)
+            stored = self._look_up(conn, key, prepared.wanted)
         else:
             stored = {}
             if own_seq is not None:
@@ -632,6 +669,7 @@ class SqliteEventStore:
             events,
             next_seq=count,
             stored={event_id: seq for event_id, (seq, _) in stored.items()},
+            encoded=prepared.encoded,
         )
         branch_of = dict(stored.values())
         if count:
@@ -666,16 +704,13 @@ class SqliteEventStore:
         except sqlite3.IntegrityError as error:
             # plan_append already refused duplicates; this only guards the unique index.
             raise AppendError(
-                "APPEND-DUP-ID", f"the store refused a duplicate: {error}", event_ids=wanted
+                "APPEND-DUP-ID",
+                f"the store refused a duplicate: {error}",
+                event_ids=prepared.wanted,
             ) from None
         conn.execute(
-            "UPDATE conversations SET event_count = ?, head_id = ?, updated_at = ?, "
-            f"{USAGE_UPDATE.format('?')} WHERE key = ?",
-            (
-                *(count + len(rows), moved_head(events, head, move_head=move_head), _now()),
-                *batch_usage(events),
-                key,
-            ),
+            self._UPDATE_AFTER_APPEND,
+            (count + len(rows), prepared.new_head, updated_at, *prepared.usage, key),
         )
         return [item.seq for item in planned]
 
