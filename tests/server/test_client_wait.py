@@ -19,6 +19,7 @@ import uvicorn
 from support.server_process import unassigned_port
 from support.waiting import wait_until
 from treadle.client import TreadleClient
+from treadle.events.model import MessageEvent
 from treadle.runtime.status import ConversationStatus
 from treadle.server import create_app
 from treadle.server.runs import RunManager
@@ -66,6 +67,42 @@ def test_a_wait_begun_after_the_runs_last_status_ends_with_the_run(
     waiter.start()
     hubs = app.state.treadle.hubs  # type: ignore[attr-defined]
     wait_until(lambda: hubs.listeners(conversation.id) > 0)  # the wait follows the stream now
+    let_go.set()
+    waiter.join(timeout=90)
+    assert outcome == [ConversationStatus.FINISHED]
+
+
+def test_a_wait_ends_with_the_run_when_its_holder_appended_after_its_last_status(
+    app_and_client, settings_for, monkeypatch
+):
+    """The holder stores the messages queued since the run's last safe point after the run's
+    final status, before it lets go: the run_finished frame rides on that status, which is no
+    longer among the log's last two events. (CI: a 50-conversation test waited 120 s for a
+    paused run whose queued message was stored so.)"""
+    app, client = app_and_client
+    let_go = threading.Event()
+    release = RunManager._deliver_if_free
+
+    def held_after_the_run(self: RunManager, conversation_id: str) -> None:
+        if threading.current_thread().name.startswith("treadle-run-"):
+            let_go.wait(timeout=60)
+        release(self, conversation_id)
+
+    monkeypatch.setattr(RunManager, "_deliver_if_free", held_after_the_run)
+    conversation = client.create_conversation(settings_for([{"text": "done"}]))
+    conversation.send_message("hi")
+    conversation.run(wait=False)
+    wait_until(lambda: conversation.info().status is ConversationStatus.FINISHED)
+    assert conversation.info().running_here
+    store = app.state.treadle.store  # type: ignore[attr-defined]
+    for text in ("queued one", "queued two"):  # as the holder delivers them, before letting go
+        store.append(conversation.id, MessageEvent(source="user", text=text))
+
+    outcome: list[object] = []
+    waiter = threading.Thread(target=lambda: outcome.append(_waited(conversation)))
+    waiter.start()
+    hubs = app.state.treadle.hubs  # type: ignore[attr-defined]
+    wait_until(lambda: hubs.listeners(conversation.id) > 0)
     let_go.set()
     waiter.join(timeout=90)
     assert outcome == [ConversationStatus.FINISHED]

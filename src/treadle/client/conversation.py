@@ -153,9 +153,7 @@ class RemoteConversation:
         if _settled(info):
             return info.status
         try:
-            # From the event before the last: the last may be the run's end, stored before its
-            # thread let go (not settled yet); its run_finished frame must come again.
-            return self._wait_on_stream(max(-1, info.event_count - 2), deadline, poll_s)
+            return self._wait_on_stream(self._replay_after(info), deadline, poll_s)
         except StreamClosed:
             pass  # no stream (a proxy without WebSockets, refused): the view tells it too
         while time.monotonic() < deadline:
@@ -164,6 +162,19 @@ class RemoteConversation:
                 return info.status
             time.sleep(poll_s)
         raise TimeoutError(f"conversation {self.id} still running after {timeout_s} s")
+
+    def _replay_after(self, info: ConversationView) -> int:
+        """The seq to follow the stream after, so that the run_finished frame of a run that
+        ended meanwhile comes again: it rides on the run's last status event, stored before the
+        run's thread lets go, and the holder may append after it first (the messages queued
+        since the last safe point, which it stores before letting go)."""
+        after = max(-1, info.event_count - 2)
+        if info.status is ConversationStatus.RUNNING:
+            return after  # the run's end is not stored yet: it comes after what is there now
+        newest = self.search(kinds="state_change", text='"key":"status"', order="desc", limit=1)
+        if newest.items:
+            after = min(after, newest.items[0].seq - 1)
+        return after
 
     def _wait_on_stream(self, after_seq: int, deadline: float, poll_s: float) -> ConversationStatus:
         """Follow the stream from ``after_seq`` (so a run that ended meanwhile is replayed)
