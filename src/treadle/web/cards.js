@@ -201,12 +201,24 @@ function renderCondensed(item, ctx) {
   const box = el("details", { class: "item item-condensed" },
     el("summary", { text: `${count} ${count === 1 ? "item" : "items"} condensed away (no longer in the model's context)` }));
   let built = false;
-  box.addEventListener("toggle", () => {
-    if (!box.open || built) return;
+  const build = () => {
+    if (built) return;
     built = true;
     box.append(...item.children.map((child) => renderItem(child, ctx)));
-  });
+  };
+  lazyContent.set(box, build);
+  box.addEventListener("toggle", () => { if (box.open) build(); });
   return box;
+}
+
+/** Content a <details> builds only when first opened, by box. */
+const lazyContent = new WeakMap();
+
+/** Opens a <details> and builds at once what it would build on its toggle event (which comes
+ * later, as a task): a re-render restoring what was open also restores what is inside. */
+export function openDetails(node) {
+  node.open = true;
+  lazyContent.get(node)?.();
 }
 
 function renderPause(item, ctx) {

@@ -2,7 +2,7 @@
 // whatever the length of the branch; scrolling near an edge slides the window, and at the top
 // asks for an older page. The item under the reader's eye stays put while the window moves.
 import { clear, el } from "./dom.js";
-import { renderItem } from "./cards.js";
+import { openDetails, renderItem } from "./cards.js";
 
 const MAX_WINDOW = 150;
 const STEP = 50;
@@ -49,9 +49,13 @@ export class TranscriptView {
     this.checkEdges();
   }
 
+  /** Renders the window's items afresh; what the reader had opened stays open (a re-render
+   * comes whenever the audit, the status or the selection changes, often just after a click). */
   renderWindow() {
     const ctx = this.source.context();
+    const opened = new Set([...this.list.querySelectorAll("details[open]")].map(openKey));
     this.list.replaceChildren(...this.items.slice(this.start, this.end).map((item) => renderItem(item, ctx)));
+    if (opened.size) reopen(this.list, opened);
   }
 
   /** Re-renders every item in the window (status, audit marks or selection changed). */
@@ -205,6 +209,24 @@ export class TranscriptView {
     else if (this.source.hasOlder()) text = "Scroll up for older events";
     else text = this.items.length ? "Start of this branch" : "No events on this branch yet";
     this.top.textContent = text;
+  }
+}
+
+/** What names a <details> across re-renders: its item's key, and for a fold inside an item,
+ * the fold's title as well. */
+function openKey(node) {
+  const item = node.closest("[data-key]");
+  if (!item) return null;
+  if (item === node) return item.dataset.key;
+  return `${item.dataset.key}|${node.querySelector(":scope > summary")?.textContent ?? ""}`;
+}
+
+/** Opens the <details> under `root` named in `keys`, and those inside content they build. */
+function reopen(root, keys) {
+  for (const node of root.querySelectorAll("details:not([open])")) {
+    if (node.open || !keys.has(openKey(node))) continue;
+    openDetails(node);
+    reopen(node, keys);
   }
 }
 
