@@ -39,6 +39,14 @@ def test_condensation_is_a_collapsed_span(
     expect(page.locator(".item-condensation .meta")).to_have_text("8 events forgotten")
     span.locator("summary").click()
     expect(span.locator(".item-response")).to_have_count(4)
+    system = page.locator(".item-system")
+    system.locator("summary").click()
+    # The window re-renders whenever the audit, status or selection changes, often right after
+    # a click (the audit answering after it once closed the span under the reader).
+    page.evaluate("window.treadle.screen.transcript.refresh()")
+    expect(span).to_have_attribute("open", "")
+    expect(span.locator(".item-response")).to_have_count(4)
+    expect(system).to_have_attribute("open", "")
     screenshot(page, "condensation")
 
 
