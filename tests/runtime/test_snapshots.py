@@ -5,6 +5,7 @@ the undo of a restore."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from treadle.runtime.snapshots import (
     SNAPSHOT_KEY,
     NoSnapshot,
     covering_snapshot,
+    open_snapshot_store,
     snapshot_facts,
 )
 from treadle.runtime.status import ConversationStatus as Status
@@ -372,3 +374,24 @@ def test_a_snapshot_exclude_pattern_must_be_one_line():
     with pytest.raises(ValidationError, match="one line"):
         SnapshotSettings(exclude=("ok/", "two\nlines"))
     assert SnapshotSettings().exclude[0] == "__pycache__/"
+
+
+def test_one_snapshot_store_per_folder_in_a_process_and_its_folder_comes_back(
+    store, workspace: Path
+):
+    """Conversations of one workspace share the per-workspace lock (git never runs twice on
+    its index at once from here) and the trees it remembers; a folder removed under it is
+    made again on the next snapshot."""
+    first = open_snapshot_store(store)
+    assert first is not None
+    assert open_snapshot_store(store) is first
+    (workspace / "a.txt").write_text("one\n")
+    taken = first.take(workspace)
+    assert taken.files == 1
+    shutil.rmtree(first.root)
+    (workspace / "b.txt").write_text("two\n")
+    again = open_snapshot_store(store)
+    assert again is first
+    retaken = again.take(workspace)
+    assert retaken.files == 2
+    assert sorted(retaken.changed) == ["a.txt", "b.txt"]

@@ -96,7 +96,7 @@ class GitSnapshotStore:
     # -- plumbing ------------------------------------------------------------------------
 
     def _ensure(self) -> None:
-        if self._ready:
+        if self._ready and self.git_dir.is_dir():  # (a folder removed since is made again)
             return
         if self._git is None:
             raise SnapshotError("workspace snapshots need git on PATH; install git")

@@ -5,6 +5,8 @@ live in."""
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +34,24 @@ CHANGED_SHOWN = 100
 """At most this many changed paths are listed in a snapshot's record (the count is exact)."""
 
 
+_OPENED: dict[str, GitSnapshotStore] = {}
+_OPENED_LOCK = threading.Lock()
+
+
 def open_snapshot_store(store: EventStore, data_dir: Path | None = None) -> GitSnapshotStore | None:
-    """The snapshot store of ``store`` (None when it has no local folder: see ``location``)."""
+    """The snapshot store of ``store`` (None when it has no local folder: see ``location``),
+    one object per folder in this process: its per-workspace locks keep two conversations of
+    one workspace from running git on its index at once, and the trees it remembers spare each
+    new conversation a ``git write-tree``."""
     root = snapshot_root(store.url, data_dir)
-    return None if root is None else GitSnapshotStore(root)
+    if root is None:
+        return None
+    key = os.path.realpath(root)
+    with _OPENED_LOCK:
+        objects = _OPENED.get(key)
+        if objects is None:
+            objects = _OPENED[key] = GitSnapshotStore(root)
+        return objects
 
 
 @dataclass
