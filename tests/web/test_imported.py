@@ -4,12 +4,15 @@ and a call still waiting for its result each look like what they are."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import Page, expect
 
 from support.canvas import open_conversation, screenshot
 from support.openhands_folders import CONVERSATIONS
 from support.server_process import ServerProcess
+from treadle.events.model import ROOT, MessageEvent
 from treadle.store.openhands import import_conversation
 from treadle.store.urls import open_store
 
@@ -64,3 +67,26 @@ def test_errors_rejections_pause_and_pending_are_styled(
     expect(page.locator(".item-pause")).to_have_count(1)
     expect(page.locator(".call.state-pending .result-pending")).to_have_text("No result yet.")
     screenshot(page, "rejection-pause-pending")
+
+
+def test_a_long_text_shown_in_full_stays_so_when_the_transcript_re_renders(
+    page: Page, web_server: ServerProcess
+) -> None:
+    text = "0123456789" * 3_000  # past the Canvas's 20,000 characters shown at first
+    store = open_store(web_server.store_url)
+    try:
+        conversation = store.create_conversation(title="a long message").id
+        store.append(conversation, MessageEvent(id="m0", source="user", text=text, parent_id=ROOT))
+    finally:
+        store.close()
+    open_conversation(page, web_server.base_url, conversation)
+    message = page.locator(".item-message .long")
+    more = message.locator("button.more")
+    expect(more).to_have_text("Show all 30,000 characters")
+    more.click()
+    expect(more).to_have_count(0)
+    page.evaluate("window.treadle.screen.transcript.refresh()")
+    expect(page.locator(".item-message .long")).to_have_class(re.compile("shown-all"))
+    expect(page.locator(".item-message .long button.more")).to_have_count(0)
+    shown = page.locator(".item-message .long .text").text_content()
+    assert shown == text

@@ -272,9 +272,10 @@ function longText(tag, className, text) {
   const node = el(tag, { class: className, text: value.slice(0, TEXT_LIMIT) });
   const more = el("button", {
     type: "button", class: "quiet more", text: `Show all ${value.length.toLocaleString()} characters`,
-    onclick: () => { node.textContent = value; more.remove(); },
+    onclick: () => { node.textContent = value; more.remove(); box.classList.add("shown-all"); },
   });
-  return el("div", { class: "long" }, node, more);
+  const box = el("div", { class: "long" }, node, more);
+  return box;
 }
 
 /** One line saying what an event is, for lists (search, tree, inspector links). */

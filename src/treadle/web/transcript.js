@@ -49,11 +49,12 @@ export class TranscriptView {
     this.checkEdges();
   }
 
-  /** Renders the window's items afresh; what the reader had opened stays open (a re-render
-   * comes whenever the audit, the status or the selection changes, often just after a click). */
+  /** Renders the window's items afresh; what the reader had opened or shown in full stays so
+   * (a re-render comes whenever the audit, the status or the selection changes, often just
+   * after a click). */
   renderWindow() {
     const ctx = this.source.context();
-    const opened = new Set([...this.list.querySelectorAll("details[open]")].map(openKey));
+    const opened = new Set([...this.list.querySelectorAll(OPENED)].map(openKey));
     this.list.replaceChildren(...this.items.slice(this.start, this.end).map((item) => renderItem(item, ctx)));
     if (opened.size) reopen(this.list, opened);
   }
@@ -212,19 +213,30 @@ export class TranscriptView {
   }
 }
 
-/** What names a <details> across re-renders: its item's key, and for a fold inside an item,
- * the fold's title as well. */
+/** What the reader opened: a <details>, a long text shown in full. */
+const OPENED = "details[open], .long.shown-all";
+
+/** What names an opened part across re-renders: its item's key, and for a part inside an
+ * item, the fold's title or the long text's beginning as well. */
 function openKey(node) {
   const item = node.closest("[data-key]");
   if (!item) return null;
   if (item === node) return item.dataset.key;
-  return `${item.dataset.key}|${node.querySelector(":scope > summary")?.textContent ?? ""}`;
+  const label = node.tagName === "DETAILS"
+    ? node.querySelector(":scope > summary")?.textContent
+    : node.firstElementChild?.textContent.slice(0, 200);
+  return `${item.dataset.key}|${node.tagName}|${label ?? ""}`;
 }
 
-/** Opens the <details> under `root` named in `keys`, and those inside content they build. */
+/** Opens again the parts under `root` named in `keys`, and those inside what they build. */
 function reopen(root, keys) {
-  for (const node of root.querySelectorAll("details:not([open])")) {
-    if (node.open || !keys.has(openKey(node))) continue;
+  for (const node of root.querySelectorAll("details:not([open]), .long:not(.shown-all)")) {
+    if (!keys.has(openKey(node))) continue;
+    if (node.tagName !== "DETAILS") {
+      node.querySelector(":scope > button.more")?.click();
+      continue;
+    }
+    if (node.open) continue;
     openDetails(node);
     reopen(node, keys);
   }
