@@ -12,6 +12,7 @@ what no ref reaches. The user's git configuration is never read (``GIT_CONFIG_NO
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from treadle.errors import TreadleError
+from treadle.runtime.snapshots.fingerprint import fingerprint, now_ns
 from treadle.runtime.workspace.confined import ConfinedPathError, ConfinedRoot
 
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -79,6 +81,22 @@ class Change:
     blob: str = "0" * 40
 
 
+@dataclass(frozen=True)
+class _Quiet:
+    """What a workspace's last snapshot found, to answer the next one without git when the
+    work tree's fingerprint has not moved."""
+
+    rules: tuple[object, ...]
+    """The ``take`` arguments it was taken with (other rules: git walks again)."""
+    skip: frozenset[str]
+    """The ignored paths and nested repositories it found (the fingerprint skips them)."""
+    fingerprint: bytes | None
+    """The work tree's fingerprint just after it (None: not trusted, git walks next time)."""
+    index: tuple[int, int, int]
+    """The index file's signature then (another writer of the index: git walks again)."""
+    taken: TreeSnapshot
+
+
 class GitSnapshotStore:
     """The object store at ``root`` (created on first use). Thread-safe per workspace."""
 
@@ -92,6 +110,8 @@ class GitSnapshotStore:
         self._trees: dict[str, tuple[str, tuple[int, int, int]]] = {}
         """The tree each workspace index held when this object last wrote it, with the index
         file's (inode, size, mtime) then: another writer of the index makes it unknown."""
+        self._quiet: dict[str, _Quiet] = {}
+        """Per workspace index: what its last snapshot found (see ``fingerprint``)."""
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -210,83 +230,148 @@ class GitSnapshotStore:
         self._ensure()
         work_tree = Path(os.path.realpath(work_tree))
         index = self.index_of(work_tree)
+        rules: tuple[object, ...] = (max_file_bytes, tuple(never), tuple(extra_skipped))
+        rules += (tuple(exclude), workspace_ignore_files)
         with self._lock(str(index)):
-            excludes = self._write_excludes(work_tree, never, exclude)
-            config = ["-c", f"core.excludesFile={excludes}"]
-            if workspace_ignore_files:
-                rules = ["--exclude-standard"]
-            else:  # the excludes file only: no per-folder ignore file of that name exists
-                rules = [f"--exclude-from={excludes}", f"--exclude-per-directory={NO_IGNORE_FILE}"]
-            before = previous or self._index_tree(work_tree, index)
-            # The two walks of the workspace run side by side: what changed, what is ignored.
-            ignoring = self._start(
-                [*config, "ls-files", "-z", "-o", "-i", *rules, "--directory"],
+            started = now_ns()
+            unchanged = self._unchanged(work_tree, index, rules, started)
+            if unchanged is not None:
+                return self._since(previous, unchanged)
+            skip, taken = self._walk(
+                work_tree,
+                index,
+                previous=previous,
+                max_file_bytes=max_file_bytes,
+                never=never,
+                extra_skipped=extra_skipped,
+                exclude=exclude,
+                workspace_ignore_files=workspace_ignore_files,
+            )
+            self._quiet[str(index)] = _Quiet(
+                rules=rules,
+                skip=skip,
+                fingerprint=fingerprint(work_tree, skip, started_ns=started),
+                index=_signature(index),
+                taken=taken,
+            )
+            return taken
+
+    def _unchanged(
+        self, work_tree: Path, index: Path, rules: tuple[object, ...], started: int
+    ) -> TreeSnapshot | None:
+        """The workspace's last snapshot when nothing it reads has changed since (None: walk)."""
+        quiet = self._quiet.get(str(index))
+        if quiet is None or quiet.fingerprint is None or quiet.rules != rules:
+            return None
+        if quiet.index != _signature(index) or not self.git_dir.is_dir():
+            return None
+        if fingerprint(work_tree, quiet.skip, started_ns=started) != quiet.fingerprint:
+            return None
+        return quiet.taken
+
+    def _since(self, previous: str | None, unchanged: TreeSnapshot) -> TreeSnapshot:
+        """``unchanged`` as a new snapshot: nothing changed, or (``previous``) what did since."""
+        changes = [] if previous in (None, unchanged.id) else self.changes(previous, unchanged.id)
+        return dataclasses.replace(
+            unchanged,
+            changed=[change.path for change in changes],
+            bytes_added=self._bytes_added(changes),
+            skipped=list(unchanged.skipped),  # (the caller's to change: never the remembered)
+        )
+
+    def _walk(
+        self,
+        work_tree: Path,
+        index: Path,
+        *,
+        previous: str | None,
+        max_file_bytes: int,
+        never: Sequence[Path],
+        extra_skipped: Sequence[str],
+        exclude: Sequence[str],
+        workspace_ignore_files: bool,
+    ) -> tuple[frozenset[str], TreeSnapshot]:
+        """``take`` by git's walks: (the ignored paths and nested repositories, the snapshot)."""
+        excludes = self._write_excludes(work_tree, never, exclude)
+        config = ["-c", f"core.excludesFile={excludes}"]
+        if workspace_ignore_files:
+            rules = ["--exclude-standard"]
+        else:  # the excludes file only: no per-folder ignore file of that name exists
+            rules = [f"--exclude-from={excludes}", f"--exclude-per-directory={NO_IGNORE_FILE}"]
+        before = previous or self._index_tree(work_tree, index)
+        # The two walks of the workspace run side by side: what changed, what is ignored.
+        ignoring = self._start(
+            [*config, "ls-files", "-z", "-o", "-i", *rules, "--directory"],
+            work_tree=work_tree,
+            index=index,
+        )
+        try:
+            listed = self._run(
+                [*config, "ls-files", "-z", "-m", "-o", "-d", *rules],
                 work_tree=work_tree,
                 index=index,
             )
+        finally:
+            ignored = self._finish(ignoring)
+        update: list[str] = []
+        remove: list[str] = []
+        not_walked: set[str] = set()
+        skipped = list(extra_skipped)
+        for raw in dict.fromkeys(listed.split(b"\0")):
+            if not raw:
+                continue
+            path = os.fsdecode(raw)
+            if path.endswith("/"):  # a nested git repository: its files are its own
+                skipped.append(f"{path} (a git repository inside the workspace)")
+                not_walked.add(path.rstrip("/"))
+                continue
             try:
-                listed = self._run(
-                    [*config, "ls-files", "-z", "-m", "-o", "-d", *rules],
-                    work_tree=work_tree,
-                    index=index,
-                )
-            finally:
-                ignored = self._finish(ignoring)
-            update: list[str] = []
-            remove: list[str] = []
-            skipped = list(extra_skipped)
-            for raw in dict.fromkeys(listed.split(b"\0")):
-                if not raw:
-                    continue
-                path = os.fsdecode(raw)
-                if path.endswith("/"):  # a nested git repository: its files are its own
-                    skipped.append(f"{path} (a git repository inside the workspace)")
-                    continue
-                try:
-                    info = os.lstat(work_tree / path)
-                except FileNotFoundError:
-                    update.append(path)  # deleted: --remove drops it from the index
-                    continue
-                if not (stat.S_ISREG(info.st_mode) or _is_link(info.st_mode)):
-                    # A FIFO, socket or device: git cannot store it (it would fail the whole
-                    # snapshot), and a restore never makes one.
-                    skipped.append(f"{path} (not a regular file)")
-                    remove.append(path)
-                    continue
-                if info.st_size > max_file_bytes and not _is_link(info.st_mode):
-                    skipped.append(f"{path} (over {max_file_bytes} bytes)")
-                    remove.append(path)
-                    continue
-                update.append(path)
-            skipped.extend(f"{os.fsdecode(raw)} (ignored)" for raw in ignored.split(b"\0") if raw)
-            if update:
-                self._run(
-                    ["update-index", "--add", "--remove", "-z", "--stdin"],
-                    work_tree=work_tree,
-                    index=index,
-                    input=b"\0".join(os.fsencode(p) for p in update) + b"\0",
-                )
-            if remove:
-                self._run(
-                    ["update-index", "--force-remove", "-z", "--stdin"],
-                    work_tree=work_tree,
-                    index=index,
-                    input=b"\0".join(os.fsencode(p) for p in remove) + b"\0",
-                )
-            if update or remove or not index.exists():
-                out = self._run(["write-tree"], work_tree=work_tree, index=index)
-                self._remember_tree(index, out.decode().strip())
-            tree_id = self._index_tree(work_tree, index)
-            changes = self.changes(before, tree_id) if before != tree_id else []
-            added = self._bytes_added(changes)
-            return TreeSnapshot(
-                id=tree_id,
-                files=_index_entries(index),
-                changed=[change.path for change in changes],
-                bytes_added=added,
-                skipped=skipped[:SKIPPED_SHOWN],
-                skipped_count=len(skipped),
+                info = os.lstat(work_tree / path)
+            except FileNotFoundError:
+                update.append(path)  # deleted: --remove drops it from the index
+                continue
+            if not (stat.S_ISREG(info.st_mode) or _is_link(info.st_mode)):
+                # A FIFO, socket or device: git cannot store it (it would fail the whole
+                # snapshot), and a restore never makes one.
+                skipped.append(f"{path} (not a regular file)")
+                remove.append(path)
+                continue
+            if info.st_size > max_file_bytes and not _is_link(info.st_mode):
+                skipped.append(f"{path} (over {max_file_bytes} bytes)")
+                remove.append(path)
+                continue
+            update.append(path)
+        ignored_paths = [os.fsdecode(raw) for raw in ignored.split(b"\0") if raw]
+        skipped.extend(f"{path} (ignored)" for path in ignored_paths)
+        not_walked.update(path.rstrip("/") for path in ignored_paths)
+        if update:
+            self._run(
+                ["update-index", "--add", "--remove", "-z", "--stdin"],
+                work_tree=work_tree,
+                index=index,
+                input=b"\0".join(os.fsencode(p) for p in update) + b"\0",
             )
+        if remove:
+            self._run(
+                ["update-index", "--force-remove", "-z", "--stdin"],
+                work_tree=work_tree,
+                index=index,
+                input=b"\0".join(os.fsencode(p) for p in remove) + b"\0",
+            )
+        if update or remove or not index.exists():
+            out = self._run(["write-tree"], work_tree=work_tree, index=index)
+            self._remember_tree(index, out.decode().strip())
+        tree_id = self._index_tree(work_tree, index)
+        changes = self.changes(before, tree_id) if before != tree_id else []
+        added = self._bytes_added(changes)
+        return frozenset(not_walked), TreeSnapshot(
+            id=tree_id,
+            files=_index_entries(index),
+            changed=[change.path for change in changes],
+            bytes_added=added,
+            skipped=skipped[:SKIPPED_SHOWN],
+            skipped_count=len(skipped),
+        )
 
     def _index_tree(self, work_tree: Path, index: Path) -> str:
         """The tree the workspace's index holds (remembered from the last write)."""
@@ -402,6 +487,7 @@ class GitSnapshotStore:
         placeholder = self.root
         with self._lock(str(index)):
             self._trees.pop(str(index), None)
+            self._quiet.pop(str(index), None)
             if delete:
                 self._run(
                     ["update-index", "--force-remove", "-z", "--stdin"],
@@ -509,6 +595,9 @@ class GitSnapshotStore:
         before = self.disk_bytes()
         self._run(["reflog", "expire", "--expire=now", "--all"])
         self._run(["gc", "-q", "--prune=now"])
+        # What an index held may be gone now (a gc prunes what no ref reaches): ask git again.
+        self._trees.clear()
+        self._quiet.clear()
         return before, self.disk_bytes()
 
 
