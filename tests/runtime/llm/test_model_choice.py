@@ -227,3 +227,68 @@ def test_building_an_openai_compatible_model_imports_no_client_library() -> None
         env={**os.environ, "PYTHONPATH": source},
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_conversation_through_the_lean_client_never_imports_litellm(tmp_path: Path) -> None:
+    """Its window and price come from LiteLLM's map file (importing LiteLLM costs ~5 s of CPU
+    per process); a whole run to a local endpoint's own model name loads no LiteLLM."""
+    import subprocess
+    import sys
+
+    import treadle
+
+    source = str(Path(treadle.__file__).resolve().parents[1])
+    code = (
+        "import sys\n"
+        "sys.path.insert(0, sys.argv[2])\n"
+        "from support.fake_openai import FakeOpenAIServer\n"
+        "from treadle.runtime.conversation import Conversation\n"
+        "from treadle.runtime.settings import ConversationSettings\n"
+        "from treadle.store.urls import open_store\n"
+        "store = open_store('sqlite:///' + sys.argv[1] + '/s.db')\n"
+        "finish = {'tool_calls': [{'name': 'finish', 'arguments': {'message': 'done'}}]}\n"
+        "think = {'tool_calls': [{'name': 'think', 'arguments': {'thought': 'plan'}}]}\n"
+        "with FakeOpenAIServer([think, finish]) as server:\n"
+        "    settings = ConversationSettings.litellm('openai/local-model', sys.argv[1] + '/ws',\n"
+        "        server.base_url, tools=('think', 'finish'))\n"
+        "    conversation = Conversation.create(store, settings)\n"
+        "    conversation.send_message('hi')\n"
+        "    conversation.run()\n"
+        "    print(conversation.status.value, len(server.requests))\n"
+        "    conversation.close()\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'openai', 'litellm'}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), str(Path(__file__).resolve().parents[2])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": source},
+    )
+    assert done.returncode == 0, done.stderr
+    status, imported = done.stdout.strip().splitlines()
+    assert status == "finished 2"
+    assert imported == "['openai']"
+
+
+def test_the_model_map_answers_as_litellm_does_for_every_openai_model() -> None:
+    """The window and price the lean client reads from the map file equal
+    ``litellm.get_model_info``'s, for every OpenAI model the map holds and names it does not."""
+    from treadle.runtime.llm.litellm_model import litellm_model_info
+    from treadle.runtime.llm.model_map import _model_map, is_priced, openai_model_info, window_of
+
+    known = _model_map()
+    assert known is not None
+    names = [
+        name.removeprefix("openai/")
+        for name, entry in known.items()
+        if isinstance(entry, dict) and entry.get("litellm_provider") == "openai"
+    ]
+    assert len(names) > 50
+    names += ["local-model", "llama3", "azure/gpt-4o", "anthropic/claude-3-opus-20240229"]
+    for name in names:
+        mine, theirs = openai_model_info(f"openai/{name}"), litellm_model_info(f"openai/{name}")
+        assert (window_of(mine), is_priced(mine)) == (window_of(theirs), is_priced(theirs)), name
+    assert window_of(openai_model_info("openai/gpt-4o")) == 128_000
+    assert openai_model_info("openai/local-model") is None

@@ -11,10 +11,11 @@ works offline. Its knowledge of models (windows, prices, tokenizers) serves both
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from treadle.runtime.llm.base import ModelRequest, ModelResponse
+from treadle.runtime.llm.model_map import is_priced, window_of
 from treadle.runtime.llm.provider import (
     Failure,
     ProviderModel,
@@ -54,13 +55,17 @@ def litellm_token_counter(model: str) -> Callable[[str], int]:
 def litellm_context_window(model: str) -> int | None:
     """``model``'s input window in tokens from LiteLLM's model info; None when LiteLLM does not
     know the model (a local endpoint's own name)."""
+    return window_of(litellm_model_info(model))
+
+
+def litellm_model_info(model: str) -> Mapping[str, Any] | None:
+    """LiteLLM's model info of ``model``; None when it does not know it."""
     litellm = import_litellm()
     try:
         info = litellm.get_model_info(model)
     except Exception:  # not mapped: LiteLLM raises for every model it does not know
         return None
-    window = info.get("max_input_tokens") or info.get("max_tokens")
-    return window if isinstance(window, int) and window > 0 else None
+    return info if isinstance(info, Mapping) else None
 
 
 class LiteLLMPricer:
@@ -68,22 +73,21 @@ class LiteLLMPricer:
     no price for it). Whether it has one is asked once: a model it does not know (a local
     endpoint's own name) costs no LiteLLM call per response."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(
+        self,
+        model: str,
+        model_info: Callable[[str], Mapping[str, Any] | None] = litellm_model_info,
+    ) -> None:
         self.model = model
+        self._model_info = model_info
         self._priced: bool | None = None
 
     def __call__(self, raw: Any) -> float:
-        litellm = import_litellm()
         if self._priced is None:
-            try:
-                info = litellm.get_model_info(self.model)
-            except Exception:  # not mapped
-                info = {}
-            self._priced = bool(
-                info.get("input_cost_per_token") or info.get("output_cost_per_token")
-            )
+            self._priced = is_priced(self._model_info(self.model))
         if not self._priced:
             return 0.0
+        litellm = import_litellm()
         return float(litellm.completion_cost(completion_response=raw, model=self.model) or 0.0)
 
 

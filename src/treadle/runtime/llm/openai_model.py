@@ -6,7 +6,8 @@ LiteLLM builds on the same package but costs several milliseconds of CPU per cal
 CPU per model step; this client does only what the chat-completions endpoint needs. What it
 guarantees is ``LiteLLMModel``'s, from the same shared code (``treadle.runtime.llm.provider``):
 retries and their deadline, errors in words, responses read the same way. LiteLLM's knowledge
-of models still answers for the window, token counts and prices (imported on first use).
+of models still answers for the window and prices (its map file, read without importing
+LiteLLM: ``model_map``) and for token counts (LiteLLM imported when a count is first needed).
 
 ``openai`` is imported on the first call (a command line that never calls a model never loads
 it). The client's connection pool is this object's: ``close`` frees it, and the conversation's
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from treadle.runtime.llm.base import ModelError, ModelRequest, ModelResponse
@@ -28,8 +29,10 @@ from treadle.runtime.llm.guard import UnreadableAnswer, guard_client
 from treadle.runtime.llm.litellm_model import (
     LiteLLMPricer,
     litellm_context_window,
+    litellm_model_info,
     litellm_token_counter,
 )
+from treadle.runtime.llm.model_map import openai_model_info, window_of
 from treadle.runtime.llm.provider import (
     Failure,
     ModelSettings,
@@ -94,12 +97,15 @@ class OpenAICompatibleModel(ProviderModel):
         self._closed = False
         self._lock = threading.Lock()
         self._count = litellm_token_counter(self.settings.model)
-        self._price = LiteLLMPricer(self.settings.model)
+        self._price = LiteLLMPricer(self.settings.model, _model_info)
 
     def context_window(self) -> int | None:
-        """The window LiteLLM knows for the name (``openai/gpt-4o`` behind a proxy); None for a
-        local endpoint's own name, as on LiteLLM's path."""
-        return litellm_context_window(self.settings.model)
+        """The window LiteLLM's map knows for the name (``openai/gpt-4o`` behind a proxy);
+        None for a local endpoint's own name, as on LiteLLM's path."""
+        try:
+            return window_of(openai_model_info(self.settings.model))
+        except LookupError:  # the map file is not where LiteLLM keeps it: ask LiteLLM
+            return litellm_context_window(self.settings.model)
 
     def count_tokens(self, text: str) -> int:
         return self._count(text)
@@ -202,3 +208,11 @@ class OpenAICompatibleModel(ProviderModel):
         if status == 401:
             return Failure("auth", reason)
         return Failure("refused", reason)
+
+
+def _model_info(model: str) -> Mapping[str, Any] | None:
+    """What LiteLLM's map says of ``model``, from the map file when it can be read."""
+    try:
+        return openai_model_info(model)
+    except LookupError:
+        return litellm_model_info(model)
