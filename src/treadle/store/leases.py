@@ -102,7 +102,8 @@ class SqliteRunLeases:
             # checkpoint at a tenth of the WAL the store lets grow), and no fsync per lease
             # write: a lease only matters while its holder lives, and a power loss that could
             # undo the last writes (never corrupt the file: WAL with NORMAL) ends every holder
-            # with it. A killed process loses nothing either way. Each fsync held the file's
+            # with it (one machine; PostgreSQL's leases stay synchronous: its holders outlive
+            # its crash). A killed process loses nothing either way. Each fsync held the file's
             # write lock, so the events' group commits waited on the leases' fsyncs.
             for pragma in connection_pragmas("fast"):
                 self._conn.execute(pragma)
