@@ -148,6 +148,8 @@ def test_pending_confirmation_survives_a_restart(store, workspace):
         assert reopened.run() is Status.WAITING_FOR_CONFIRMATION  # still waiting, not closed
         assert not any(e.kind == "agent_error" for e in reopened.active_path())
         reopened.confirm()
+        results = [e for e in reopened.active_path() if e.kind in ("observation", "agent_error")]
+        assert (workspace / "hi.txt").exists(), f"the confirmed call's result: {results}"
         assert (workspace / "hi.txt").read_text() == "hi\n"
 
 

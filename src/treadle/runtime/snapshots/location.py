@@ -4,6 +4,7 @@ never in the user's ``.git``, and outside what a sandboxed terminal can see."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -34,11 +35,13 @@ def snapshot_root(store_url: str, data_dir: Path | None = None) -> Path | None:
     return Path(data_dir) / "snapshots" / digest
 
 
-def store_files(store_url: str) -> list[Path]:
+@functools.lru_cache(maxsize=64)
+def store_files(store_url: str) -> tuple[Path, ...]:
     """The files of the store itself (SQLite's database and journals): never snapshotted,
-    never restored over, even when they lie inside a workspace."""
+    never restored over, even when they lie inside a workspace. Resolved once per URL (every
+    batch's snapshot asks)."""
     if urlsplit(store_url).scheme.split("+", 1)[0].lower() != "sqlite":
-        return []
+        return ()
     path, _options = sqlite_path_and_options(store_url)
     path = path.resolve()
-    return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+    return (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal")))

@@ -3,16 +3,17 @@ and a one-line summary of the parameters for error messages."""
 
 from __future__ import annotations
 
-import copy
+import json
 import threading
 import weakref
 from typing import Any
 
 from pydantic import BaseModel
 
-_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
-"""Each arguments model's cleaned schema, made once: pydantic builds it anew on each call
-(milliseconds), and every model call sends every tool's. Weak: a model made at run time (a
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], str] = weakref.WeakKeyDictionary()
+"""Each arguments model's cleaned schema as JSON, made once: pydantic builds it anew on each
+call (milliseconds), and every conversation's tools send it. A copy is parsed from the JSON
+(several times cheaper than ``copy.deepcopy`` of the dict). Weak: a model made at run time (a
 tool added later) goes with its class."""
 _SCHEMAS_LOCK = threading.Lock()
 
@@ -25,10 +26,11 @@ def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
     if cached is None:
         schema = model.model_json_schema()
         definitions = schema.pop("$defs", {})
-        cached = _clean(schema, definitions, ())
+        cached = json.dumps(_clean(schema, definitions, ()), ensure_ascii=False)
         with _SCHEMAS_LOCK:
             _SCHEMAS[model] = cached
-    return copy.deepcopy(cached)  # the caller may change its copy
+    copied: dict[str, Any] = json.loads(cached)  # the caller may change its copy
+    return copied
 
 
 def _clean(node: Any, definitions: dict[str, Any], seen: tuple[str, ...]) -> Any:
