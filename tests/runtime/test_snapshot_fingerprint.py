@@ -16,7 +16,7 @@ import pytest
 
 from treadle.runtime.snapshots import fingerprint as fingerprint_module
 from treadle.runtime.snapshots.fingerprint import FINE_MARGIN_NS, fingerprint, now_ns
-from treadle.runtime.snapshots.gitstore import GitSnapshotStore
+from treadle.runtime.snapshots.gitstore import GitSnapshotStore, SnapshotError
 
 SETTLE_S = FINE_MARGIN_NS / 1e9 + 0.05
 """Long enough for every file time to be older than a snapshot's margin (no racy entries)."""
@@ -266,3 +266,29 @@ def test_a_deep_tree_is_walked_without_recursion(tmp_path):
                 os.rmdir("d", dir_fd=parent)
             os.close(parent)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_kept_tree_is_a_ref_git_reads_and_gc_keeps(store, workspace, tmp_path):
+    """``keep`` writes the loose ref itself (no git process): git lists it, a gc spares its
+    tree and packs it, and keeping it again after the gc is harmless."""
+    taken = settled_take(store, workspace)
+    (workspace / "README").write_text("a version no ref keeps\n")
+    lost = store.take(workspace)
+    store.spawns = 0
+    store.keep("conversation/1", taken.id)
+    assert store.spawns == 0
+    assert store.kept("conversation/1") == [taken.id]
+    assert store.owners() == ["conversation/1"]
+    store.gc()
+    assert store.exists(taken.id)
+    assert not store.exists(lost.id)
+    store.keep("conversation/1", taken.id)
+    assert store.kept("conversation/1") == [taken.id]
+    assert store.forget("conversation/1") == 1
+    assert store.kept("conversation/1") == []
+
+
+def test_a_name_git_would_refuse_is_left_to_git(store, workspace):
+    settled_take(store, workspace)
+    with pytest.raises(SnapshotError):
+        store.keep("conversation", "not-a-tree-id")

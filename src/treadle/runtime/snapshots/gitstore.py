@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -50,6 +51,10 @@ GIT_CONFIG = (
     ("gc.auto", "0"),
     ("index.threads", "true"),
 )
+
+
+_TREE_ID = re.compile(r"[0-9a-f]{40}")
+"""A tree id as this store's git writes them (SHA-1)."""
 
 
 class SnapshotError(TreadleError):
@@ -560,7 +565,36 @@ class GitSnapshotStore:
     def keep(self, conversation_id: str, tree: str) -> None:
         """Keep ``tree`` alive for ``conversation_id`` (until that conversation is deleted)."""
         self._ensure()
-        self._run(["update-ref", f"{_refs(conversation_id)}{tree}", tree])
+        ref = f"{_refs(conversation_id)}{tree}"
+        if not self._write_new_ref(ref, tree):
+            self._run(["update-ref", ref, tree])
+
+    def _write_new_ref(self, ref: str, tree: str) -> bool:
+        """Write the loose ref ``ref`` (new, or already ``tree``) as git itself does: its
+        ``.lock`` made exclusively, filled, renamed over. A snapshot ref never changes value,
+        so no old value is to be checked; it saves a git process per snapshot of a new tree
+        (~2 ms of CPU). False when git should do it (an unexpected name, a lock held, any
+        error): then ``update-ref`` decides."""
+        if not _TREE_ID.fullmatch(tree):
+            return False
+        path = self.git_dir / ref
+        if path.is_file():
+            return True  # kept already (a ref written once is enough)
+        lock = path.with_name(path.name + ".lock")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return False
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(tree + "\n")
+            os.replace(lock, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+            return False
+        return True
 
     def kept(self, conversation_id: str) -> list[str]:
         self._ensure()
