@@ -242,6 +242,7 @@ class GitSnapshotStore:
             unchanged = self._unchanged(work_tree, index, rules, started)
             if unchanged is not None:
                 return self._since(previous, unchanged)
+            self._quiet.pop(str(index), None)  # (a walk that fails leaves nothing to trust)
             skip, taken = self._walk(
                 work_tree,
                 index,
