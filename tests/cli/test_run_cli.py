@@ -19,7 +19,7 @@ from treadle.events.audit import audit_events
 from treadle.events.projection import project_messages
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.status import read_status
-from treadle.store.leases import SERVER, open_leases
+from treadle.store.leases import SERVER, open_leases, sqlite_leases_path
 from treadle.store.urls import open_store
 
 
@@ -291,7 +291,7 @@ def test_a_killed_cli_run_shows_as_interrupted_and_no_server_takes_it_over(tmp_p
     process.kill()
     process.wait()
     info, _events = _stored(store_url)
-    with sqlite3.connect(tmp_path / "run.db") as conn:
+    with sqlite3.connect(sqlite_leases_path(tmp_path / "run.db")) as conn:
         (owner,) = conn.execute("SELECT owner FROM run_leases").fetchone()
         assert owner.startswith("cli-")
         conn.execute("UPDATE run_leases SET expires_at = 0")  # as if its TTL had passed
@@ -307,7 +307,8 @@ def test_a_killed_cli_run_shows_as_interrupted_and_no_server_takes_it_over(tmp_p
         served.stop()
     assert seen.status == "running"
     assert (seen.status_reason or "").startswith("interrupted: ")
-    with sqlite3.connect(tmp_path / "run.db") as conn:  # still the dead CLI's lease: not taken
+    # still the dead CLI's lease: not taken
+    with sqlite3.connect(sqlite_leases_path(tmp_path / "run.db")) as conn:
         assert conn.execute("SELECT owner FROM run_leases").fetchone() == (owner,)
 
 

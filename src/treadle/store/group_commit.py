@@ -88,7 +88,8 @@ class GroupCommit:
     """Runs units in shared transactions on the connection ``connection()`` lends (the
     calling thread's, held for the transaction); ``lock`` is held around each group's
     transaction (the store's write lock, so its other writes never interleave);
-    ``after_commit`` runs after each successful COMMIT."""
+    ``after_commit`` runs after each successful COMMIT; ``begin`` opens each transaction
+    (``BEGIN IMMEDIATE``, however it waits for the file's write lock)."""
 
     def __init__(
         self,
@@ -97,8 +98,12 @@ class GroupCommit:
         *,
         after_commit: Callable[[], None] = lambda: None,
         max_units: int = DEFAULT_MAX_UNITS,
+        begin: Callable[[sqlite3.Connection], object] = lambda conn: conn.execute(
+            "BEGIN IMMEDIATE"
+        ),
     ) -> None:
         self._connection = connection
+        self._begin = begin
         self._lock = lock
         self._after_commit = after_commit
         self._max_units = max_units
@@ -184,12 +189,14 @@ class GroupCommit:
         outcomes: list[tuple[object, BaseException | None]] = []
         try:
             with self._lock, self._connection() as conn:
-                conn.execute("BEGIN IMMEDIATE")
+                self._begin(conn)
                 try:
                     while True:
                         for ticket in group[len(outcomes) :]:
                             outcomes.append(
-                                _run_unit(conn, ticket) if outcomes else _run_first(conn, ticket)
+                                _run_unit(conn, ticket)
+                                if outcomes
+                                else _run_first(conn, ticket, self._begin)
                             )
                         # Units queued while these ran join this commit: their threads
                         # prepared them during this group's SQL, and would otherwise wait
@@ -242,7 +249,9 @@ def _run_unit(
 
 
 def _run_first(
-    conn: sqlite3.Connection, ticket: _Ticket[object]
+    conn: sqlite3.Connection,
+    ticket: _Ticket[object],
+    begin: Callable[[sqlite3.Connection], object],
 ) -> tuple[object, BaseException | None]:
     """Run the first unit of a transaction, which needs no savepoint: when it fails, the
     whole transaction (nothing but its writes) is rolled back and begun again for the units
@@ -254,7 +263,7 @@ def _run_first(
         raise
     except Exception as error:
         conn.execute("ROLLBACK")
-        conn.execute("BEGIN IMMEDIATE")
+        begin(conn)
         return None, error
 
 

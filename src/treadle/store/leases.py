@@ -4,7 +4,8 @@ another process may take the conversation over (its ``run`` then closes interrup
 An owner string starts with its kind (``server-…``, ``cli-…``): a server takes over only what a
 server started; a CLI run that died is resumed only by someone running it again.
 
-The lease lives beside the events, in the same database, in a table of its own. A lost
+On PostgreSQL the lease lives beside the events, in the same database, in a table of its own;
+on SQLite in a file of its own beside the store's (``sqlite_leases_path``). A lost
 connection is replaced and the statement run again (each of them may be repeated safely);
 a store that stays out of reach raises StoreUnavailable, except from ``release``.
 """
@@ -24,10 +25,14 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from treadle.store.base import StoreError, StoreUnavailable
-from treadle.store.sqlite import connection_pragmas, sqlite_errors
+from treadle.store.sqlite import sqlite_errors
+from treadle.store.sqlite_locking import begin_immediate, enter_wal_mode
 from treadle.store.urls import sqlite_path_and_options
 
 logger = logging.getLogger(__name__)
+
+LEASE_BUSY_TIMEOUT_S = 30.0
+"""How long a lease write waits for the file's write lock before it fails."""
 
 SERVER = "server"
 CLI = "cli"
@@ -77,18 +82,40 @@ def open_leases(url: str) -> RunLeases:
     return PostgresRunLeases(url)
 
 
+LEASES_SUFFIX = "-leases"
+
+
+def sqlite_leases_path(store_path: Path) -> Path:
+    """Where the leases of the SQLite store at ``store_path`` live: a file of their own beside
+    it (``events.db`` -> ``events.db-leases``, with its own ``-wal`` and ``-shm``).
+
+    Not the store's file: SQLite has one write lock per file, and every durable event commit
+    holds it through its fsync. In the store's file a lease write (a run's start, each
+    renewal) waited behind the events' commits of every process, and they behind it: with
+    200 conversations running in two workers, taking a run's lease took 10-13 ms on average
+    (up to ~0.5 s), most of a run request's time. In a file of their own lease writes wait
+    only for each other (a few tens of microseconds each, no fsync)."""
+    return store_path.with_name(store_path.name + LEASES_SUFFIX)
+
+
 class SqliteRunLeases:
-    """Leases in the SQLite file: serialised by SQLite's write lock (one machine)."""
+    """Leases in a SQLite file beside the store's: serialised by its write lock (one machine)."""
 
     def __init__(self, path: str) -> None:
-        self._path = Path(path)
+        store = Path(path)
+        self._path = sqlite_leases_path(store)
+        if not store.is_file():
+            # The store's file must exist: leases alone beside nothing would make a store
+            # path that is not a Treadle store look in use.
+            raise StoreError(
+                f"cannot open the run leases of store {path}: there is no store there; open "
+                "the store first"
+            )
         try:
-            # mode=rw: the store's file must exist; a lease table alone would make the path a
-            # SQLite file that is not a Treadle store
             self._conn = sqlite3.connect(
-                f"file:{quote(path)}?mode=rw",
+                f"file:{quote(str(self._path))}?mode=rwc",
                 uri=True,
-                timeout=30,
+                timeout=LEASE_BUSY_TIMEOUT_S,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -97,28 +124,32 @@ class SqliteRunLeases:
                 f"cannot open the run leases of store {path} ({error}); open the store first"
             ) from None
         self._lock = threading.Lock()  # one connection, used by the run threads in turn
-        with self._lock, self._errors():
-            # The store's own checkpoint policy (a connection of SQLite's defaults would
-            # checkpoint at a tenth of the WAL the store lets grow), and no fsync per lease
-            # write: a lease only matters while its holder lives, and a power loss that could
-            # undo the last writes (never corrupt the file: WAL with NORMAL) ends every holder
-            # with it (one machine; PostgreSQL's leases stay synchronous: its holders outlive
-            # its crash). A killed process loses nothing either way. Each fsync held the file's
-            # write lock, so the events' group commits waited on the leases' fsyncs.
-            for pragma in connection_pragmas("fast"):
-                self._conn.execute(pragma)
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS run_leases ("
-                " conversation_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)"
-            )
+        try:
+            with self._lock, self._errors():
+                # WAL: reading a lease never waits for a lease write. No fsync per lease write
+                # (synchronous NORMAL): a lease only matters while its holder lives, and a
+                # power loss that could undo the last writes (never corrupt the file: WAL with
+                # NORMAL) ends every holder with it (one machine; PostgreSQL's leases stay
+                # synchronous: its holders outlive its crash). A killed process loses nothing
+                # either way.
+                if enter_wal_mode(self._conn, LEASE_BUSY_TIMEOUT_S) != "wal":
+                    raise StoreError(f"cannot put the run leases file {self._path} in WAL mode")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS run_leases (conversation_id TEXT PRIMARY KEY,"
+                    " owner TEXT NOT NULL, expires_at REAL NOT NULL)"
+                )
+        except BaseException:
+            self._conn.close()
+            raise
 
     def _errors(self) -> AbstractContextManager[None]:
-        return sqlite_errors(self._path, busy_timeout=30)
+        return sqlite_errors(self._path, busy_timeout=LEASE_BUSY_TIMEOUT_S)
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         with self._lock, self._errors():
             conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
+            begin_immediate(conn, LEASE_BUSY_TIMEOUT_S)
             try:
                 changed = conn.execute(sql, params).rowcount
                 conn.execute("COMMIT")

@@ -38,7 +38,6 @@ import json
 import os
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -80,6 +79,7 @@ from treadle.store.conversation_rows import conversation_info, metadata_json
 from treadle.store.group_commit import GroupCommit
 from treadle.store.paging import check_query, page_of
 from treadle.store.payloads import read_payload
+from treadle.store.sqlite_locking import begin_immediate, enter_wal_mode
 from treadle.store.sqlite_schema import (
     DEFAULT_BUSY_TIMEOUT,
     migrate,
@@ -274,6 +274,7 @@ class SqliteEventStore:
             lambda: self._holder(check=False),
             self._write_lock,
             after_commit=lambda: self._check_file(writing=True),
+            begin=lambda conn: begin_immediate(conn, self._busy_timeout),
         )
         self._closed = False
         self._indexer = TextIndexer(self._index_text_chunk, f"treadle-text-index {self.path.name}")
@@ -395,17 +396,8 @@ class SqliteEventStore:
 
     def _migrate(self) -> None:
         with self._errors(), self._lent() as conn:
-            deadline = time.monotonic() + self._busy_timeout
-            while True:
-                # Needs a moment with no other writer; SQLite may not wait by itself here.
-                try:
-                    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                    break
-                except sqlite3.OperationalError as error:
-                    if "locked" not in str(error) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.01)
-            if str(mode).lower() != "wal":
+            mode = enter_wal_mode(conn, self._busy_timeout)
+            if mode != "wal":
                 raise StoreError(f"cannot put {self.path} in WAL mode (got {mode!r})")
         with self._writing() as conn:
             migrate(conn, self.path)
@@ -431,7 +423,7 @@ class SqliteEventStore:
         with self._write_lock, self._errors(), self._lent() as conn:
             # IMMEDIATE takes the file's write lock now, so the reads below already see every
             # commit of other writers (APPEND step 1) and nobody commits until we are done.
-            conn.execute("BEGIN IMMEDIATE")
+            begin_immediate(conn, self._busy_timeout)
             try:
                 yield conn
                 conn.execute("COMMIT")

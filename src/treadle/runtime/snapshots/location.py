@@ -9,6 +9,7 @@ import hashlib
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from treadle.store.leases import sqlite_leases_path
 from treadle.store.urls import sqlite_path_and_options
 
 
@@ -37,11 +38,16 @@ def snapshot_root(store_url: str, data_dir: Path | None = None) -> Path | None:
 
 @functools.lru_cache(maxsize=64)
 def store_files(store_url: str) -> tuple[Path, ...]:
-    """The files of the store itself (SQLite's database and journals): never snapshotted,
-    never restored over, even when they lie inside a workspace. Resolved once per URL (every
-    batch's snapshot asks)."""
+    """The files of the store itself (SQLite's database, its run leases' file, and their
+    journals): never snapshotted, never restored over, even when they lie inside a workspace.
+    Resolved once per URL (every batch's snapshot asks)."""
     if urlsplit(store_url).scheme.split("+", 1)[0].lower() != "sqlite":
         return ()
     path, _options = sqlite_path_and_options(store_url)
     path = path.resolve()
-    return (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal")))
+    leases = sqlite_leases_path(path)
+    return tuple(
+        file.with_name(file.name + suffix)
+        for file in (path, leases)
+        for suffix in ("", "-wal", "-shm", "-journal")
+    )
