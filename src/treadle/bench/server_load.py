@@ -9,7 +9,7 @@ refused, the server's peak RSS, and the CPU per model step split three ways:
 
 - ``model_client``: the model client's own CPU per call, measured in this process by making
   the same calls through the same client to the same provider: the one the server uses for
-  an OpenAI-compatible base URL (``model_client``: the ``openai`` package's), with each
+  an OpenAI-compatible base URL (``model_client``: the OpenAI-compatible one, on httpx), with each
   client's figure beside it (``..._openai``, ``..._litellm``);
 - ``children``: the server's child processes (the sandboxed shells, bubblewrap, git);
 - ``treadle``: the server process's CPU per step less the model client's: events, appends,
@@ -187,8 +187,8 @@ def reset_peak_rss(pid: int) -> None:
 
 
 MODEL_CLIENTS = ("litellm", "openai")
-"""The model clients measured: LiteLLM, and the OpenAI-compatible one on the ``openai``
-package (``treadle.runtime.llm.choice``)."""
+"""The model clients measured: LiteLLM, and the OpenAI-compatible one on httpx
+(``treadle.runtime.llm.choice``)."""
 
 
 def model_client_cpu_per_call(base_url: str, client: str | None = None) -> float:

@@ -409,16 +409,16 @@ def test_the_openai_clients_pool_is_its_own_and_closed_with_it():
         pools = [first._client, second._client]
         assert pools[0] is not pools[1]
         # ... but one TLS trust for the process: the CA bundle is loaded once, not per model.
-        contexts = {id(pool._client._transport.inner._pool._ssl_context) for pool in pools}
+        contexts = {id(pool._transport.inner._pool._ssl_context) for pool in pools}
         assert contexts == {id(shared_tls_context())}
         first.close()
-        assert pools[0].is_closed()
-        assert not pools[1].is_closed()
+        assert pools[0].is_closed
+        assert not pools[1].is_closed
         with pytest.raises(ModelError, match="was closed"):
             first.complete(ModelRequest(MESSAGES))
         first.close()  # twice: harmless
         second.close()
-    assert pools[1].is_closed()
+    assert pools[1].is_closed
 
 
 def test_only_an_openai_compatible_base_url_gets_the_openai_client():

@@ -1,6 +1,6 @@
 """Which client calls a provider: an ``openai/NAME`` model with a base URL (an OpenAI-compatible
-server: vLLM, llama.cpp, Ollama, a proxy) goes through ``OpenAICompatibleModel`` on the
-``openai`` package; any other (a named provider such as ``anthropic/...``, ``gpt-4o`` on
+server: vLLM, llama.cpp, Ollama, a proxy) goes through ``OpenAICompatibleModel`` (plain HTTP
+with httpx); any other (a named provider such as ``anthropic/...``, ``gpt-4o`` on
 OpenAI's own endpoint) through LiteLLM. Both keep the same guarantees (``provider.py``)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A model endpoint's answer, bounded: the endpoint is outside the system and is treated as
-hostile. ``guard_client`` wraps an httpx client's transports (the ``openai`` package's client:
-``httpx`` or its successor ``httpx2``, whichever the package uses) so that
+hostile. ``guard_client`` wraps an httpx client's transports (``httpx``, or its successor
+``httpx2``: the OpenAI-compatible client's, and any other's) so that
 
 - a response body past ``limit`` bytes is refused (``UnreadableAnswer``) as soon as the count
   passes it, a ``Content-Length`` past it before a byte is read: no multi-GB or endless
@@ -34,7 +34,7 @@ none in progress here. Read by the socket operations of the guarded pools."""
 
 class UnreadableAnswer(Exception):
     """The endpoint's answer is refused unread: too large, or compressed. Not an error of the
-    HTTP library, so neither the ``openai`` package nor httpx wraps it: it reaches the client's
+    HTTP library, so httpx does not wrap it: it reaches the client's
     failure mapping as it is, which makes it a non-retryable model error (asking again gets
     the same answer)."""
 

@@ -1,16 +1,18 @@
 """The real model at an OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, a proxy: a model
-named ``openai/NAME`` with a ``base_url``), called with the ``openai`` package directly.
+named ``openai/NAME`` with a ``base_url``), called over HTTP with ``httpx`` directly.
 
-LiteLLM builds on the same package but costs several milliseconds of CPU per call on top of it
-(its request and response translation, logging and cost hooks), the larger part of a server's
-CPU per model step; this client does only what the chat-completions endpoint needs. What it
-guarantees is ``LiteLLMModel``'s, from the same shared code (``treadle.runtime.llm.provider``):
-retries and their deadline, errors in words, responses read the same way. LiteLLM's knowledge
-of models still answers for the window and prices (its map file, read without importing
-LiteLLM: ``model_map``) and for token counts (LiteLLM imported when a count is first needed).
+LiteLLM costs several milliseconds of CPU per call (its request and response translation,
+logging and cost hooks), and the ``openai`` package it builds on about 2.5 ms more than the
+HTTP exchange itself (its request options, headers and typed response models), the larger
+part of a server's CPU per model step. The chat-completions endpoint needs neither: one JSON
+body POSTed, one JSON answer read by attribute (``Answer``). What this client guarantees is
+``LiteLLMModel``'s, from the same shared code (``treadle.runtime.llm.provider``): retries and
+their deadline, ``Retry-After``, errors in words, responses read the same way, usage and cost.
+LiteLLM's knowledge of models still answers for the window and prices (its map file, read
+without importing LiteLLM: ``model_map``) and for token counts (LiteLLM imported when a count
+or a price is first needed).
 
-``openai`` is imported on the first call (a command line that never calls a model never loads
-it). The client's connection pool is this object's: ``close`` frees it, and the conversation's
+The client's connection pool is this object's: ``close`` frees it, and the conversation's
 parts that built the model close it with them. Its transports are guarded (``guard.py``): an
 answer's body is capped at ``ModelSettings.max_response_bytes`` and each attempt, its body
 included, ends within the attempt's timeout.
@@ -49,6 +51,8 @@ from treadle.runtime.llm.provider import (
 if TYPE_CHECKING:
     import ssl
 
+    import httpx
+
 PROVIDER_PREFIX = "openai/"
 
 
@@ -78,7 +82,7 @@ def shared_tls_context() -> ssl.SSLContext:
 
 
 class OpenAICompatibleModel(ProviderModel):
-    """``LanguageModel`` over ``openai.OpenAI(base_url=...).chat.completions.create``."""
+    """``LanguageModel`` over ``POST {base_url}/chat/completions``."""
 
     def __init__(
         self,
@@ -93,7 +97,7 @@ class OpenAICompatibleModel(ProviderModel):
                 f"model {self.settings.model}: an OpenAI-compatible client needs a model named "
                 "openai/NAME and a base URL"
             )
-        self._client: Any = None
+        self._client: httpx.Client | None = None
         self._closed = False
         self._lock = threading.Lock()
         self._count = litellm_token_counter(self.settings.model)
@@ -119,7 +123,7 @@ class OpenAICompatibleModel(ProviderModel):
             client.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        client = self._openai()
+        client = self._http()
         body: dict[str, Any] = {
             "model": self.settings.model.removeprefix(PROVIDER_PREFIX),
             "messages": list(request.messages),
@@ -128,86 +132,158 @@ class OpenAICompatibleModel(ProviderModel):
             body["tools"] = list(request.tools)
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
-        from openai.types.chat import ChatCompletion
-
-        # ``client.post`` sends the body as it is: ``chat.completions.create`` would first walk
-        # every message and tool schema against the SDK's typed dicts (about a millisecond of
-        # CPU per call here) to change nothing in plain JSON. Errors and the answer's reading
-        # are the SDK's either way.
-        raw = call_with_retries(
-            self,
-            lambda timeout_s: client.post(
-                "/chat/completions",
-                body=body,
-                cast_to=ChatCompletion,
-                options={"timeout": timeout_s},
-            ),
-            self._failure,
+        # Encoded once for every attempt; a value JSON cannot carry is the caller's error.
+        content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
+        answer = call_with_retries(
+            self, lambda timeout_s: _post(client, content, timeout_s), self._failure
         )
-        return read_response(self, raw, self._price)
+        return read_response(self, answer, lambda raw: self._price(raw.as_dict()))
 
-    def _openai(self) -> Any:
-        """The client and its connection pool, made on the first call."""
+    def _http(self) -> httpx.Client:
+        """The client and its connection pool, made on the first call (httpx imported then: a
+        command line that never calls a model never loads it)."""
+        import httpx
+
         with self._lock:
             if self._closed:
                 raise ModelError(f"model {self.name} was closed: it answers no more calls")
             if self._client is None:
-                import openai
-
-                self._client = openai.OpenAI(
-                    # Local servers take any key, but the client sends none without one; and
-                    # never OPENAI_API_KEY from this process's environment.
-                    api_key=self.settings.api_key or "no-key",
-                    base_url=self.settings.base_url,
-                    max_retries=0,  # retries are ours, so backoff and counting are in one place
-                    timeout=self.settings.timeout_s,
-                    # Its own pool, the process's TLS trust: loading the CA bundle costs ~35 ms
-                    # of CPU, more than all of a conversation's other model-client work. The
-                    # endpoint is not trusted with the size or the pace of its answer: bodies
-                    # are capped and each attempt ends within its timeout (``guard.py``).
-                    http_client=guard_client(
-                        openai.DefaultHttpxClient(verify=shared_tls_context()),
-                        limit=self.settings.max_response_bytes,
-                        where=self.settings.where,
+                self._client = guard_client(
+                    httpx.Client(
+                        base_url=_with_slash(str(self.settings.base_url)),
+                        headers={
+                            # Local servers take any key, but some want the header; and never
+                            # OPENAI_API_KEY from this process's environment.
+                            "Authorization": f"Bearer {self.settings.api_key or 'no-key'}",
+                            "Content-Type": "application/json",
+                            "Accept": "application/json",
+                            "User-Agent": USER_AGENT,
+                        },
+                        timeout=self.settings.timeout_s,
+                        follow_redirects=True,  # a proxy's 307/308 keeps the POST and its body
+                        # The process's TLS trust: loading the CA bundle costs ~35 ms of CPU,
+                        # more than all of a conversation's other model-client work.
+                        verify=shared_tls_context(),
+                        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
                     ),
+                    # The endpoint is not trusted with the size or the pace of its answer:
+                    # bodies are capped and each attempt ends within its timeout.
+                    limit=self.settings.max_response_bytes,
+                    where=self.settings.where,
                 )
             return self._client
 
     def _failure(self, error: Exception) -> Failure | None:
-        """The ``openai`` package's error as one of the policy's kinds (None: not a provider's
-        error). Retried as on LiteLLM's path: 408, 429, 5xx, timeouts, cut connections and a
-        body that is not JSON."""
-        import openai
+        """An attempt's error as one of the policy's kinds (None: not a provider's error).
+        Retried as on LiteLLM's path: 408, 429, 5xx, timeouts, cut connections and a body
+        that is not JSON."""
+        import httpx
 
         where = self.settings.where
         if isinstance(error, UnreadableAnswer):  # too large or compressed: the same next time
             return Failure("unusable", error.reason)
         if isinstance(error, RecursionError):  # JSON nested past what json.loads can recurse
             return Failure("unusable", describe(where, "", too_deep=True))
-        if isinstance(error, json.JSONDecodeError):  # a 200 whose body is not JSON
+        if isinstance(error, ValueError) and not isinstance(error, RefusedAnswer):
+            # A 200 whose body is not JSON (json.JSONDecodeError, or bytes of no encoding).
             return Failure("transient", describe(where, short(error), not_json=True))
-        if isinstance(error, openai.APITimeoutError):
+        if isinstance(error, httpx.TimeoutException):
             return Failure("transient", describe(where, short(error), timed_out=True))
-        if isinstance(error, openai.APIConnectionError):
+        if isinstance(error, httpx.TransportError):
             return Failure("transient", describe(where, short(error), cut=True))
-        if not isinstance(error, openai.APIStatusError):
-            # Any other error of the package is about this answer: asking again will not help.
-            return (
-                Failure("refused", short(error)) if isinstance(error, openai.OpenAIError) else None
-            )
-        status = error.status_code
-        body = error.body
-        message = body.get("message") if isinstance(body, dict) else body
-        code = body.get("code") if isinstance(body, dict) else None
-        text = short(message if isinstance(message, str) and message.strip() else error)
-        reason = describe(where, text, status=status)
+        if not isinstance(error, RefusedAnswer):
+            return None
+        status = error.status
+        reason = describe(where, short(error.message or f"HTTP {status}"), status=status)
         if status in (408, 429) or status >= 500:
-            return Failure("transient", reason, retry_after(error.response.headers))
-        if says_context_exceeded(status, code, str(message)):
+            return Failure("transient", reason, retry_after(error.headers))
+        if says_context_exceeded(status, error.code, error.message):
             return Failure("context", reason)
         if status == 401:
             return Failure("auth", reason)
         return Failure("refused", reason)
+
+
+USER_AGENT = "treadle"
+
+
+def _with_slash(url: str) -> str:
+    """``url`` ending in ``/``: httpx joins ``chat/completions`` under its last segment only
+    then (``http://h/v1`` + ``chat/completions`` would be ``http://h/chat/completions``)."""
+    return url if url.endswith("/") else url + "/"
+
+
+def _post(client: httpx.Client, content: bytes, timeout_s: float) -> Answer:
+    """One attempt: the answer, or ``RefusedAnswer`` for an HTTP error status (httpx's own
+    errors, ``UnreadableAnswer`` and a body that is not JSON raised as they are)."""
+    response = client.post("chat/completions", content=content, timeout=timeout_s)
+    if response.status_code != 200:  # an error status; a 204 or a 3xx left has no answer
+        raise RefusedAnswer(response)
+    return Answer(json.loads(response.content))
+
+
+class RefusedAnswer(Exception):
+    """The endpoint answered with an error status: its status, headers (``Retry-After``),
+    and the message and code of its error body (OpenAI's ``{"error": {"message", "code"}}``,
+    or whatever text it sent)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.status = response.status_code
+        self.headers = response.headers
+        self.message, self.code = _error_of(response)
+        super().__init__(f"HTTP {self.status}: {self.message}")
+
+
+def _error_of(response: httpx.Response) -> tuple[str, str | None]:
+    try:
+        body: Any = json.loads(response.content)
+    except (ValueError, RecursionError):
+        return response.content[:2000].decode("utf-8", "replace").strip(), None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    if isinstance(body, dict):
+        message, code = body.get("message"), body.get("code")
+        return (
+            message if isinstance(message, str) else json.dumps(body)[:2000],
+            code if isinstance(code, str) else None,
+        )
+    return json.dumps(body)[:2000], None
+
+
+class Answer:
+    """A JSON answer read by attribute, as ``read_response`` reads both clients' answers
+    (``answer.choices[0].message.tool_calls``): a missing field is an AttributeError (so
+    ``getattr(..., None)`` says None), nested objects are Answers, lists of them lists."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def __getattr__(self, name: str) -> Any:
+        value = self._value
+        if not isinstance(value, dict) or name not in value:
+            raise AttributeError(name)
+        return _wrapped(value[name])
+
+    def as_dict(self) -> Any:
+        """The JSON value itself (what LiteLLM's price function reads)."""
+        return self._value
+
+    def model_dump_json(self) -> str:
+        """The answer as JSON text (what an error about it shows)."""
+        return json.dumps(self._value, ensure_ascii=False)
+
+    def __repr__(self) -> str:
+        return f"Answer({self._value!r})"
+
+
+def _wrapped(value: Any) -> Any:
+    if isinstance(value, dict):
+        return Answer(value)
+    if isinstance(value, list):
+        return [_wrapped(item) for item in value]
+    return value
 
 
 def _model_info(model: str) -> Mapping[str, Any] | None:

@@ -408,7 +408,7 @@ def _read(model: ProviderModel, raw: Any, cost: Callable[[Any], float]) -> Model
                     if isinstance(arguments, str)
                     else ""
                     if arguments is None
-                    else json.dumps(arguments)
+                    else json.dumps(arguments, default=_json_value)
                 ),
             )
         )
@@ -435,6 +435,13 @@ def _read(model: ProviderModel, raw: Any, cost: Callable[[Any], float]) -> Model
             cost_usd=cost_usd,
         ),
     )
+
+
+def _json_value(value: Any) -> Any:
+    """A value read by attribute (the OpenAI-compatible client's ``Answer``) as plain JSON."""
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def bad_response(model: ProviderModel, raw: Any, problem: str) -> ModelError:
