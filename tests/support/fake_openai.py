@@ -130,7 +130,7 @@ class FakeOpenAIServer:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                for name, value in extra.items():
+                for name, value in {**extra, **reply.get("headers", {})}.items():
                     self.send_header(name, value)
                 if "retry_after" in reply:
                     self.send_header("Retry-After", str(reply["retry_after"]))

@@ -400,6 +400,55 @@ def test_the_openai_client_sends_no_key_of_the_environment(monkeypatch):
     assert headers["authorization"] == "Bearer no-key"
 
 
+def test_the_openai_client_keeps_no_cookie_of_the_endpoint():
+    replies = [{"text": "one", "headers": {"Set-Cookie": "session=abc; Path=/"}}, {"text": "two"}]
+    with FakeOpenAIServer(replies) as server:
+        model = OpenAICompatibleModel(ModelSettings("openai/m", base_url=server.base_url))
+        assert model.complete(ModelRequest(MESSAGES)).text == "one"
+        assert model.complete(ModelRequest(MESSAGES)).text == "two"
+        model.close()
+    second = {k.lower() for k in server.requests[1]["headers"]}
+    assert "cookie" not in second
+    assert server.requests[1]["path"] == "/v1/chat/completions"
+
+
+def test_the_openai_client_sends_odd_text_and_each_calls_own_tools():
+    """A lone surrogate a tool printed goes as a JSON escape (the request cannot fail to
+    encode); the tool schemas, encoded once, are still each call's own when they change."""
+    first_tools = [{"type": "function", "function": {"name": "a", "parameters": {}}}]
+    second_tools = [{"type": "function", "function": {"name": "b", "parameters": {}}}]
+    odd = [{"role": "user", "content": "a\ud800b \u00e9 \U0001f600"}]
+    with FakeOpenAIServer([{"text": "1"}, {"text": "2"}, {"text": "3"}]) as server:
+        model = OpenAICompatibleModel(ModelSettings("openai/m", base_url=server.base_url))
+        model.complete(ModelRequest(odd, first_tools))
+        model.complete(ModelRequest(MESSAGES, second_tools))
+        model.complete(ModelRequest(MESSAGES, first_tools))
+        model.close()
+    bodies = [request["body"] for request in server.requests]
+    assert bodies[0]["messages"] == odd
+    assert [body["tools"] for body in bodies] == [first_tools, second_tools, first_tools]
+    assert bodies[0]["model"] == "m"
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        ({"status": 400, "body": "upstream said no"}, "upstream said no"),
+        ({"status": 400, "error": {"message": "bad field", "code": "x"}}, "bad field"),
+        ({"status": 403, "payload": ["not", "an", "object"]}, '["not", "an", "object"]'),
+    ],
+)
+def test_the_openai_client_says_the_endpoints_own_words_of_a_refusal(reply, said):
+    with FakeOpenAIServer([reply]) as server:
+        model = provider_model(OpenAICompatibleModel, server)
+        with pytest.raises(ModelError) as raised:
+            model.complete(ModelRequest(MESSAGES))
+        model.close()
+    assert said in str(raised.value)
+    assert str(reply["status"]) in str(raised.value)
+    assert len(server.requests) == 1  # a refusal is not retried
+
+
 def test_the_openai_clients_pool_is_its_own_and_closed_with_it():
     with FakeOpenAIServer([{"text": "one"}, {"text": "two"}]) as server:
         first = OpenAICompatibleModel(ModelSettings("openai/m", base_url=server.base_url))

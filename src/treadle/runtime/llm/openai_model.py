@@ -20,10 +20,11 @@ included, ends within the attempt's timeout.
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from treadle.runtime.llm.base import ModelError, ModelRequest, ModelResponse
@@ -98,6 +99,8 @@ class OpenAICompatibleModel(ProviderModel):
                 "openai/NAME and a base URL"
             )
         self._client: httpx.Client | None = None
+        self._url: httpx.URL | None = None
+        self._tools_encoded: tuple[list[dict[str, Any]], str] = ([], "[]")
         self._closed = False
         self._lock = threading.Lock()
         self._count = litellm_token_counter(self.settings.model)
@@ -123,34 +126,47 @@ class OpenAICompatibleModel(ProviderModel):
             client.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        client = self._http()
-        body: dict[str, Any] = {
-            "model": self.settings.model.removeprefix(PROVIDER_PREFIX),
-            "messages": list(request.messages),
-        }
+        client, url = self._http()
+        # The body is encoded once for every attempt (a value JSON cannot carry is the
+        # caller's error); the tool schemas, the same at every step, once for all calls.
+        parts = [
+            '{"model":',
+            _json(self.settings.model.removeprefix(PROVIDER_PREFIX)),
+            ',"messages":',
+            _json(list(request.messages)),
+        ]
         if request.tools:
-            body["tools"] = list(request.tools)
+            parts += [',"tools":', self._tools_json(request.tools)]
         if self.settings.temperature is not None:
-            body["temperature"] = self.settings.temperature
-        # Encoded once for every attempt; a value JSON cannot carry is the caller's error.
-        content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
+            parts += [',"temperature":', _json(self.settings.temperature)]
+        content = ("".join(parts) + "}").encode()
         answer = call_with_retries(
-            self, lambda timeout_s: _post(client, content, timeout_s), self._failure
+            self, lambda timeout_s: _post(client, url, content, timeout_s), self._failure
         )
         return read_response(self, answer, lambda raw: self._price(raw.as_dict()))
 
-    def _http(self) -> httpx.Client:
+    def _tools_json(self, tools: Sequence[dict[str, Any]]) -> str:
+        seen, encoded = self._tools_encoded
+        if tools != seen:  # compared in C: far cheaper than encoding them again
+            encoded = _json(list(tools))
+            self._tools_encoded = (list(tools), encoded)
+        return encoded
+
+    def _http(self) -> tuple[httpx.Client, httpx.URL]:
         """The client and its connection pool, made on the first call (httpx imported then: a
-        command line that never calls a model never loads it)."""
+        command line that never calls a model never loads it), and the endpoint's URL (parsed
+        once: httpx parses a URL given as text at every request)."""
         import httpx
 
         with self._lock:
             if self._closed:
                 raise ModelError(f"model {self.name} was closed: it answers no more calls")
             if self._client is None:
+                self._url = httpx.URL(_with_slash(str(self.settings.base_url))).join(
+                    "chat/completions"
+                )
                 self._client = guard_client(
                     httpx.Client(
-                        base_url=_with_slash(str(self.settings.base_url)),
                         headers={
                             # Local servers take any key, but some want the header; and never
                             # OPENAI_API_KEY from this process's environment.
@@ -161,6 +177,7 @@ class OpenAICompatibleModel(ProviderModel):
                         },
                         timeout=self.settings.timeout_s,
                         follow_redirects=True,  # a proxy's 307/308 keeps the POST and its body
+                        cookies=_NoCookies(),
                         # The process's TLS trust: loading the CA bundle costs ~35 ms of CPU,
                         # more than all of a conversation's other model-client work.
                         verify=shared_tls_context(),
@@ -171,7 +188,8 @@ class OpenAICompatibleModel(ProviderModel):
                     limit=self.settings.max_response_bytes,
                     where=self.settings.where,
                 )
-            return self._client
+            assert self._url is not None
+            return self._client, self._url
 
     def _failure(self, error: Exception) -> Failure | None:
         """An attempt's error as one of the policy's kinds (None: not a provider's error).
@@ -207,16 +225,31 @@ class OpenAICompatibleModel(ProviderModel):
 USER_AGENT = "treadle"
 
 
+class _NoCookies(http.cookiejar.CookieJar):
+    """A cookie jar that keeps none: a model endpoint is answered by key, not by session, and
+    reading every answer's headers for cookies (httpx does it for each response) cost ~7% of
+    a busy server's model-client CPU."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
 def _with_slash(url: str) -> str:
-    """``url`` ending in ``/``: httpx joins ``chat/completions`` under its last segment only
+    """``url`` ending in ``/``: ``chat/completions`` is joined under its last segment only
     then (``http://h/v1`` + ``chat/completions`` would be ``http://h/chat/completions``)."""
     return url if url.endswith("/") else url + "/"
 
 
-def _post(client: httpx.Client, content: bytes, timeout_s: float) -> Answer:
+def _json(value: Any) -> str:
+    """JSON in ASCII (``\\u`` escapes): a lone surrogate a tool printed cannot fail the
+    request's encoding, and the endpoint reads the same text."""
+    return json.dumps(value, allow_nan=False)
+
+
+def _post(client: httpx.Client, url: httpx.URL, content: bytes, timeout_s: float) -> Answer:
     """One attempt: the answer, or ``RefusedAnswer`` for an HTTP error status (httpx's own
     errors, ``UnreadableAnswer`` and a body that is not JSON raised as they are)."""
-    response = client.post("chat/completions", content=content, timeout=timeout_s)
+    response = client.post(url, content=content, timeout=timeout_s)
     if response.status_code != 200:  # an error status; a 204 or a 3xx left has no answer
         raise RefusedAnswer(response)
     return Answer(json.loads(response.content))
