@@ -91,15 +91,18 @@ def test_begin_immediate_waits_for_the_other_writer_and_then_takes_the_lock(tmp_
 
     releaser = threading.Thread(target=release_soon)
     releaser.start()
+    # The first tries find the lock taken; the lock is freed while this one waits.
+    timer = threading.Timer(0.05, released.set)
+    timer.start()
     try:
-        # The first tries find the lock taken; the lock is freed while this one waits.
-        threading.Timer(0.05, released.set).start()
         begin_immediate(conn, 5)
         assert conn.in_transaction
         conn.execute("CREATE TABLE t (x)")
         conn.execute("COMMIT")
     finally:
         released.set()
+        timer.cancel()
+        timer.join()
         releaser.join()
         other.close()
     # The connection's own busy timeout is back for its other statements.

@@ -202,7 +202,7 @@ class OpenAICompatibleModel(ProviderModel):
             return Failure("unusable", error.reason)
         if isinstance(error, RecursionError):  # JSON nested past what json.loads can recurse
             return Failure("unusable", describe(where, "", too_deep=True))
-        if isinstance(error, ValueError) and not isinstance(error, RefusedAnswer):
+        if isinstance(error, ValueError):
             # A 200 whose body is not JSON (json.JSONDecodeError, or bytes of no encoding).
             return Failure("transient", describe(where, short(error), not_json=True))
         if isinstance(error, httpx.TimeoutException):
