@@ -14,7 +14,7 @@ import pytest
 
 from support.processes import alive
 from support.waiting import wait_until
-from treadle.runtime.tools import ToolContext, ToolResult, ToolSet, bash_session
+from treadle.runtime.tools import ToolContext, ToolResult, ToolSet, bash_session, process_tree
 from treadle.runtime.tools.bash_session import BashSession
 from treadle.runtime.tools.process_tree import _PID_MAX, Mark
 
@@ -77,7 +77,6 @@ def test_interrupt_kills_the_command_and_its_background_jobs_and_keeps_the_shell
 
     context.interruption.clear()  # the next run
     after = tools.call("terminal", {"command": 'echo "still $KEPT"; kill %1'}, context)
-    # bash may report the killed job ("[2]+  Killed  sleep 300") before or after this output.
     assert "still yes" in after.content.splitlines(), after.content
     assert after.data["shell_ended"] is False
     wait_until(lambda: not alive(old_job), timeout_s=30, what="the old job ends")
@@ -137,6 +136,47 @@ def test_ctrl_c_in_the_running_thread_stops_the_command(
         assert session.run("echo ok", 10).head == "ok\n"  # the same shell goes on
     finally:
         timer.join(timeout=60)
+        session.close()
+
+
+def test_the_notice_of_a_killed_job_goes_with_the_stopped_command_not_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loaded machine: the background job is killed (and reaped) only after bash has already
+    # printed the stopped command's marker, so its "[1]+ Killed" notice comes late.
+    real_kill = bash_session.kill_started_since
+    fg_pid = tmp_path / "fg.pid"
+
+    def kill_the_job_last(roots: tuple[int, ...], since: Mark) -> list[int]:
+        spared = {int(fg_pid.read_text())} if fg_pid.exists() else set()
+        if any(alive(pid) for pid in spared):  # the job lives on until the command has ended
+            job = int((tmp_path / "bg.pid").read_text())
+            pids = [pid for pid in process_tree.started_since(roots, since) if pid != job]
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            return pids
+        return real_kill(roots, since)
+
+    monkeypatch.setattr(bash_session, "kill_started_since", kill_the_job_last)
+    session = BashSession(tmp_path)
+    stop = threading.Event()
+
+    def stop_once_running() -> None:
+        _pid(fg_pid)
+        stop.set()
+        session.wake()
+
+    stopper = threading.Thread(target=stop_once_running, daemon=True)
+    try:
+        stopper.start()
+        command = "sleep 300 & echo $! > bg.pid; bash -c 'echo $$ > fg.pid; exec sleep 30'"
+        stopped = session.run(command, 60, stop=stop)
+        assert stopped.interrupted
+        assert "Killed                  sleep 300" in stopped.output, stopped.output
+        assert not alive(_pid(tmp_path / "bg.pid"))
+        assert session.run("echo ok", 10).output == "ok\n"
+    finally:
+        stopper.join(timeout=60)
         session.close()
 
 

@@ -18,9 +18,11 @@ Interrupt (the user's, not a timeout): ``run`` is given a ``stop`` event; anothe
 and calls ``wake``. The running command is then stopped now: the shell gets SIGINT (bash abandons
 the rest of the command line) and every process the command started (``process_tree``: its
 children and the background jobs it started, not those of earlier commands) is killed, again
-until the shell prints its marker. The shell survives, with its cwd and variables; if it does not
-answer within ``INTERRUPT_GRACE`` it is killed, and the next command starts a new one. The same
-happens when an exception (Ctrl-C's KeyboardInterrupt) unwinds out of ``run``.
+until the shell prints its marker; once the shell has reaped them, its notices of them
+(``[1]+ Killed ...``) are kept with this command's output, never left for the next. The shell
+survives, with its cwd and variables; if it does not answer within ``INTERRUPT_GRACE`` it is
+killed, and the next command starts a new one. The same happens when an exception (Ctrl-C's
+KeyboardInterrupt) unwinds out of ``run``.
 
 Lifetime: the shell (and its sandbox) is forked by the process-wide spawner thread
 (``workspace.spawner``), so it belongs to whoever holds the session, not to the thread that
@@ -61,7 +63,12 @@ from pathlib import Path
 from typing import Protocol
 
 from treadle.errors import TreadleError
-from treadle.runtime.tools.process_tree import Mark, kill_started_since, mark
+from treadle.runtime.tools.process_tree import (
+    Mark,
+    children_started_since,
+    kill_started_since,
+    mark,
+)
 from treadle.runtime.tools.terminal_folders import COMMAND_FIFO, TerminalFolder
 from treadle.runtime.workspace import spawner
 from treadle.runtime.workspace.shell import (
@@ -78,6 +85,10 @@ STARTUP_TIMEOUT = 10.0
 INTERRUPT_GRACE = 1.0
 """How long a command gets to stop after Ctrl-C, then after SIGKILL, before the shell is dropped."""
 _KILL_SWEEP_S = 0.05
+_REAP_POLL_S = 0.002
+_NOTICES_LIMIT = 4096
+"""At most this much of what the shell prints after a stopped command's marker (its notices of
+the jobs the stop killed) is kept with that command's output."""
 """While an interrupted command's shell has not printed its marker, how often what the command
 started (or what bash started next, before it saw the SIGINT) is killed again."""
 
@@ -404,12 +415,13 @@ class BashSession:
         try:
             match = self._read_until(marker, output, time.monotonic() + timeout, stop, so_far)
         except BaseException:  # Ctrl-C in this thread: the command must not outlive the call
-            if self._stop_command(marker, output, since) is None:
+            if self._stop_command(marker, output, since)[0] is None:
                 self.close()
             raise
         interrupted = match is None and stop is not None and stop.is_set()
+        notices = b""
         if interrupted:
-            match = self._stop_command(marker, output, since)
+            match, notices = self._stop_command(marker, output, since)
         timed_out = match is None and not interrupted and self.alive
         if timed_out:
             match = self._interrupt(marker, output)
@@ -428,6 +440,8 @@ class BashSession:
                 interrupted=interrupted,
             )
         head, tail, cut = output.body(match.start())
+        if notices:
+            head, tail = (head, tail + notices) if cut or tail else (head + notices, tail)
         return CommandOutcome(
             head=_decode(head),
             tail=_decode(tail),
@@ -488,9 +502,11 @@ class BashSession:
 
     def _stop_command(
         self, marker: _EndMarker, output: _BoundedOutput, since: Mark
-    ) -> re.Match[bytes] | None:
+    ) -> tuple[re.Match[bytes] | None, bytes]:
         """Stop the running command and what it started since ``since`` (see the module's
-        docstring); the marker when the shell came back to its prompt, else None."""
+        docstring). Returns the marker when the shell came back to its prompt (else None), and
+        the shell's notices of the jobs it killed (``[1]+ Killed ...``), which belong to this
+        command: without ``_settle`` a job reaped late would be reported in the next one's."""
         deadline = time.monotonic() + INTERRUPT_GRACE
         roots = (self._process.pid, self._shell_pid)
         with contextlib.suppress(OSError):
@@ -504,9 +520,26 @@ class BashSession:
             )
             if match is not None:
                 kill_started_since(roots, since)  # background jobs it started
-                return match
+                return match, self._settle(since, deadline)
             if not self.alive or time.monotonic() >= deadline:
-                return None
+                return None, b""
+
+    def _settle(self, since: Mark, deadline: float) -> bytes:
+        """Wait until the shell has reaped the jobs started since ``since`` (all are killed),
+        then let it print its notices of them (it does before reading its next line) and return
+        them, bounded. Empty when the shell does not answer by ``deadline``."""
+        while children_started_since(self._shell_pid, since) and time.monotonic() < deadline:
+            time.sleep(_REAP_POLL_S)
+        # Two lines, as bash prints its notices before reading a line but after the marker of the
+        # line before: they fall between these two lines' markers. (Assignments: never aliased.)
+        nonce = secrets.token_hex(8)
+        self._write(f"__treadle_nonce={secrets.token_hex(8)}\n__treadle_nonce={nonce}\n")
+        late = _BoundedOutput(_NOTICES_LIMIT, 0)
+        match = self._read_until(_EndMarker(nonce), late, deadline)
+        if match is None:
+            return b""
+        head, _tail, _cut = late.body(match.start())
+        return _ANY_MARKER.sub(b"", head)
 
     def _interrupt(self, marker: _EndMarker, output: _BoundedOutput) -> re.Match[bytes] | None:
         # The command's process group, named before Ctrl-C hands the terminal back to bash.

@@ -117,6 +117,16 @@ def started_since(roots: Iterable[int], since: Mark) -> list[int]:
     ]
 
 
+def children_started_since(parent: int, since: Mark) -> list[int]:
+    """The pids whose parent is ``parent`` and that were created after ``since``, zombies
+    included: the ones ``parent`` has not reaped yet."""
+    return [
+        process.pid
+        for process in _processes()
+        if process.ppid == parent and since.precedes(process.pid, process.start_tick)
+    ]
+
+
 def kill_started_since(roots: Iterable[int], since: Mark) -> list[int]:
     """SIGKILL what ``started_since`` finds; returns the pids signalled. A process may fork
     between the look and the kill: callers repeat until nothing is found."""
