@@ -48,11 +48,18 @@ def unassigned_port() -> int:
     return free_port()  # a crowded host: the kernel's choice
 
 
+TEST_SERVER_WORKERS = 2
+
+
 class ServerProcess(_PackageServerProcess):
     """``treadle serve`` in a child process (``treadle.server.process.ServerProcess``) whose
     port cannot be taken by an unrelated connection before the server binds it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Two workers unless a test asks: the front-and-workers path is what the default uses,
+        # and the default's count (``limits.default_workers``) would start a worker's imports
+        # (~1 s of CPU) more per core for each of the suite's servers.
+        kwargs.setdefault("workers", TEST_SERVER_WORKERS)
         super().__init__(*args, **kwargs)
         self.port = unassigned_port()
 

@@ -45,6 +45,7 @@ from typing import Any
 from treadle.client import RemoteError, TreadleClient
 from treadle.data.settings import ConversationSettings
 from treadle.data.views import ConversationView
+from treadle.server.limits import default_workers
 from treadle.server.process import ServerProcess
 
 MODEL_DELAY_S = 0.5
@@ -345,7 +346,7 @@ def run_server_load_bench(
     workspace) in a new folder under ``parent`` (default: the temp dir), named in every
     process it starts."""
     figures: dict[str, Any] = {
-        "workers": workers or len(os.sched_getaffinity(0)),
+        "workers": workers or default_workers(),
         "model_delay_s": MODEL_DELAY_S,
         "steps_per_conversation": STEPS,
         "sandbox": sandbox,

@@ -142,7 +142,7 @@ def bench_server(
         typer.Option(
             "--workers",
             min=1,
-            help="With --conversations: the server's --workers (default: its own, one per core)",
+            help="With --conversations: the server's --workers (default: its own, two per core)",
         ),
     ] = None,
     as_json: JsonOption = False,

@@ -20,7 +20,7 @@ from treadle.cli.root import app
 from treadle.cli.run_commands import SandboxKind, network_option
 from treadle.cli.store_options import StoreOption
 from treadle.files import read_regular_file
-from treadle.server.limits import MAX_BODY_BYTES, MAX_RUNNING
+from treadle.server.limits import MAX_BODY_BYTES, MAX_RUNNING, default_workers
 
 if TYPE_CHECKING:
     from treadle.runtime.workspace.sandbox_user import SandboxUser
@@ -125,7 +125,7 @@ def serve(
             min=1,
             help="Processes that run conversations, behind this one (which owns the port); "
             "1: this process serves everything itself",
-            show_default="the machine's cores",
+            show_default="two per core, fewer when memory is short",
         ),
     ] = None,
     sandbox: Annotated[
@@ -235,7 +235,7 @@ def serve(
         "mcp_servers": mcp_servers,
         "sandbox_user": chosen_user,
     }
-    count = workers or len(os.sched_getaffinity(0))
+    count = workers or default_workers()
     _banner(host, port, store, keys, count)
     # `kill -USR1 PID` prints where every thread of the server waits (to its stderr): what an
     # operator, or a test whose run never ended, needs to see without stopping the server.

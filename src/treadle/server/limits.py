@@ -16,21 +16,52 @@ MIB_PER_RUNNING = 24
 """Memory one running conversation takes (its sandboxed shell's processes, the server's share)."""
 
 
-def default_max_running() -> int:
-    """What this machine can hold at once: ``RUNNING_PER_CORE`` per core, fewer when the file
-    descriptors or the available memory would run out first (never below 8)."""
+WORKERS_PER_CORE = 2
+"""Worker processes per core by default. A worker's threads mostly wait (for the model, a
+sandboxed command, an fsync), but they share one GIL: with a worker per core, its requests and
+steps queue behind each other's GIL hand-offs while the cores idle (~40% idle at 200 running
+conversations on 2 cores); two per core keep the cores busy (`bench/README.md`)."""
+MIB_PER_WORKER = 256
+"""Memory one worker may take (its interpreter and imports, ~100 MiB at 100 running
+conversations, with room to spare): the default never plans more workers than fit."""
+
+
+def _cores() -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    bounds = [RUNNING_PER_CORE * (cores or 1)]
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY:
-        bounds.append((soft - 256) // FDS_PER_RUNNING)
+    return cores or 1
+
+
+def _available_mib() -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
             for line in meminfo:
                 if line.startswith("MemAvailable:"):
-                    bounds.append(int(line.split()[1]) // 1024 // MIB_PER_RUNNING)
+                    return int(line.split()[1]) // 1024
     except (OSError, ValueError, IndexError):
         pass  # not Linux, or unreadable: the other bounds decide
+    return None
+
+
+def default_workers() -> int:
+    """``--workers`` by default: ``WORKERS_PER_CORE`` per core, fewer when the available memory
+    holds fewer of ``MIB_PER_WORKER`` (never below 1)."""
+    bounds = [WORKERS_PER_CORE * _cores()]
+    available = _available_mib()
+    if available is not None:
+        bounds.append(available // MIB_PER_WORKER)
+    return max(1, min(bounds))
+
+
+def default_max_running() -> int:
+    """What this machine can hold at once: ``RUNNING_PER_CORE`` per core, fewer when the file
+    descriptors or the available memory would run out first (never below 8)."""
+    bounds = [RUNNING_PER_CORE * _cores()]
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY:
+        bounds.append((soft - 256) // FDS_PER_RUNNING)
+    available = _available_mib()
+    if available is not None:
+        bounds.append(available // MIB_PER_RUNNING)
     return max(8, min(bounds))
 
 

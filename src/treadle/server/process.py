@@ -40,7 +40,7 @@ class ServerProcess:
         ``sandbox_user``: its ``--sandbox-user`` (None: the server's default, nobody as root).
         root by default: the tests' and benchmarks' workspaces lie in private temporary
         folders (mode 0700) that another user cannot reach.
-        ``workers``: its ``--workers`` (None: the default, one per core, behind a front)."""
+        ``workers``: its ``--workers`` (None: the server's default, ``limits.default_workers``)."""
         self.store_url = store_url
         self.api_keys = api_keys
         self.lease_ttl = lease_ttl
