@@ -85,12 +85,13 @@ STARTUP_TIMEOUT = 10.0
 INTERRUPT_GRACE = 1.0
 """How long a command gets to stop after Ctrl-C, then after SIGKILL, before the shell is dropped."""
 _KILL_SWEEP_S = 0.05
+"""While an interrupted command's shell has not printed its marker, how often what the command
+started (or what bash started next, before it saw the SIGINT) is killed again."""
 _REAP_POLL_S = 0.002
+"""How often a stop looks whether the shell has reaped the jobs it killed."""
 _NOTICES_LIMIT = 4096
 """At most this much of what the shell prints after a stopped command's marker (its notices of
 the jobs the stop killed) is kept with that command's output."""
-"""While an interrupted command's shell has not printed its marker, how often what the command
-started (or what bash started next, before it saw the SIGINT) is killed again."""
 
 _HAND_OVER_POLL_S = 0.0005
 """How often the FIFO is tried while bash is about to open it (it takes well under 1 ms)."""
