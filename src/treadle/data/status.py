@@ -62,9 +62,10 @@ def status_from_event(event: StateChangeEvent) -> tuple[ConversationStatus, str 
     if event.key != STATUS_KEY or not isinstance(event.value, dict):
         return None
     status, reason = event.value.get("status"), event.value.get("reason")
-    if not isinstance(status, str) or status not in _STATUS_VALUES:
+    if not isinstance(status, str) or status not in STATUS_VALUES:
         return None
     return ConversationStatus(status), reason if isinstance(reason, str) else None
 
 
-_STATUS_VALUES = frozenset(status.value for status in ConversationStatus)
+STATUS_VALUES = frozenset(status.value for status in ConversationStatus)
+"""Every status's value (what a stored status may be)."""

@@ -19,7 +19,7 @@ from treadle.data.status import status_from_event as status_from_event
 from treadle.events.model import Event, StateChangeEvent
 from treadle.events.usage import UsageTotals, usage_of
 from treadle.events.view import TranscriptFollower
-from treadle.store.base import EventQuery, EventStore
+from treadle.store.base import ConversationInfo, EventQuery, EventStore
 
 
 def status_event(
@@ -39,7 +39,10 @@ def read_status(
     store: EventStore, conversation_id: str, before_seq: int | None = None
 ) -> tuple[ConversationStatus, str | None]:
     """The status (and reason) the conversation's log records last (before ``before_seq``,
-    when given); IDLE when none."""
+    when given); IDLE when none. The latest is kept in the conversation's row by the store
+    (``store.status_columns``): only an earlier one is searched for."""
+    if before_seq is None:
+        return recorded_status(store.get_conversation(conversation_id))
     query = EventQuery(
         kinds=["state_change"],
         text='"key":"status"',
@@ -52,6 +55,13 @@ def read_status(
         if isinstance(event, StateChangeEvent) and (found := status_from_event(event)):
             return found
     return ConversationStatus.IDLE, None
+
+
+def recorded_status(info: ConversationInfo) -> tuple[ConversationStatus, str | None]:
+    """The status (and reason) a conversation's row says its log records last."""
+    if info.status is None:
+        return ConversationStatus.IDLE, None
+    return ConversationStatus(info.status), info.status_reason
 
 
 INTERRUPTED_REASON = (

@@ -54,7 +54,7 @@ def view(
     state: ServerState, info: ConversationInfo, *, isolation: bool = False
 ) -> ConversationView:
     """``isolation``: read the last run's isolation fact too (one conversation, not a list)."""
-    status, reason, here = state.status_and_here(info.id)
+    status, reason, here = state.status_and_here(info.id, info)
     return ConversationView(
         id=info.id,
         title=info.title,

@@ -11,12 +11,12 @@ from fastapi import Request
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.mcp_servers import check_mcp_servers
 from treadle.runtime.settings import ConversationSettings, HostAllows, SettingsError, SettingsPolicy
-from treadle.runtime.status import ConversationStatus, as_read, read_status
+from treadle.runtime.status import ConversationStatus, as_read, recorded_status
 from treadle.server.errors import ApiError
 from treadle.server.runs import RunManager
 from treadle.server.security import SecurityConfig
 from treadle.server.stream import Hubs
-from treadle.store.base import EventStore
+from treadle.store.base import ConversationInfo, EventStore
 from treadle.store.openhands.transfer import ArchiveLimits
 
 WORKSPACE_PATH_MAX = 1024
@@ -112,10 +112,15 @@ class ServerState:
         status, reason, _here = self.status_and_here(conversation_id)
         return status, reason
 
-    def status_and_here(self, conversation_id: str) -> tuple[str, str | None, bool]:
+    def status_and_here(
+        self, conversation_id: str, info: ConversationInfo | None = None
+    ) -> tuple[str, str | None, bool]:
         """Its status, the reason, and whether this server (any of its workers) runs it: a
-        running conversation's lease holder is read once for both."""
-        status, reason = read_status(self.store, conversation_id)
+        running conversation's lease holder is read once for both. ``info``: its row, read
+        already (the status is in it)."""
+        if info is None:
+            info = self.store.get_conversation(conversation_id)
+        status, reason = recorded_status(info)
         here = self.runs.is_running(conversation_id)
         if status is ConversationStatus.RUNNING:
             holder = self.runs.leases.holder(conversation_id)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from treadle.errors import AppendError
 from treadle.events.model import ROOT, Event
 from treadle.store.payloads import stored_payload
+from treadle.store.status_columns import status_params
 from treadle.store.time_keys import time_us
 from treadle.store.usage_totals import batch_usage
 
@@ -47,6 +48,8 @@ class PreparedAppend:
     """The head after the append; None when the append leaves it where it is."""
     usage: tuple[int, int, float]
     """What the append adds to its conversation's usage totals."""
+    status: tuple[str | None, str | None, str | None]
+    """``status_params(events)``: the last status the append records, if any."""
 
 
 def prepare_append(events: list[Event], *, move_head: bool) -> PreparedAppend:
@@ -58,6 +61,7 @@ def prepare_append(events: list[Event], *, move_head: bool) -> PreparedAppend:
         ids_to_look_up(events),
         moved_head(events, None, move_head=move_head),
         batch_usage(events),
+        status_params(events),
     )
 
 

@@ -97,6 +97,11 @@ class ConversationInfo:
     cost_usd: float = 0.0
     """Usage totals of every model call in the log, every branch (``treadle.events.usage``),
     kept by the append (``treadle.store.usage_totals``): cost is a float sum."""
+    status: str | None = None
+    """The status the log records last (a ``data.status.ConversationStatus`` value; None:
+    none yet, IDLE), kept by the append (``treadle.store.status_columns``)."""
+    status_reason: str | None = None
+    """That status's reason."""
 
 
 @dataclass(frozen=True, slots=True)

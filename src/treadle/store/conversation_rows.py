@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from treadle.data.status import STATUS_VALUES
 from treadle.events.json_limits import JsonLimitError, check_json_value
 from treadle.store.base import ConversationInfo, StoreError
 
@@ -29,7 +30,7 @@ def metadata_json(metadata: Mapping[str, Any] | None) -> str:
 
 def conversation_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> ConversationInfo:
     """A conversations row (id, title, created_at, updated_at, head_id, event_count, metadata,
-    prompt_tokens, completion_tokens, cost_usd) as ConversationInfo; ``moment`` reads a time
+    prompt_tokens, completion_tokens, cost_usd, status, status_reason) as ConversationInfo; ``moment`` reads a time
     column. A damaged row is a StoreError naming the conversation and the column, never a bare
     ValueError."""
     column = "created_at"
@@ -45,6 +46,10 @@ def conversation_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> 
             raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
         column = "usage totals"
         prompt, completion, cost = int(row[7]), int(row[8]), float(row[9])
+        column = "status"
+        status, reason = row[10], row[11]
+        if status is not None and status not in STATUS_VALUES:
+            raise ValueError(f"{status!r} is no status")
     except (TypeError, ValueError) as error:
         raise StoreError(
             f"the store is damaged: conversation {row[0]!r} has a bad {column} "
@@ -61,6 +66,8 @@ def conversation_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> 
         prompt_tokens=prompt,
         completion_tokens=completion,
         cost_usd=cost,
+        status=status,
+        status_reason=reason,
     )
 
 

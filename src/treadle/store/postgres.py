@@ -87,6 +87,7 @@ from treadle.store.postgres_text import (
     text_index_scans,
     uses_text_index,
 )
+from treadle.store.status_columns import STATUS_COLUMNS, STATUS_UPDATE, status_params
 from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE, batch_usage
 
 _SUBSCRIBE_BATCH = 500
@@ -94,7 +95,8 @@ _MAX_TAILS = 10_000
 _IN_TRANSACTION = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 _CONVERSATION_COLUMNS = (
-    f"id, title, created_at, updated_at, head_id, event_count, metadata::text, {USAGE_COLUMNS}"
+    "id, title, created_at, updated_at, head_id, event_count, metadata::text, "
+    f"{USAGE_COLUMNS}, {STATUS_COLUMNS}"
 )
 
 P = ParamSpec("P")
@@ -512,7 +514,8 @@ class PostgresEventStore:
             f"VALUES {values}; "
             # a head that does not move is left as stored (set_head may have moved it)
             "UPDATE conversations SET event_count = %s, head_id = coalesce(%s, head_id), "
-            f"updated_at = now(), {USAGE_UPDATE.format('%s')} WHERE key = %s; "
+            f"updated_at = now(), {USAGE_UPDATE.format('%s')}, "
+            f"{STATUS_UPDATE.format('%s::text')} WHERE key = %s; "
             # delivered at commit, only if it commits: no subscriber sees a rolled-back seq
             "SELECT pg_notify(%s, %s); "
             "COMMIT",
@@ -522,6 +525,7 @@ class PostgresEventStore:
                 last.seq + 1,
                 new_head,
                 *batch_usage([p.event for p in planned]),
+                *status_params([p.event for p in planned]),
                 key,
                 self._channel(conversation_id),
                 _notice(conversation_id, last.seq),

@@ -24,6 +24,7 @@ from treadle.store.audit_summary import postgres_add_audit_checkpoints
 from treadle.store.base import StoreError, StoreUnavailable, shapes_from_rows
 from treadle.store.eval_tables import postgres_add_eval_tables
 from treadle.store.postgres_text import ensure_text_index
+from treadle.store.status_columns import postgres_add_status_columns
 from treadle.store.usage_totals import postgres_add_usage_totals
 
 T = TypeVar("T")
@@ -224,6 +225,8 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
     (postgres_add_eval_tables,),
     # the kept audit checkpoints (store/audit_summary.py)
     (postgres_add_audit_checkpoints,),
+    # the last status per conversation (store/status_columns.py)
+    (postgres_add_status_columns,),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -101,6 +101,7 @@ from treadle.store.sqlite_text import (
     indexable,
     indexed_count,
 )
+from treadle.store.status_columns import STATUS_COLUMNS, STATUS_UPDATE
 from treadle.store.usage_totals import USAGE_COLUMNS, USAGE_UPDATE
 
 DURABILITY_MODES = {"durable": "FULL", "fast": "NORMAL"}
@@ -469,7 +470,8 @@ class SqliteEventStore:
     # -- conversations ----------------------------------------------------------------------
 
     _CONVERSATION_COLUMNS = (
-        f"id, title, created_at, updated_at, head_id, event_count, metadata, {USAGE_COLUMNS}"
+        "id, title, created_at, updated_at, head_id, event_count, metadata, "
+        f"{USAGE_COLUMNS}, {STATUS_COLUMNS}"
     )
 
     def create_conversation(
@@ -571,9 +573,10 @@ class SqliteEventStore:
 
     _UPDATE_AFTER_APPEND = (
         "UPDATE conversations SET event_count = ?, head_id = coalesce(?, head_id), "
-        f"updated_at = ?, {USAGE_UPDATE.format('?')} WHERE key = ?"
+        f"updated_at = ?, {USAGE_UPDATE.format('?')}, {STATUS_UPDATE.format('?')} WHERE key = ?"
     )
-    """The conversation row after an append: count, head (None: unchanged), usage totals."""
+    """The conversation row after an append: count, head (None: unchanged), usage totals, the
+    last status."""
     _CONVERSATION_FOR_APPEND = (
         "SELECT c.key, c.event_count, c.head_id, "
         "(SELECT branch FROM events WHERE conversation = c.key AND seq = c.event_count - 1), "
@@ -702,7 +705,10 @@ class SqliteEventStore:
             ) from None
         conn.execute(
             self._UPDATE_AFTER_APPEND,
-            (count + len(rows), prepared.new_head, updated_at, *prepared.usage, key),
+            (
+                *(count + len(rows), prepared.new_head, updated_at),
+                *(*prepared.usage, *prepared.status, key),
+            ),
         )
         return [item.seq for item in planned]
 

@@ -17,6 +17,7 @@ from treadle.store.audit_summary import sqlite_add_audit_checkpoints
 from treadle.store.base import StoreError, shapes_from_rows
 from treadle.store.eval_tables import sqlite_add_eval_tables
 from treadle.store.sqlite_text import create_text_index
+from treadle.store.status_columns import sqlite_add_status_columns
 from treadle.store.usage_totals import sqlite_add_usage_totals
 
 APPLICATION = "treadle"
@@ -139,6 +140,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migration_text_index,
     sqlite_add_eval_tables,  # the eval tables, or the old eval layer's (store/eval_tables.py)
     sqlite_add_audit_checkpoints,  # the kept audit checkpoints (store/audit_summary.py)
+    sqlite_add_status_columns,  # the last status per conversation (store/status_columns.py)
 ]
 """``MIGRATIONS[v]`` upgrades a store from schema version v to v + 1, inside the transaction
 that then records v + 1. A new store runs them all. Append new ones; never edit one that has
