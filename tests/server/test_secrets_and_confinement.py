@@ -132,12 +132,13 @@ def test_a_workspace_swapped_for_a_symlink_cannot_lead_out_of_the_root(
             shutil.rmtree(root / name)
             (root / name).symlink_to(outside, target_is_directory=True)
 
-        cached.send_message("write")
         with pytest.raises(RemoteError) as at_start:  # checked again at the run's start
             cached.run()
-        with pytest.raises(RemoteError) as at_open:  # and whenever the server opens one
+        with pytest.raises(RemoteError) as at_message:  # at a message (it may snapshot)
+            cached.send_message("write")
+        with pytest.raises(RemoteError) as at_first:  # the first one, which snapshots
             fresh.send_message("write")
-    for caught in (at_start, at_open):
+    for caught in (at_start, at_message, at_first):
         assert (caught.value.status, caught.value.code) == (409, "not_runnable")
         assert "outside the workspace root" in caught.value.message
     assert list(outside.iterdir()) == []

@@ -29,7 +29,6 @@ from treadle.api import (
 from treadle.data.status import controls_of
 from treadle.events.model import event_to_dict
 from treadle.runtime.budget import Budget
-from treadle.runtime.conversation import Conversation
 from treadle.runtime.isolation import read_isolation
 from treadle.runtime.snapshots import (
     RESTORE_KEY,
@@ -89,17 +88,14 @@ def create_conversation(
             return view(state, existing)
     settings = state.check_workspace(body.settings)
     try:
-        conversation = Conversation.create(
-            state.store, settings, id=body.id, title=body.title, policy=state.policy
-        )
+        info = state.runs.create(settings, conversation_id=body.id, title=body.title)
     except ConversationExists:
         if body.id is None:
             raise
         # Created by another request since we looked: the create stays idempotent.
         response.status_code = 200
         return view(state, state.store.get_conversation(body.id))
-    conversation.close()
-    return view(state, state.store.get_conversation(conversation.id))
+    return view(state, info)
 
 
 @router.get("", response_model=ConversationList)

@@ -49,7 +49,7 @@ from treadle.runtime.settings import (
 from treadle.runtime.status import ConversationStatus, read_status, status_event
 from treadle.runtime.workspace.base import WorkspaceError, WorkspacePathError
 from treadle.server.limits import MAX_RUNNING
-from treadle.store.base import ConversationNotFound, EventStore
+from treadle.store.base import ConversationInfo, ConversationNotFound, EventStore
 from treadle.store.leases import SERVER, RunLeases, new_owner
 
 logger = logging.getLogger(__name__)
@@ -175,6 +175,44 @@ class RunManager:
             stale.conversation.close()
         return found
 
+    def create(
+        self,
+        settings: ConversationSettings,
+        *,
+        conversation_id: str | None = None,
+        title: str | None = None,
+    ) -> ConversationInfo:
+        """Store a new conversation (``ConversationExists`` when ``conversation_id`` is taken)
+        and keep this process's object for it, as ``conversation`` would open it: the first
+        message or run does not build its parts again. Not kept when another worker of this
+        server serves it."""
+        # The process's policy: ``policy_for`` is for stored conversations (their clients'
+        # keys), and this one is new.
+        conversation = self._listened(
+            Conversation.create(
+                self.store,
+                settings,
+                id=conversation_id,
+                title=title,
+                policy=self.policy,
+                model_key=self.model_key,
+            )
+        )
+        try:
+            info = self.store.get_conversation(conversation.id)
+        except BaseException:
+            conversation.close()
+            raise
+        with self._lock:
+            kept = (self.takes_over is None or self.takes_over(info.id)) and (
+                info.id not in self._entries  # opened by another request meanwhile
+            )
+            if kept:
+                self._entries[info.id] = _Entry(conversation, info.created_at)
+        if not kept:
+            conversation.close()
+        return info
+
     def _open(
         self, conversation_id: str, settings_if_missing: ConversationSettings | None = None
     ) -> Conversation:
@@ -193,6 +231,10 @@ class RunManager:
             if isinstance(error, NotRunnable):
                 raise
             raise NotRunnable(str(error)) from error
+        return self._listened(conversation)
+
+    def _listened(self, conversation: Conversation) -> Conversation:
+        """``conversation`` with this process's listener of live output (the stream's)."""
         if self.live_output is not None:
             conversation.output_listeners.append(self.live_output)
         return conversation
@@ -255,12 +297,7 @@ class RunManager:
         self, conversation: Conversation, operation: Operation, name: str, check: Check | None
     ) -> None:
         conversation_id = conversation.id
-        try:
-            # Confinement is checked again (real paths) at every start: the folder may have
-            # been replaced by a symlink since the conversation was opened.
-            conversation.workspace.resolve(".")
-        except WorkspacePathError as error:
-            raise NotRunnable(str(error)) from None
+        _check_confined(conversation)
         with self._lock:
             if self.is_running(conversation_id):
                 raise ConversationBusy(conversation_id, "is running")
@@ -364,6 +401,7 @@ class RunManager:
             return message, True
         try:
             conversation = self.conversation(conversation_id)
+            _check_confined(conversation)  # the first message snapshots the workspace
             conversation.deliver_queued_messages()  # earlier messages first
             return conversation.send_message(text), False
         finally:
@@ -597,6 +635,15 @@ class RunManager:
             ConversationStatus.ERROR, self.store.head(conversation_id) or ROOT, reason
         )
         self.store.append(conversation_id, event, move_head=False)
+
+
+def _check_confined(conversation: Conversation) -> None:
+    """``NotRunnable`` when the workspace is no longer inside the root (real paths): its
+    folder may have been replaced by a symlink since the conversation was opened."""
+    try:
+        conversation.workspace.resolve(".")
+    except WorkspacePathError as error:
+        raise NotRunnable(str(error)) from None
 
 
 def _storing(settings: ConversationSettings, store: EventStore, then: Check | None) -> Check:
