@@ -324,3 +324,27 @@ def test_a_pause_between_steps_replays_where_it_was_made(store, workspace):
     assert kinds.index("pause") == 4  # after the first call's result
     report = replay_recorded(store, conversation_id)
     assert report.divergences == []
+
+
+def test_calls_a_head_move_left_unanswered_before_a_message_replay_as_recorded(store, workspace):
+    """Found by the random state machine: the head moved into a batch (its calls pending,
+    waiting), then a message came. The replay runs whole batches, so it answered those calls
+    ("no recorded result") before the message: reported as events the recording lacks."""
+    responses = [
+        calls(call("think", {"thought": "a"}), call("think", {"thought": "b"})),
+        FINISH,
+        {"text": "on the moved branch"},
+    ]
+    conversation_id = recorded(store, workspace, responses, **NO_SANDBOX)
+    path = path_of(store, conversation_id)
+    second = [e for e in path if isinstance(e, ActionEvent)][1]
+    with Conversation.open(store, conversation_id) as conversation:
+        conversation.switch_branch(second.id)
+        assert len(conversation.pending_actions()) == 2  # both results are off the path now
+        conversation.send_message("and now?")
+        assert len(conversation.pending_actions()) == 2  # a message answers no call
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
+    # The path as recorded, and the replay's own two answers to the calls left open.
+    assert report.recorded_events == len(path_of(store, conversation_id))
+    assert report.replayed_events == report.recorded_events + 2

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
-from treadle.events.model import ROOT, ActionEvent, Event
+from treadle.events.model import ROOT, ActionEvent, Event, MessageEvent
 from treadle.events.projection import summary_id
 from treadle.runtime.replay.recording import Result
 from treadle.runtime.replay.report import ActionCheck, Divergence
@@ -41,9 +41,11 @@ RESULT_FIELDS = (
 
 def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[Divergence]:
     """REPLAY-RECORDED: every difference between the two paths, in path order. A head
-    inside a batch leaves calls unanswered on the recorded path; the replay, which runs the
-    whole batch, answers them after it: those answers are beyond the head, not divergences."""
-    replayed = _up_to_head(recorded, replayed)
+    moved inside the last batch leaves its calls unanswered on the recorded path (waiting for
+    the user, who may send a message meanwhile); the replay, which runs whole batches, answers
+    them: those answers are the replay's, not divergences. A call left unanswered before a
+    later model response is one (the model was asked again without its result)."""
+    replayed = _without_answers_to_open_calls(recorded, replayed)
     keys_a = [_alignment_key(event) for event in recorded]
     keys_b = [_alignment_key(event) for event in replayed]
     pairs: list[tuple[int, int]] = []
@@ -66,23 +68,33 @@ def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[
     return [divergence for _, divergence in sorted(found + unpaired, key=lambda item: item[0])]
 
 
-def _up_to_head(recorded: Sequence[Event], replayed: Sequence[Event]) -> Sequence[Event]:
+def _without_answers_to_open_calls(
+    recorded: Sequence[Event], replayed: Sequence[Event]
+) -> Sequence[Event]:
+    """``replayed`` less its answers to the calls of the recorded path's last model response
+    that the recorded path leaves unanswered."""
     answered = {
         getattr(e, "tool_call_id", None) for e in recorded if not isinstance(e, ActionEvent)
     }
+    responses = [e for e in recorded if isinstance(e, ActionEvent | MessageEvent)]
+    last = next((e for e in reversed(responses) if e.source == "agent"), None)
+    if not isinstance(last, ActionEvent):
+        return replayed
     open_calls = {
         e.tool_call_id
         for e in recorded
-        if isinstance(e, ActionEvent) and e.tool_call_id not in answered
+        if isinstance(e, ActionEvent)
+        and e.llm_response_id == last.llm_response_id
+        and e.tool_call_id not in answered
     }
-    end = len(replayed)
-    while (
-        end > len(recorded)
-        and not isinstance(replayed[end - 1], ActionEvent)
-        and getattr(replayed[end - 1], "tool_call_id", None) in open_calls
-    ):
-        end -= 1
-    return replayed[:end]
+    if not open_calls:
+        return replayed
+    return [
+        event
+        for event in replayed
+        if isinstance(event, ActionEvent)
+        or getattr(event, "tool_call_id", None) not in open_calls
+    ]
 
 
 def _alignment_key(event: Event) -> tuple[Any, ...]:
