@@ -111,6 +111,27 @@ def test_calls_a_stop_kept_from_starting_replay_the_same(store, workspace, how):
     assert report.replayed_events == report.recorded_events
 
 
+def test_a_head_moved_onto_a_call_a_stop_kept_from_starting_replays_the_same(store, workspace):
+    """Found by the random state machine: the head moved back onto the answer of a call the
+    user's interrupt kept from starting. The replay makes the interrupt again, and with it the
+    pause that ended that step: beyond the recorded head, not a divergence."""
+    responses = [bash("echo one"), FINISH]
+    settings = ConversationSettings.scripted_inline(responses, workspace, **NO_SANDBOX)
+    model = StoppedWhileAnswering(responses, at=0, how="interrupt")
+    with Conversation.create(store, settings, model=model) as conversation:
+        model.conversation = conversation
+        conversation.send_message("go")
+        assert conversation.run() is Status.PAUSED
+        model.conversation = None
+        (never_started,) = closed_as(store, conversation.id, "user")
+        conversation.switch_branch(never_started.id)
+        conversation_id = conversation.id
+    assert path_of(store, conversation_id)[-1].id == never_started.id
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
+    assert report.replayed_events == report.recorded_events + 1  # and the replay's pause
+
+
 CRASHING_CHILD = textwrap.dedent(
     """
     import json, sys

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
-from treadle.events.model import ROOT, ActionEvent, Event, MessageEvent
+from treadle.events.model import ROOT, ActionEvent, Event, MessageEvent, PauseEvent
 from treadle.events.projection import summary_id
 from treadle.runtime.replay.recording import Result
 from treadle.runtime.replay.report import ActionCheck, Divergence
@@ -44,8 +44,10 @@ def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[
     moved inside the last batch leaves its calls unanswered on the recorded path (waiting for
     the user, who may send a message meanwhile); the replay, which runs whole batches, answers
     them: those answers are the replay's, not divergences. A call left unanswered before a
-    later model response is one (the model was asked again without its result)."""
-    replayed = _without_answers_to_open_calls(recorded, replayed)
+    later model response is one (the model was asked again without its result). Likewise a
+    head moved onto the answer of a call a stop kept from starting: the replay makes the stop
+    again, and the pause that ended that step, beyond the head."""
+    replayed = _beyond_the_head_dropped(recorded, replayed)
     keys_a = [_alignment_key(event) for event in recorded]
     keys_b = [_alignment_key(event) for event in replayed]
     pairs: list[tuple[int, int]] = []
@@ -66,6 +68,18 @@ def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[
         if (divergence := _field_divergence(recorded, i, replayed[j], ids)) is not None
     ]
     return [divergence for _, divergence in sorted(found + unpaired, key=lambda item: item[0])]
+
+
+def _beyond_the_head_dropped(
+    recorded: Sequence[Event], replayed: Sequence[Event]
+) -> Sequence[Event]:
+    """``replayed`` less the pauses it ends with beyond the recorded path's length and its
+    answers to the calls of the recorded path's last model response that the recorded path
+    leaves unanswered."""
+    end = len(replayed)
+    while end > len(recorded) and isinstance(replayed[end - 1], PauseEvent):
+        end -= 1
+    return _without_answers_to_open_calls(recorded, replayed[:end])
 
 
 def _without_answers_to_open_calls(
@@ -92,8 +106,7 @@ def _without_answers_to_open_calls(
     return [
         event
         for event in replayed
-        if isinstance(event, ActionEvent)
-        or getattr(event, "tool_call_id", None) not in open_calls
+        if isinstance(event, ActionEvent) or getattr(event, "tool_call_id", None) not in open_calls
     ]
 
 
