@@ -6,7 +6,6 @@ deleted and re-created conversations, and stores made before the checkpoints exi
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events.test_audit_incremental import logs
+from support.schema_rewind import sqlite_back_to
 from treadle.bench.workload import realistic_events
 from treadle.events.audit import audit_events
 from treadle.events.model import ROOT, EventBase
@@ -157,10 +157,7 @@ def test_a_store_made_before_the_checkpoints_opens_and_audits(tmp_path: Path, mo
     old.append_batch("c", log)
     old.close()
     # Back to the schema before the step (the steps after it run again, as they may).
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("DROP TABLE audit_checkpoints")
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(step),))
-    conn.close()
+    sqlite_back_to(path, step, ["DROP TABLE audit_checkpoints"])
     assert sqlite_schema.read_schema_version(path) == step
     monkeypatch.setattr(audit_summary, "KEEP_EVERY", 10)
     store = SqliteEventStore(path)

@@ -13,10 +13,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from support.postgres import POSTGRES_BASE_URL, fresh_schema_url
+from support.postgres import fresh_schema_url
+from support.schema_rewind import postgres_back_to, sqlite_back_to
 from treadle.errors import AppendError
 from treadle.events.model import ROOT, Event, MessageEvent, StateChangeEvent
 from treadle.runtime.status import (
@@ -181,11 +181,8 @@ def test_sqlite_store_without_the_status_gets_it_when_opened(tmp_path: Path) -> 
         expected = _fill(store)
     # Back to the schema before the step: the columns gone, the version before it.
     before = sqlite_schema.MIGRATIONS.index(sqlite_add_status_columns)
-    conn = sqlite3.connect(path, isolation_level=None)
-    for column in ("status", "status_reason"):
-        conn.execute(f"ALTER TABLE conversations DROP COLUMN {column}")
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(before),))
-    conn.close()
+    undo = [f"ALTER TABLE conversations DROP COLUMN {c}" for c in ("status", "status_reason")]
+    sqlite_back_to(path, before, undo)
     _check_migrated(url, expected)
     assert sqlite_schema.read_schema_version(path) == sqlite_schema.schema_version()
 
@@ -195,11 +192,7 @@ def test_postgres_store_without_the_status_gets_it_when_opened() -> None:
     with fresh_schema_url() as url:
         with open_store(url) as store:
             expected = _fill(store)
-        schema = url.rsplit("schema=", 1)[1]
         before = postgres_schema.MIGRATIONS.index((postgres_add_status_columns,))
-        with psycopg.connect(
-            POSTGRES_BASE_URL, autocommit=True, options=f"-c search_path={schema}"
-        ) as conn:
-            conn.execute("ALTER TABLE conversations DROP COLUMN status, DROP COLUMN status_reason")
-            conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(before),))
+        undo = ["ALTER TABLE conversations DROP COLUMN status, DROP COLUMN status_reason"]
+        postgres_back_to(url, before, undo)
         _check_migrated(url, expected)

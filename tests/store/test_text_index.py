@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.schema_rewind import sqlite_back_to
 from support.store_workers import append_messages
 from support.waiting import wait_until
 from treadle.events.model import ROOT, ActionEvent, MessageEvent
@@ -336,11 +337,7 @@ def test_a_store_of_the_schema_before_the_index_is_migrated(tmp_path: Path) -> N
     old.close()
     # Back to the schema before the index: its tables gone, the version before its step (the
     # steps after it run again, as they may).
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("DROP TABLE events_text")
-    conn.execute("DROP TABLE text_marks")
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(before),))
-    conn.close()
+    sqlite_back_to(path, before, ["DROP TABLE events_text", "DROP TABLE text_marks"])
     assert sqlite_schema.read_schema_version(path) == before
     store = SqliteEventStore(path)
     try:

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from support.postgres import POSTGRES_BASE_URL, fresh_schema_url
+from support.schema_rewind import postgres_back_to
 from treadle.events.model import ROOT, MessageEvent
 from treadle.store import postgres_schema
 from treadle.store.base import EventQuery
@@ -86,12 +87,7 @@ def test_a_store_of_the_schema_before_the_index_gets_it_when_opened() -> None:
             n for n, m in enumerate(postgres_schema.MIGRATIONS) if postgres_schema._text_index in m
         )
         _fill(url)
-        with psycopg.connect(POSTGRES_BASE_URL, autocommit=True) as conn:
-            conn.execute(f'DROP INDEX "{_schema(url)}".events_text')
-            conn.execute(
-                f"UPDATE \"{_schema(url)}\".meta SET value = %s WHERE key = 'schema_version'",
-                (str(at),),
-            )
+        postgres_back_to(url, at, ["DROP INDEX events_text"])
         assert not _index_exists(url)
         assert _seqs(url, "needle", limit=3) == [0, 2, 3]  # opening migrates
         assert _index_exists(url)

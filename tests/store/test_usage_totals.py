@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import math
 import random
-import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from support.postgres import POSTGRES_BASE_URL, fresh_schema_url
+from support.postgres import fresh_schema_url
+from support.schema_rewind import postgres_back_to, sqlite_back_to
 from treadle.errors import AppendError
 from treadle.events.model import (
     ROOT,
@@ -195,11 +194,8 @@ def test_sqlite_store_without_totals_gets_them_when_opened(tmp_path: Path) -> No
         expected = _fill(store)
     # Back to the schema before the step: the columns gone, the version before it.
     before = sqlite_schema.MIGRATIONS.index(sqlite_add_usage_totals)
-    conn = sqlite3.connect(path, isolation_level=None)
-    for column in ("prompt_tokens", "completion_tokens", "cost_usd"):
-        conn.execute(f"ALTER TABLE conversations DROP COLUMN {column}")
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(before),))
-    conn.close()
+    columns = ("prompt_tokens", "completion_tokens", "cost_usd")
+    sqlite_back_to(path, before, [f"ALTER TABLE conversations DROP COLUMN {c}" for c in columns])
     _check_migrated(url, expected)
     assert sqlite_schema.read_schema_version(path) == sqlite_schema.schema_version()
 
@@ -209,18 +205,14 @@ def test_postgres_store_without_totals_gets_them_when_opened() -> None:
     with fresh_schema_url() as url:
         with open_store(url) as store:
             expected = _fill(store)
-        schema = url.rsplit("schema=", 1)[1]
         before = next(
             number
             for number, statements in enumerate(postgres_schema.MIGRATIONS)
             if statements == (postgres_add_usage_totals,)
         )
-        with psycopg.connect(
-            POSTGRES_BASE_URL, autocommit=True, options=f"-c search_path={schema}"
-        ) as conn:
-            conn.execute(
-                "ALTER TABLE conversations DROP COLUMN prompt_tokens, "
-                "DROP COLUMN completion_tokens, DROP COLUMN cost_usd"
-            )
-            conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(before),))
+        undo = [
+            "ALTER TABLE conversations DROP COLUMN prompt_tokens, "
+            "DROP COLUMN completion_tokens, DROP COLUMN cost_usd"
+        ]
+        postgres_back_to(url, before, undo)
         _check_migrated(url, expected)
