@@ -204,6 +204,7 @@ class RunManager:
             conversation.close()
             raise
         with self._lock:
+            # ``takes_over`` is the worker's own conversations (those routed to it).
             kept = (self.takes_over is None or self.takes_over(info.id)) and (
                 info.id not in self._entries  # opened by another request meanwhile
             )
