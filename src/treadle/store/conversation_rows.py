@@ -31,8 +31,8 @@ def metadata_json(metadata: Mapping[str, Any] | None) -> str:
 def conversation_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> ConversationInfo:
     """A conversations row (id, title, created_at, updated_at, head_id, event_count, metadata,
     prompt_tokens, completion_tokens, cost_usd, status, status_reason) as ConversationInfo;
-    ``moment`` reads a time column. A damaged row is a StoreError naming the conversation and the column, never a bare
-    ValueError."""
+    ``moment`` reads a time column. A damaged row is a StoreError naming the conversation and
+    the column, never a bare ValueError."""
     column = "created_at"
     try:
         created_at = moment(row[2])
