@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
-from treadle.events.model import ROOT, ActionEvent, Event, MessageEvent, PauseEvent
+from treadle.events.model import ROOT, ActionEvent, Event, PauseEvent
 from treadle.events.projection import summary_id
 from treadle.runtime.replay.recording import Result
 from treadle.runtime.replay.report import ActionCheck, Divergence
@@ -41,12 +41,10 @@ RESULT_FIELDS = (
 
 def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[Divergence]:
     """REPLAY-RECORDED: every difference between the two paths, in path order. A head
-    moved inside the last batch leaves its calls unanswered on the recorded path (waiting for
-    the user, who may send a message meanwhile); the replay, which runs whole batches, answers
-    them: those answers are the replay's, not divergences. A call left unanswered before a
-    later model response is one (the model was asked again without its result). Likewise a
-    head moved onto the answer of a call a stop kept from starting: the replay makes the stop
-    again, and the pause that ended that step, beyond the head."""
+    moved onto the answer of a call a stop kept from starting ends the recorded path there;
+    the replay makes the stop again, and the pause that ended that step: beyond the head, not
+    a divergence. (A head moved into the last batch the replay makes again itself: the
+    ``hold`` input.)"""
     replayed = _beyond_the_head_dropped(recorded, replayed)
     keys_a = [_alignment_key(event) for event in recorded]
     keys_b = [_alignment_key(event) for event in replayed]
@@ -73,41 +71,11 @@ def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[
 def _beyond_the_head_dropped(
     recorded: Sequence[Event], replayed: Sequence[Event]
 ) -> Sequence[Event]:
-    """``replayed`` less the pauses it ends with beyond the recorded path's length and its
-    answers to the calls of the recorded path's last model response that the recorded path
-    leaves unanswered."""
+    """``replayed`` less the pauses it ends with beyond the recorded path's length."""
     end = len(replayed)
     while end > len(recorded) and isinstance(replayed[end - 1], PauseEvent):
         end -= 1
-    return _without_answers_to_open_calls(recorded, replayed[:end])
-
-
-def _without_answers_to_open_calls(
-    recorded: Sequence[Event], replayed: Sequence[Event]
-) -> Sequence[Event]:
-    """``replayed`` less its answers to the calls of the recorded path's last model response
-    that the recorded path leaves unanswered."""
-    answered = {
-        getattr(e, "tool_call_id", None) for e in recorded if not isinstance(e, ActionEvent)
-    }
-    responses = [e for e in recorded if isinstance(e, ActionEvent | MessageEvent)]
-    last = next((e for e in reversed(responses) if e.source == "agent"), None)
-    if not isinstance(last, ActionEvent):
-        return replayed
-    open_calls = {
-        e.tool_call_id
-        for e in recorded
-        if isinstance(e, ActionEvent)
-        and e.llm_response_id == last.llm_response_id
-        and e.tool_call_id not in answered
-    }
-    if not open_calls:
-        return replayed
-    return [
-        event
-        for event in replayed
-        if isinstance(event, ActionEvent) or getattr(event, "tool_call_id", None) not in open_calls
-    ]
+    return replayed[:end]
 
 
 def _alignment_key(event: Event) -> tuple[Any, ...]:

@@ -41,7 +41,30 @@ def drive(conversation: Conversation, recording: Recording, model: RecordedModel
             conversation.pause()
         elif item.kind == "raise_budget":
             conversation.raise_budget(Budget(**item.budgets))
+        elif item.kind == "hold":
+            hold_in_last_batch(conversation, item.count)
         index += 1
+
+
+def hold_in_last_batch(conversation: Conversation, count: int) -> None:
+    """Move the head back to the ``count``-th event of the last batch on the path (its
+    actions, then their answers), as the recorded user did: the calls answered after it are
+    open again, waiting."""
+    path = conversation.active_path()
+    actions = [i for i, event in enumerate(path) if isinstance(event, ActionEvent)]
+    if not actions:
+        return
+    last = path[actions[-1]]
+    assert isinstance(last, ActionEvent)
+    start = actions[-1]
+    while start > 0:
+        before = path[start - 1]
+        if not isinstance(before, ActionEvent) or before.llm_response_id != last.llm_response_id:
+            break
+        start -= 1
+    target = path[min(start + count, len(path)) - 1]
+    if target.id != conversation.head:
+        conversation.switch_branch(target.id)
 
 
 def run_steps(

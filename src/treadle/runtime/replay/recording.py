@@ -58,13 +58,16 @@ class ReplayInputError(TreadleError):
 class Input:
     """One thing the driver does to the replayed conversation, in the recorded order:
     ``send`` a user message, ``pause`` as the user did, ``raise_budget`` to the recorded
-    ``budgets`` (name: new value), or ``step`` (one run of one model call and its
+    ``budgets`` (name: new value), ``step`` (one run of one model call and its
     consequences, or of a pause on the budget; the calls it proposes are confirmed or
-    rejected as recorded)."""
+    rejected as recorded), or ``hold`` (the head moved back into the batch just made, to its
+    ``count``-th event: calls of it the recording never answered are left open, as the
+    user's head move left them)."""
 
-    kind: Literal["send", "pause", "raise_budget", "step"]
+    kind: Literal["send", "pause", "raise_budget", "step", "hold"]
     text: str = ""
     budgets: dict[str, Any] = field(default_factory=dict)
+    count: int = 0
 
 
 @dataclass
@@ -246,6 +249,19 @@ def _read_path(
     for fact in replayed:  # one made on another branch is not on this path: not replayed
         if fact.parent_id is not None:
             facts_after.setdefault(fact.parent_id, []).append(fact)
+    answered = {
+        event.tool_call_id
+        for event in path
+        if isinstance(event, ObservationEvent | AgentErrorEvent | UserRejectionEvent)
+    }
+    last_response = max(
+        (
+            i
+            for i, event in enumerate(path)
+            if isinstance(event, ActionEvent | MessageEvent) and event.source == "agent"
+        ),
+        default=-1,
+    )
     index = 0
     while index < len(path):
         event = path[index]
@@ -253,6 +269,13 @@ def _read_path(
             batch = _batch_at(path, index)
             recording.inputs.append(Input("step"))
             recording.responses.append(_response_of(batch, originals))
+            if index + len(batch) > last_response and any(
+                action.tool_call_id not in answered for action in batch
+            ):
+                # The head was moved into the last batch: the replay, which answers every
+                # call of a batch it runs, moves its head back there too. (A call left open
+                # before a later response is a divergence the comparison reports.)
+                recording.inputs.append(Input("hold", count=_batch_span(path, index, batch)))
             index += len(batch)
             _facts_after(recording, batch, facts_after)
             continue
@@ -314,6 +337,18 @@ def _ends_an_interrupt(path: Sequence[Event], index: int) -> bool:
     (right after the calls it closed as interrupted by the user)."""
     before = path[index - 1] if index else None
     return isinstance(before, AgentErrorEvent) and before.interrupted == "user"
+
+
+def _batch_span(path: Sequence[Event], start: int, batch: Sequence[ActionEvent]) -> int:
+    """How many events of the path from ``start`` are ``batch``'s: its actions, then the
+    answers to its calls that follow them."""
+    calls = {action.tool_call_id for action in batch}
+    end = start + len(batch)
+    while end < len(path) and getattr(path[end], "tool_call_id", None) in calls:
+        if isinstance(path[end], ActionEvent):
+            break
+        end += 1
+    return end - start
 
 
 def _batch_at(path: Sequence[Event], start: int) -> list[ActionEvent]:
