@@ -348,3 +348,19 @@ def test_calls_a_head_move_left_unanswered_before_a_message_replay_as_recorded(s
     # The replay moved its head back into the batch as the user did: the same path.
     assert report.recorded_events == len(path_of(store, conversation_id))
     assert report.replayed_events == report.recorded_events
+
+
+def test_a_pause_after_a_head_move_into_a_batch_replays_as_recorded(store, workspace):
+    """Found by the random state machine: the head moved into the last batch (waiting), then
+    the user paused. A replay that left the batch answered was not waiting, so its pause made
+    no event ("the replay has no event for the recorded pause")."""
+    responses = [calls(call("think", {"thought": "a"})), FINISH]
+    conversation_id = recorded(store, workspace, responses, **NO_SANDBOX)
+    action = next(e for e in path_of(store, conversation_id) if isinstance(e, ActionEvent))
+    with Conversation.open(store, conversation_id) as conversation:
+        conversation.switch_branch(action.id)
+        conversation.pause()
+    assert path_of(store, conversation_id)[-1].kind == "pause"
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
+    assert report.replayed_events == report.recorded_events
