@@ -111,10 +111,15 @@ def test_calls_a_stop_kept_from_starting_replay_the_same(store, workspace, how):
     assert report.replayed_events == report.recorded_events
 
 
-def test_a_head_moved_onto_a_call_a_stop_kept_from_starting_replays_the_same(store, workspace):
+@pytest.mark.parametrize("then", [None, "go on"])
+def test_a_head_moved_onto_a_call_a_stop_kept_from_starting_replays_the_same(
+    store, workspace, then
+):
     """Found by the random state machine: the head moved back onto the answer of a call the
-    user's interrupt kept from starting. The replay makes the interrupt again, and with it the
-    pause that ended that step: beyond the recorded head, not a divergence."""
+    user's interrupt kept from starting (then, maybe, a message). The replay makes the
+    interrupt again, and with it the pause that ended that step: it moves its head back onto
+    the answer as the user did (once it reported that pause as an event the recording
+    lacks)."""
     responses = [bash("echo one"), FINISH]
     settings = ConversationSettings.scripted_inline(responses, workspace, **NO_SANDBOX)
     model = StoppedWhileAnswering(responses, at=0, how="interrupt")
@@ -125,11 +130,14 @@ def test_a_head_moved_onto_a_call_a_stop_kept_from_starting_replays_the_same(sto
         model.conversation = None
         (never_started,) = closed_as(store, conversation.id, "user")
         conversation.switch_branch(never_started.id)
+        if then is not None:
+            conversation.send_message(then)
         conversation_id = conversation.id
-    assert path_of(store, conversation_id)[-1].id == never_started.id
+    kinds = [event.kind for event in path_of(store, conversation_id)]
+    assert kinds[-2:] == (["agent_error", "message"] if then else ["action", "agent_error"])
     report = replay_recorded(store, conversation_id)
     assert report.divergences == []
-    assert report.replayed_events == report.recorded_events + 1  # and the replay's pause
+    assert report.replayed_events == report.recorded_events
 
 
 CRASHING_CHILD = textwrap.dedent(

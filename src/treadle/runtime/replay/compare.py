@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
-from treadle.events.model import ROOT, ActionEvent, Event, PauseEvent
+from treadle.events.model import ROOT, ActionEvent, Event
 from treadle.events.projection import summary_id
 from treadle.runtime.replay.recording import Result
 from treadle.runtime.replay.report import ActionCheck, Divergence
@@ -40,12 +40,8 @@ RESULT_FIELDS = (
 
 
 def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[Divergence]:
-    """REPLAY-RECORDED: every difference between the two paths, in path order. A head
-    moved onto the answer of a call a stop kept from starting ends the recorded path there;
-    the replay makes the stop again, and the pause that ended that step: beyond the head, not
-    a divergence. (A head moved into the last batch the replay makes again itself: the
-    ``hold`` input.)"""
-    replayed = _beyond_the_head_dropped(recorded, replayed)
+    """REPLAY-RECORDED: every difference between the two paths, in path order. (A head moved
+    back into the last batch the replay makes again itself: the recording's ``hold`` input.)"""
     keys_a = [_alignment_key(event) for event in recorded]
     keys_b = [_alignment_key(event) for event in replayed]
     pairs: list[tuple[int, int]] = []
@@ -66,16 +62,6 @@ def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[
         if (divergence := _field_divergence(recorded, i, replayed[j], ids)) is not None
     ]
     return [divergence for _, divergence in sorted(found + unpaired, key=lambda item: item[0])]
-
-
-def _beyond_the_head_dropped(
-    recorded: Sequence[Event], replayed: Sequence[Event]
-) -> Sequence[Event]:
-    """``replayed`` less the pauses it ends with beyond the recorded path's length."""
-    end = len(replayed)
-    while end > len(recorded) and isinstance(replayed[end - 1], PauseEvent):
-        end -= 1
-    return replayed[:end]
 
 
 def _alignment_key(event: Event) -> tuple[Any, ...]:

@@ -269,12 +269,11 @@ def _read_path(
             batch = _batch_at(path, index)
             recording.inputs.append(Input("step"))
             recording.responses.append(_response_of(batch, originals))
-            if index + len(batch) > last_response and any(
-                action.tool_call_id not in answered for action in batch
-            ):
-                # The head was moved into the last batch: the replay, which answers every
-                # call of a batch it runs, moves its head back there too. (A call left open
-                # before a later response is a divergence the comparison reports.)
+            moved = _head_moved_into(path, index, batch, answered)
+            if index + len(batch) > last_response and moved:
+                # The replay, which runs a batch whole (and pauses after a stop), moves its
+                # head back there too. (A call left open before a later response is a
+                # divergence the comparison reports.)
                 recording.inputs.append(Input("hold", count=_batch_span(path, index, batch)))
             index += len(batch)
             _facts_after(recording, batch, facts_after)
@@ -337,6 +336,21 @@ def _ends_an_interrupt(path: Sequence[Event], index: int) -> bool:
     (right after the calls it closed as interrupted by the user)."""
     before = path[index - 1] if index else None
     return isinstance(before, AgentErrorEvent) and before.interrupted == "user"
+
+
+def _head_moved_into(
+    path: Sequence[Event], start: int, batch: Sequence[ActionEvent], answered: set[str]
+) -> bool:
+    """Whether the user moved the head back into ``batch`` (at ``start``): a call of it
+    ``answered`` nowhere on the path, or a call a stop closed without the pause that stop
+    recorded right after it."""
+    if any(action.tool_call_id not in answered for action in batch):
+        return True
+    span = _batch_span(path, start, batch)
+    answers = path[start + len(batch) : start + span]
+    stopped = any(getattr(event, "interrupted", None) == "user" for event in answers)
+    after = path[start + span] if start + span < len(path) else None
+    return stopped and not (isinstance(after, PauseEvent) and after.source == "user")
 
 
 def _batch_span(path: Sequence[Event], start: int, batch: Sequence[ActionEvent]) -> int:
