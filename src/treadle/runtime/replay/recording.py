@@ -18,6 +18,7 @@ from treadle.errors import TreadleError
 from treadle.events.fact_keys import BUDGET_KEY as BUDGET_KEY
 from treadle.events.fact_keys import CALL_IDS_KEY as CALL_IDS_KEY
 from treadle.events.fact_keys import CONTEXT_LIMIT_KEY as CONTEXT_LIMIT_KEY
+from treadle.events.fact_keys import HEAD_KEY
 from treadle.events.fact_keys import MODEL_ERROR_KEY as MODEL_ERROR_KEY
 from treadle.events.model import (
     ActionEvent,
@@ -190,6 +191,9 @@ def read_recording(store: EventStore, conversation_id: str, head: str | None) ->
         recording,
         _renamed_originals(store, conversation_id),
         [event for _seq, event in replayed],
+        # Where the user moved the head (``Conversation.switch_branch`` records each move),
+        # and the head the replay goes to.
+        {head, *(str(event.parent_id) for _seq, event in facts(store, conversation_id, HEAD_KEY))},
     )
     # The k-th refusal on the path learned the k-th limit recorded on it.
     limits = [
@@ -240,28 +244,19 @@ def _renamed_originals(store: EventStore, conversation_id: str) -> dict[str, str
 
 
 def _read_path(
-    recording: Recording, originals: dict[str, str], replayed: Sequence[StateChangeEvent]
+    recording: Recording,
+    originals: dict[str, str],
+    replayed: Sequence[StateChangeEvent],
+    moved_to: set[str],
 ) -> None:
     """Read ``recording.path`` into its inputs, responses and results; the ``replayed``
-    facts (budget raises, model errors) where the head was when they were made."""
+    facts (budget raises, model errors) where the head was when they were made; a ``hold``
+    where the head was moved (``moved_to``) to the end of what the path holds of a batch."""
     path = recording.path
     facts_after: dict[str, list[StateChangeEvent]] = {}
     for fact in replayed:  # one made on another branch is not on this path: not replayed
         if fact.parent_id is not None:
             facts_after.setdefault(fact.parent_id, []).append(fact)
-    answered = {
-        event.tool_call_id
-        for event in path
-        if isinstance(event, ObservationEvent | AgentErrorEvent | UserRejectionEvent)
-    }
-    last_response = max(
-        (
-            i
-            for i, event in enumerate(path)
-            if isinstance(event, ActionEvent | MessageEvent) and event.source == "agent"
-        ),
-        default=-1,
-    )
     index = 0
     while index < len(path):
         event = path[index]
@@ -269,12 +264,12 @@ def _read_path(
             batch = _batch_at(path, index)
             recording.inputs.append(Input("step"))
             recording.responses.append(_response_of(batch, originals))
-            moved = _head_moved_into(path, index, batch, answered)
-            if index + len(batch) > last_response and moved:
-                # The replay, which runs a batch whole (and pauses after a stop), moves its
-                # head back there too. (A call left open before a later response is a
-                # divergence the comparison reports.)
-                recording.inputs.append(Input("hold", count=_batch_span(path, index, batch)))
+            span = _batch_span(path, index, batch)
+            if path[index + span - 1].id in moved_to:
+                # The user moved the head back into this batch, or onto its last answer: the
+                # replay, which runs a batch whole (and pauses after a stop), moves its head
+                # back there too (a no-op when nothing of its own came after).
+                recording.inputs.append(Input("hold", count=span))
             index += len(batch)
             _facts_after(recording, batch, facts_after)
             continue
@@ -336,21 +331,6 @@ def _ends_an_interrupt(path: Sequence[Event], index: int) -> bool:
     (right after the calls it closed as interrupted by the user)."""
     before = path[index - 1] if index else None
     return isinstance(before, AgentErrorEvent) and before.interrupted == "user"
-
-
-def _head_moved_into(
-    path: Sequence[Event], start: int, batch: Sequence[ActionEvent], answered: set[str]
-) -> bool:
-    """Whether the user moved the head back into ``batch`` (at ``start``): a call of it
-    ``answered`` nowhere on the path, or a call a stop closed without the pause that stop
-    recorded right after it."""
-    if any(action.tool_call_id not in answered for action in batch):
-        return True
-    span = _batch_span(path, start, batch)
-    answers = path[start + len(batch) : start + span]
-    stopped = any(getattr(event, "interrupted", None) == "user" for event in answers)
-    after = path[start + span] if start + span < len(path) else None
-    return stopped and not (isinstance(after, PauseEvent) and after.source == "user")
 
 
 def _batch_span(path: Sequence[Event], start: int, batch: Sequence[ActionEvent]) -> int:
