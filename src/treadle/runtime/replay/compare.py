@@ -40,8 +40,9 @@ RESULT_FIELDS = (
 
 
 def compare_paths(recorded: Sequence[Event], replayed: Sequence[Event]) -> list[Divergence]:
-    """REPLAY-RECORDED: every difference between the two paths, in path order. (A head moved
-    back into the last batch the replay makes again itself: the recording's ``hold`` input.)"""
+    """REPLAY-RECORDED: every difference between the two paths, in path order. (A head the
+    user moved back into a batch, the replay moves again itself: the recording's ``hold``
+    input.)"""
     keys_a = [_alignment_key(event) for event in recorded]
     keys_b = [_alignment_key(event) for event in replayed]
     pairs: list[tuple[int, int]] = []
