@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from support.replays import FINISH, bash
+from support.replays import FINISH, bash, call, calls
 from support.waiting import wait_until
 from treadle.events.model import AgentErrorEvent, PauseEvent, StateChangeEvent
 from treadle.runtime.agent import NOT_STARTED_BY_USER
 from treadle.runtime.budget import Budget
+from treadle.runtime.confirmation import ConfirmationPolicy
 from treadle.runtime.conversation import MODEL_ERROR_KEY, Conversation
 from treadle.runtime.llm.base import ModelError, ModelRequest, ModelResponse
 from treadle.runtime.llm.scripted import ScriptedModel
@@ -135,6 +136,39 @@ def test_a_head_moved_onto_a_call_a_stop_kept_from_starting_replays_the_same(
         conversation_id = conversation.id
     kinds = [event.kind for event in path_of(store, conversation_id)]
     assert kinds[-2:] == (["agent_error", "message"] if then else ["action", "agent_error"])
+    report = replay_recorded(store, conversation_id)
+    assert report.divergences == []
+    assert report.replayed_events == report.recorded_events
+
+
+@pytest.mark.parametrize("how", ["interrupt", "pause"])
+def test_calls_confirmed_after_the_stop_that_kept_them_waiting_replay_the_same(
+    store, workspace, how
+):
+    """Found by the random state machine: with confirmation always, the user stopped the run
+    while the model answered (its calls wait for confirmation, the run pauses), then confirmed
+    them. The replay once confirmed them as soon as its step ended, before the recorded pause:
+    their results landed before it (two observations the recording did not have there)."""
+    responses = [
+        calls(call("terminal", {"command": "echo one"}), call("terminal", {"command": "echo two"})),
+        FINISH,
+    ]
+    settings = ConversationSettings.scripted_inline(
+        responses, workspace, confirmation=ConfirmationPolicy.ALWAYS, **NO_SANDBOX
+    )
+    model = StoppedWhileAnswering(responses, at=0, how=how)
+    with Conversation.create(store, settings, model=model) as conversation:
+        model.conversation = conversation
+        conversation.send_message("go")
+        conversation.run()
+        model.conversation = None
+        conversation.confirm()  # the calls the stop kept waiting
+        assert conversation.run() is Status.WAITING_FOR_CONFIRMATION  # the finish
+        conversation.confirm()
+        assert conversation.status is Status.FINISHED
+        conversation_id = conversation.id
+    kinds = [event.kind for event in path_of(store, conversation_id)]
+    print(kinds)
     report = replay_recorded(store, conversation_id)
     assert report.divergences == []
     assert report.replayed_events == report.recorded_events

@@ -5,35 +5,38 @@ confirmed or rejected as the recorded user did. The run loop is the runtime's ow
 
 from __future__ import annotations
 
-from contextlib import suppress
 from itertools import groupby
 
 from treadle.events.model import ActionEvent, PauseEvent, UserRejectionEvent
 from treadle.runtime.budget import Budget
 from treadle.runtime.conversation import Conversation
+from treadle.runtime.errors import NotWaiting
 from treadle.runtime.replay.recorded_model import RecordedModel
 from treadle.runtime.replay.recorded_tools import ReplayedCrash
 from treadle.runtime.replay.recording import Recording
-from treadle.runtime.status import ConversationStatus
 
 
 def drive(conversation: Conversation, recording: Recording, model: RecordedModel) -> None:
     """Feed ``recording``'s inputs to ``conversation`` in order: a user message lands exactly
     where it was recorded, and the steps between two inputs run as the runtime runs them (one
-    run, again after each stop of its own: a confirmation, a crash)."""
+    run, again after each stop of its own: a confirmation, a crash). Each call waiting for
+    confirmation is confirmed or rejected at its recorded place: before the first input that
+    stands after its answer on the path."""
     if recording.path and recording.path[0].kind == "system_prompt":
         conversation.start()  # stored even when no input follows it (a head moved back to it)
     inputs = recording.inputs
     index = 0
     while index < len(inputs):
         item = inputs[index]
+        answer_confirmations(conversation, recording, until=item.at)
         if item.kind == "step":
             steps = next(
                 (n for n, later in enumerate(inputs[index:]) if later.kind != "step"),
                 len(inputs) - index,
             )
-            run_steps(conversation, recording, model, steps)
             index += steps
+            until = inputs[index].at if index < len(inputs) else len(recording.path)
+            run_steps(conversation, recording, model, steps, until)
             continue
         if item.kind == "send":
             conversation.send_message(item.text)
@@ -44,6 +47,7 @@ def drive(conversation: Conversation, recording: Recording, model: RecordedModel
         elif item.kind == "hold":
             hold_in_last_batch(conversation, item.count)
         index += 1
+    answer_confirmations(conversation, recording, until=len(recording.path))
 
 
 def hold_in_last_batch(conversation: Conversation, count: int) -> None:
@@ -68,12 +72,13 @@ def hold_in_last_batch(conversation: Conversation, count: int) -> None:
 
 
 def run_steps(
-    conversation: Conversation, recording: Recording, model: RecordedModel, steps: int
+    conversation: Conversation, recording: Recording, model: RecordedModel, steps: int, until: int
 ) -> None:
     """Run ``steps`` recorded steps: ``run(max_steps=steps left)`` until they are made. A
     run ends early where the runtime stops (a confirmation asked, an error, a pause, an
-    interrupt, a crash replayed): the recorded decisions are given, and a new run goes on.
-    ``model`` counts the steps that asked it; a step that paused on the budget asks nothing."""
+    interrupt, a crash replayed): the recorded decisions whose answers stand before ``until``
+    (the next input's place) are given, and a new run goes on. ``model`` counts the steps
+    that asked it; a step that paused on the budget asks nothing."""
     left = steps
     while left > 0:
         asked, head = model.steps_asked, conversation.head
@@ -85,9 +90,7 @@ def run_steps(
         made = model.steps_asked - asked + _paused_on_budget(conversation, head)
         left -= max(1, made)  # at least one: a replay that goes wrong still ends
         if not crashed:
-            # A ReplayedCrash there: it died in a confirmed call; the next run closes it.
-            with suppress(ReplayedCrash):
-                answer_confirmations(conversation, recording)
+            answer_confirmations(conversation, recording, until)
 
 
 def _paused_on_budget(conversation: Conversation, head_before: str | None) -> int:
@@ -97,16 +100,17 @@ def _paused_on_budget(conversation: Conversation, head_before: str | None) -> in
     return int(paused and last[0].id != head_before)
 
 
-def answer_confirmations(conversation: Conversation, recording: Recording) -> None:
+def answer_confirmations(conversation: Conversation, recording: Recording, until: int) -> None:
     """Confirm or reject the calls waiting for confirmation as the recording did, in the
-    order their results were recorded; a call the recording never answered stays pending.
-    ``ReplayedCrash`` when the recorded run died in a confirmed call (the status stays
-    running, the call open, as the kill left them)."""
-    while conversation.status is ConversationStatus.WAITING_FOR_CONFIRMATION:
+    order their results were recorded, those whose result stands before ``until`` on the
+    path; a call the recording never answered stays pending. When the recorded run died in
+    a confirmed call (``ReplayedCrash``), the status stays running, the call open, as the
+    kill left them: the next run closes it."""
+    while True:
         pending = [
             action
             for action in conversation.pending_actions()
-            if action.tool_call_id in recording.results
+            if recording.result_position(action.tool_call_id) < until
         ]
         if not pending:
             return
@@ -114,10 +118,15 @@ def answer_confirmations(conversation: Conversation, recording: Recording) -> No
         first_decision = next(groupby(pending, key=lambda a: _decision(recording, a)))
         (kind, reason), group = first_decision
         ids = [action.id for action in group]
-        if kind == "reject":
-            conversation.reject(ids, reason=reason)
-        else:
-            conversation.confirm(ids)
+        try:
+            if kind == "reject":
+                conversation.reject(ids, reason=reason)
+            else:
+                conversation.confirm(ids)
+        except NotWaiting:  # a run (the one a crash left running) is to answer them
+            return
+        except ReplayedCrash:
+            return
 
 
 def _decision(recording: Recording, action: ActionEvent) -> tuple[str, str]:

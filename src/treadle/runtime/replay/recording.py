@@ -63,9 +63,14 @@ class Input:
     consequences, or of a pause on the budget; the calls it proposes are confirmed or
     rejected as recorded), or ``hold`` (the head moved back into the batch just made, to its
     ``count``-th event: calls of it the recording never answered are left open, as the
-    user's head move left them)."""
+    user's head move left them).
+
+    ``at`` is where on the path the input takes effect: the recorded answers to calls that
+    stand before it are given before it, the others after (a call left waiting by a stop,
+    confirmed only after the pause that came first)."""
 
     kind: Literal["send", "pause", "raise_budget", "step", "hold"]
+    at: int
     text: str = ""
     budgets: dict[str, Any] = field(default_factory=dict)
     count: int = 0
@@ -262,20 +267,20 @@ def _read_path(
         event = path[index]
         if isinstance(event, ActionEvent):
             batch = _batch_at(path, index)
-            recording.inputs.append(Input("step"))
+            recording.inputs.append(Input("step", index))
             recording.responses.append(_response_of(batch, originals))
             span = _batch_span(path, index, batch)
             if path[index + span - 1].id in moved_to:
                 # The user moved the head back into this batch, or onto its last answer: the
                 # replay, which runs a batch whole (and pauses after a stop), moves its head
                 # back there too (a no-op when nothing of its own came after).
-                recording.inputs.append(Input("hold", count=span))
+                recording.inputs.append(Input("hold", index + span, count=span))
             index += len(batch)
-            _facts_after(recording, batch, facts_after)
+            _facts_after(recording, batch, facts_after, index + len(batch))
             continue
         if isinstance(event, MessageEvent):
             if event.source == "agent":
-                recording.inputs.append(Input("step"))
+                recording.inputs.append(Input("step", index))
                 recording.responses.append(
                     ModelResponse(
                         id=event.llm_response_id or "",
@@ -285,19 +290,19 @@ def _read_path(
                     )
                 )
             elif event.source != "hook":  # a hook's message is the hooks' to give again
-                recording.inputs.append(Input("send", event.text))
+                recording.inputs.append(Input("send", index, event.text))
         elif isinstance(event, PauseEvent) and event.source == "user":
             if not _ends_an_interrupt(path, index):  # that pause is the run's: replayed with it
-                recording.inputs.append(Input("pause"))
+                recording.inputs.append(Input("pause", index))
         elif isinstance(event, PauseEvent) and event.source == "environment":
-            recording.inputs.append(Input("step"))  # a run that paused on its budget
+            recording.inputs.append(Input("step", index))  # a run that paused on its budget
         elif isinstance(event, CondensationEvent):
             if _made_by_refusal(event):
                 recording.refused_before.add(len(recording.responses))
             recording.summaries.append(event)
         elif isinstance(event, ObservationEvent | AgentErrorEvent | UserRejectionEvent):
             recording.results.setdefault(event.tool_call_id, event)
-        _facts_after(recording, [event], facts_after)
+        _facts_after(recording, [event], facts_after, index + 1)
         index += 1
 
 
@@ -305,9 +310,11 @@ def _facts_after(
     recording: Recording,
     events: Sequence[Event],
     facts_after: dict[str, list[StateChangeEvent]],
+    at: int,
 ) -> None:
-    """The facts made when the head was one of ``events``, as inputs: a budget raised, a
-    model call that failed (a run of its own, its call failing again)."""
+    """The facts made when the head was one of ``events``, as inputs taking effect at ``at``
+    (the path's position after them): a budget raised, a model call that failed (a run of
+    its own, its call failing again)."""
     for event in events:
         for fact in facts_after.get(event.id, ()):
             if fact.key == MODEL_ERROR_KEY:
@@ -316,14 +323,14 @@ def _facts_after(
                     "raw_response": str(fact.value.get("raw_response", "")),
                 }
                 recording.failed_before.setdefault(len(recording.responses), []).append(failure)
-                recording.inputs.append(Input("step"))
+                recording.inputs.append(Input("step", at))
                 continue
             budgets = {
                 name: change["to"]
                 for name, change in fact.value.items()
                 if name in BUDGET_NAMES and isinstance(change, dict) and "to" in change
             }
-            recording.inputs.append(Input("raise_budget", budgets=budgets))
+            recording.inputs.append(Input("raise_budget", at, budgets=budgets))
 
 
 def _ends_an_interrupt(path: Sequence[Event], index: int) -> bool:
