@@ -220,7 +220,7 @@ def test_reads_are_index_probes_even_without_statistics(postgres_url):
     """Before ANALYZE (a new store, or autovacuum off as on this server) the planner once
     hashed a whole conversation at every step of a path walk: 3.5 s for a window at 10^6."""
     from treadle.bench.workload import realistic_events
-    from treadle.store.postgres_schema import connect
+    from treadle.store.postgres_sessions import connect
     from treadle.store.postgres_sql import PATH_RANGE_SQL, SEGMENTS_SQL, filters_of, page_sql
 
     with PostgresEventStore(postgres_url) as store:

@@ -332,12 +332,8 @@ class PostgresEvalResults(_SqlResults):
 
     def __init__(self, url: str) -> None:
         # lazily: psycopg is only needed by those who use PostgreSQL
-        from treadle.store.postgres_schema import (
-            DEFAULT_RECONNECT_S,
-            Pool,
-            connect,
-            parse_postgres_url,
-        )
+        from treadle.store.postgres_schema import parse_postgres_url
+        from treadle.store.postgres_sessions import DEFAULT_RECONNECT_S, Pool, connect
 
         conninfo, schema, durability = parse_postgres_url(url)
         self._pool = Pool(

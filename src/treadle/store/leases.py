@@ -212,17 +212,20 @@ class SqliteRunLeases:
         self._conn.close()
 
 
+LEASE_POOL_SIZE = 4
+"""PostgreSQL connections a process's leases keep open at most."""
+
+
 class PostgresRunLeases:
     """Leases in the store's schema; the upsert's row lock decides between racing servers."""
 
     def __init__(self, url: str, *, reconnect_s: float | None = None) -> None:
         # lazily: psycopg is only needed by those who use PostgreSQL
-        from treadle.store.postgres_schema import (
-            DEFAULT_RECONNECT_S,
-            Pool,
-            connect,
-            parse_postgres_url,
-        )
+        from treadle.store.postgres_schema import parse_postgres_url
+        from treadle.store.postgres_sessions import DEFAULT_RECONNECT_S, Pool, connect
+
+        # Lease statements are single short upserts: a few connections serve every run of
+        # the process (each pool counts against PostgreSQL's max_connections).
 
         conninfo, schema, _durability = parse_postgres_url(url)
         # A pool of its own (application_name treadle-leases:<schema>): a broken connection
@@ -230,6 +233,7 @@ class PostgresRunLeases:
         self._pool = Pool(
             lambda: connect(conninfo, schema, "durable", "leases"),
             reconnect_s=DEFAULT_RECONNECT_S if reconnect_s is None else reconnect_s,
+            size=LEASE_POOL_SIZE,
         )
         self._execute(
             "CREATE TABLE IF NOT EXISTS run_leases ("

@@ -59,16 +59,18 @@ from treadle.store.paging import check_query, page_of
 from treadle.store.payloads import read_payload
 from treadle.store.postgres_schema import (
     APPLICATION,
-    DEFAULT_RECONNECT_S,
     DEFAULT_SCHEMA,
     DURABILITY_MODES,
     MIGRATIONS,
     SCHEMA_VERSION,
+    parse_postgres_url,
+    prepare_schema,
+)
+from treadle.store.postgres_sessions import (
+    DEFAULT_RECONNECT_S,
     Pool,
     Unreachable,
     connect,
-    parse_postgres_url,
-    prepare_schema,
     store_error,
 )
 from treadle.store.postgres_sql import (

@@ -47,7 +47,7 @@ def uses_text_index(query: EventQuery) -> bool:
 def text_index_scans(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """The statements inside run in a transaction that lets the planner use the index.
 
-    The store's sessions turn bitmap scans off (postgres_schema.connect: the planner chose
+    The store's sessions turn bitmap scans off (postgres_sessions.connect: the planner chose
     them, without statistics, where an ordered index scan stops at the page), and a GIN index
     is only read by a bitmap scan. Here it is the other way round: ordered index scans are
     off, so a text filter is answered from the trigram index (ANDed with the conversation's
