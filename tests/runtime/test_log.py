@@ -46,3 +46,66 @@ def test_the_cached_path_follows_a_head_another_writer_moved(store):
     (branch,) = mine.append([MessageEvent(source="user", text="a branch")])
     assert branch.parent_id == first.id
     assert [e.id for e in theirs.path()] == [first.id, branch.id]
+
+
+def _counting_heads(store) -> list[str]:
+    asked: list[str] = []
+    head = store.head
+
+    def counted(conversation_id):
+        asked.append(conversation_id)
+        return head(conversation_id)
+
+    store.head = counted
+    return asked
+
+
+def test_while_its_writer_works_the_log_reads_the_head_once(store):
+    store.create_conversation("c")
+    log = ConversationLog(store, "c")
+    asked = _counting_heads(store)
+    with log.keeping_head():
+        for text in ("a", "b", "c"):
+            log.append([MessageEvent(source="user", text=text)])
+            log.record_fact("budget", {"max_total_tokens": {"from": 1, "to": 2}})
+            log.record_status(Status.RUNNING)
+            assert len(log.path()) == ord(text) - ord("a") + 1
+        log.move_head(log.path()[0].id)
+        assert log.head == log.path()[-1].id
+    assert len(asked) == 1
+    log.head  # noqa: B018 - outside the scope every read asks the store
+    assert len(asked) == 2
+
+
+def test_a_kept_head_another_writer_moved_is_read_again_at_the_next_append(store):
+    """The append names the head it continues: refused by the store (HeadMoved, nothing
+    stored), it chains onto the head read afresh, as an append right after a read does."""
+    store.create_conversation("c")
+    mine, theirs = ConversationLog(store, "c"), ConversationLog(store, "c")
+    with mine.keeping_head():
+        (first,) = mine.append([MessageEvent(source="user", text="a")])
+        (other,) = theirs.append([MessageEvent(source="user", text="another writer's")])
+        (second,) = mine.append([MessageEvent(source="user", text="b")])
+        assert second.parent_id == other.id
+        assert [e.id for e in mine.path()] == [first.id, other.id, second.id]
+        theirs.move_head(first.id)  # moved without an event on the path
+        (third,) = mine.append([MessageEvent(source="user", text="c")])
+        assert third.parent_id == first.id
+    assert store.event_count("c") == 5  # a, other, b, the head fact, c: nothing twice or lost
+    assert store.head("c") == third.id
+
+
+def test_written_here_names_only_what_this_log_wrote(store):
+    store.create_conversation("c")
+    mine, theirs = ConversationLog(store, "c"), ConversationLog(store, "c")
+    mine.append([MessageEvent(source="user", text="a")])  # seq 0
+    mine.record_status(Status.RUNNING)  # seq 1
+    assert mine.written_here(-1, 1)
+    assert mine.written_here(1, 1)  # nothing after 1
+    theirs.record_status(Status.RUNNING)  # seq 2, another writer's
+    mine.record_status(Status.RUNNING)  # seq 3
+    assert not mine.written_here(1, 3)
+    assert mine.written_here(2, 3)
+    mine.record_fact("pause_request", {"kind": "pause"})  # seq 4: a request, to be read
+    assert not mine.written_here(3, 4)
+    assert not theirs.written_here(-1, 3)

@@ -13,10 +13,12 @@ from treadle.events.model import (
     MessageEvent,
     ObservationEvent,
     PauseEvent,
+    StateChangeEvent,
 )
 from treadle.runtime.agent import NOT_STARTED_BY_USER
 from treadle.runtime.conversation import Conversation
 from treadle.runtime.status import ConversationStatus as Status
+from treadle.store.urls import open_store
 
 from .test_conversation import FINISH, call, scripted
 
@@ -154,12 +156,8 @@ def test_a_pause_recorded_by_another_process_during_a_call_stops_the_batchs_next
         runner.close()
 
 
-def test_each_step_reads_only_the_requests_recorded_since_the_last_read(store, workspace):
-    """Queued messages and pause requests are read from a high-water mark: a step's reads
-    start at the log's end as the last read began, never again from the log's start."""
-    runner = scripted(store, workspace, [think(f"step {i}") for i in range(6)] + [FINISH])
-    runner.send_message("think")
-    reads: list[tuple[str, int]] = []
+def _request_searches(store) -> tuple[list[tuple[str, int | None]], object]:
+    reads: list[tuple[str, int | None]] = []
     search = store.search
 
     def recording(conversation_id, query):
@@ -168,16 +166,48 @@ def test_each_step_reads_only_the_requests_recorded_since_the_last_read(store, w
         return search(conversation_id, query)
 
     store.search = recording
+    return reads, search
+
+
+def test_a_run_alone_searches_no_requests(store, workspace):
+    """Nothing but the run's own events came since the last read: there is no request to
+    find, so none is searched for (a step searched twice: ~10 statements, round trips on
+    PostgreSQL)."""
+    runner = scripted(store, workspace, [think(f"step {i}") for i in range(6)] + [FINISH])
+    runner.send_message("think")
+    reads, search = _request_searches(store)
     try:
         assert runner.run() is Status.FINISHED
     finally:
         store.search = search
         runner.close()
+    assert reads == []
+
+
+def test_each_step_reads_only_the_requests_recorded_since_the_last_read(store, workspace):
+    """Another writer adds to the log at every step: queued messages and pause requests are
+    then read from a high-water mark, each read starting at the log's end as the last began,
+    never again from the log's start."""
+    runner = scripted(store, workspace, [think(f"step {i}") for i in range(6)] + [FINISH])
+    runner.send_message("think")
+    other = open_store(store.url)  # another process's store
+
+    def another_writer(stored) -> None:
+        if isinstance(stored.event, ObservationEvent):
+            other.append(runner.id, StateChangeEvent(key="elsewhere", value={}), move_head=False)
+
+    runner.callbacks.append(another_writer)
+    reads, search = _request_searches(store)
+    try:
+        assert runner.run() is Status.FINISHED
+    finally:
+        store.search = search
+        runner.close()
+        other.close()
     queued = [after for text, after in reads if "queued_message" in text]
-    assert len(queued) == 7  # one read per step (six think steps and the finish)
+    assert len(queued) == 6  # one read per step after another's write (six think steps)
     assert queued == sorted(set(queued))  # each from a later mark
-    # Pause requests: the steps' reads and the interrupt watcher's, from the run's start on.
     paused = [after for text, after in reads if "pause_request" in text]
-    assert len(paused) >= 7
+    assert len(paused) >= 6
     assert paused == sorted(paused)
     assert paused[-1] > paused[0] + 10

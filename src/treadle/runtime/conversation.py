@@ -131,7 +131,7 @@ class Conversation:
             conversation_id=self.id,
             live_output=parts.live_output,
         )
-        self._pause_requested = PauseRequest(self.store, self.id, log.last_seq())
+        self._pause_requested = PauseRequest(self.store, self.id, log.last_seq(), log.written_here)
         self._queue_seen = -1
         """The seq up to which queued messages were delivered (see deliver_queued_messages)."""
         self._run_lock = threading.Lock()
@@ -352,7 +352,9 @@ class Conversation:
         """Store the queued messages not stored yet, in the order they were sent. Only the
         holder of the run calls this, at a safe point (no call of its own in flight)."""
         with self._log.lock:
-            messages, self._queue_seen = undelivered_messages(self.store, self.id, self._queue_seen)
+            messages, self._queue_seen = undelivered_messages(
+                self.store, self.id, self._queue_seen, self._log.written_here
+            )
             stored = []
             for message in messages:
                 try:
@@ -365,7 +367,7 @@ class Conversation:
     def _store_message(self, message: MessageEvent) -> MessageEvent:
         # Screened first (e.g. a hook's ``PromptBlocked``: nothing stored).
         following = self._extensions.screen_message(message.text)
-        with self._log.lock:
+        with self._log.lock, self._log.keeping_head():
             self._loop.ensure_started()
             (event,) = self._log.append([self._extensions.shape_message(message)])
             if following:
@@ -568,9 +570,11 @@ class Conversation:
         self, operation: Callable[..., ConversationStatus], *args: object
     ) -> ConversationStatus:
         """Run ``operation``; whatever it raises, open calls are closed and the log says how
-        the run ended (ERROR with the cause, or PAUSED for an interrupt): never "running"."""
+        the run ended (ERROR with the cause, or PAUSED for an interrupt): never "running".
+        The log keeps its head meanwhile (``ConversationLog.keeping_head``)."""
         try:
-            return operation(*args)
+            with self._log.keeping_head():
+                return operation(*args)
         except KeyboardInterrupt as stop:  # Ctrl-C, or a signal the caller turned into one
             self._record_stop(str(stop) or "an interrupt")
             raise

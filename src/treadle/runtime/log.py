@@ -1,21 +1,36 @@
 """One conversation's log as its writer sees it: the store, the head, the active path (cached,
 extended by our own appends), appends chained onto the head, status records, and the callbacks
 told of each event after it is stored. Every fact it writes is checked against the registry of
-facts first (``events.facts.check_fact``): a wrong one is refused before anything is stored."""
+facts first (``events.facts.check_fact``): a wrong one is refused before anything is stored.
+
+While its writer works (``keeping_head``: a run, a confirmation) the log keeps the head it
+read or wrote last instead of reading it again for each append, fact and path (a step read it
+~15 times: a round trip each on PostgreSQL). Each append still names the head it continues
+(``expect_head``): when another writer moved it, the store refuses the append, and the log
+reads the head again and chains onto it, as an append right after a read of it always did.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+from treadle.events.fact_keys import PAUSE_REQUEST_KEY, QUEUED_MESSAGE_KEY
 from treadle.events.facts import check_fact
 from treadle.events.model import ROOT, Event, EventBase, StateChangeEvent
 from treadle.runtime.status import ConversationStatus, head_move_event, read_status, status_event
-from treadle.store.base import EventStore, StoredEvent
+from treadle.store.base import EventStore, HeadMoved, StoredEvent
 
 logger = logging.getLogger(__name__)
+
+REQUEST_KEYS = (PAUSE_REQUEST_KEY, QUEUED_MESSAGE_KEY)
+"""Facts that ask something of a run (``runtime.requests``): never counted as ``written_here``."""
+HEAD_MOVED_RETRIES = 3
+"""Appends tried again onto a head read afresh after another writer moved it, before the
+HeadMoved is raised (each try means that writer moved it again meanwhile)."""
 
 EventCallback = Callable[[StoredEvent], None]
 
@@ -34,10 +49,54 @@ class ConversationLog:
         """Held by each write; a caller holds it too to make several writes one step."""
         self._path: list[Event] = []
         self._path_head: str | None = None
+        self._keeping = 0
+        """How many ``keeping_head`` scopes are open (a run in a confirmation...)."""
+        self._kept: tuple[str | None] | None = None
+        """The head while kept: (head,) once read or written, None when unknown."""
+        self._own: tuple[int, int] | None = None
+        """The latest run of consecutive seqs this log wrote (first, last): a reader of
+        requests need not search what only this log wrote (``written_here``)."""
 
     @property
     def head(self) -> str | None:
-        return self.store.head(self.id)
+        kept = self._kept
+        if kept is not None:
+            return kept[0]
+        if not self._keeping:
+            return self.store.head(self.id)
+        with self.lock:  # read and kept as one: an append of another thread comes before or after
+            if self._kept is None:
+                self._kept = (self.store.head(self.id),)
+            return self._kept[0]
+
+    @contextmanager
+    def keeping_head(self) -> Iterator[None]:
+        """Keep the head between reads while this writer works (see the module's doc); on
+        leaving, the next read asks the store again (another process may write between
+        runs)."""
+        with self.lock:
+            self._keeping += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._keeping -= 1
+                if not self._keeping:
+                    self._kept = None
+
+    def _keep(self, head: str | None) -> None:
+        if self._keeping:
+            self._kept = (head,)
+
+    def _wrote(self, first: int, last: int) -> None:
+        own = self._own
+        self._own = (own[0], last) if own is not None and first == own[1] + 1 else (first, last)
+
+    def written_here(self, after_seq: int, top: int) -> bool:
+        """Whether every event with ``after_seq < seq <= top`` was written by this log (so
+        none is another writer's request to read)."""
+        own = self._own
+        return top <= after_seq or (own is not None and own[0] <= after_seq + 1 and top <= own[1])
 
     def last_seq(self) -> int:
         """The seq of the newest event (-1 when there is none)."""
@@ -47,7 +106,7 @@ class ConversationLog:
         """root..head (TREE-PATH): the cached path when the stored head is still its end,
         else a fresh read. The list is the cache's own: callers must not change it."""
         with self.lock:
-            head = self.store.head(self.id)
+            head = self.head
             if head != self._path_head:
                 self._path = self.store.path_to_root(self.id, head) if head else []
                 self._path_head = head
@@ -62,14 +121,19 @@ class ConversationLog:
         for event in events:
             _check(event)
         with self.lock:
-            parent = self.head or ROOT
-            chained: list[Event] = []
-            for event in events:
-                # A copy is of its original's class: one of the Event union's.
-                chained.append(event.model_copy(update={"parent_id": parent}))  # type: ignore[arg-type]
-                parent = event.id
-            seqs = self.store.append_batch(self.id, chained)
-            if self._path_head == (None if chained[0].parent_id == ROOT else chained[0].parent_id):
+            for tries_left in range(HEAD_MOVED_RETRIES, -1, -1):
+                head = self.head or ROOT
+                chained = _chained(events, head)
+                try:
+                    seqs = self.store.append_batch(self.id, chained, expect_head=head)
+                    break
+                except HeadMoved:
+                    self._kept = None  # read it again: another writer moved it
+                    if not tries_left:
+                        raise
+            self._keep(chained[-1].id)
+            self._wrote(seqs[0], seqs[-1])
+            if self._path_head == (None if head == ROOT else head):
                 self._path.extend(chained)
                 self._path_head = chained[-1].id
         for seq, event in zip(seqs, chained, strict=True):
@@ -77,7 +141,9 @@ class ConversationLog:
         return chained
 
     def append_side(self, event: Event) -> None:
-        """Store a side leaf (a state change: never the head), then tell callbacks."""
+        """Store a side leaf (a state change: never the head), then tell callbacks. Not
+        ``written_here``: a request (a queued message, a pause) is for the run's reader to
+        find, whoever wrote it."""
         _check(event)
         with self.lock:
             seq = self.store.append(self.id, event, move_head=False)
@@ -90,6 +156,8 @@ class ConversationLog:
         with self.lock:
             event = StateChangeEvent(key=key, value=value, parent_id=self.head or ROOT)
             seq = self.store.append(self.id, event, move_head=False)
+            if key not in REQUEST_KEYS:  # a request is to be read, whoever wrote it
+                self._wrote(seq, seq)
         self.notify(StoredEvent(seq=seq, event=event))
 
     def record_status(
@@ -104,6 +172,7 @@ class ConversationLog:
             event = status_event(status, self.head or ROOT, reason)
             _check(event)
             seq = self.store.append(self.id, event, move_head=False)
+            self._wrote(seq, seq)
             if then is not None:
                 then()
         self.notify(StoredEvent(seq=seq, event=event))
@@ -113,8 +182,11 @@ class ConversationLog:
         event = head_move_event(event_id)
         _check(event)
         with self.lock:
+            self._kept = None  # unknown should the set fail half way
             self.store.set_head(self.id, event_id)
+            self._keep(event_id)
             seq = self.store.append(self.id, event, move_head=False)
+            self._wrote(seq, seq)
         self.notify(StoredEvent(seq=seq, event=event))
 
     def notify(self, stored: StoredEvent) -> None:
@@ -123,6 +195,17 @@ class ConversationLog:
                 callback(stored)
             except Exception:  # a failing callback never stops the write (already stored)
                 logger.exception("event callback %r failed on event %s", callback, stored.event.id)
+
+
+def _chained(events: Sequence[EventBase], head: str) -> list[Event]:
+    """Copies of ``events`` each the child of the one before, the first of ``head``."""
+    chained: list[Event] = []
+    parent = head
+    for event in events:
+        # A copy is of its original's class: one of the Event union's.
+        chained.append(event.model_copy(update={"parent_id": parent}))  # type: ignore[arg-type]
+        parent = event.id
+    return chained
 
 
 def _check(event: EventBase) -> None:

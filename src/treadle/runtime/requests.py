@@ -7,6 +7,7 @@ never a head.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Literal
 
 from treadle.data.status import ConversationStatus, status_from_event
@@ -98,16 +99,28 @@ def requested_since(store: EventStore, conversation_id: str, after_seq: int) -> 
     return "pause" if kinds else None
 
 
+WrittenHere = Callable[[int, int], bool]
+"""``ConversationLog.written_here``: whether every event in (after, top] is the reader's own
+writer's (then none is a request to read)."""
+
+
+def _nobody_else(after_seq: int, top: int) -> bool:
+    return top <= after_seq
+
+
 def undelivered_messages(
-    store: EventStore, conversation_id: str, after_seq: int
+    store: EventStore,
+    conversation_id: str,
+    after_seq: int,
+    written_here: WrittenHere = _nobody_else,
 ) -> tuple[list[MessageEvent], int]:
     """The messages queued after ``after_seq`` and not stored yet, in the order they were sent,
     and the seq to continue from next time (a high-water mark: the log's end as this read
     began, so that the next read looks only at what came since, queued messages or not)."""
     messages: list[MessageEvent] = []
     seen = max(after_seq, last_seq(store, conversation_id))  # committed: the search sees it
-    if seen == after_seq:
-        return messages, seen  # nothing appended since: nothing to search
+    if written_here(after_seq, seen):
+        return messages, seen  # nothing appended since but our own: nothing to search
     for seq, record in _records(store, conversation_id, QUEUED_MESSAGE_KEY, after_seq):
         seen = max(seen, seq)
         value = record.value if isinstance(record.value, dict) else {}
@@ -130,9 +143,17 @@ class PauseRequest:
     watcher (``interrupt_requested``, every ``WATCH_INTERVAL_S``), each time only from where
     the last read ended; ``is_set`` between them (before each call of a batch) reads nothing."""
 
-    def __init__(self, store: EventStore, conversation_id: str, since: int) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        conversation_id: str,
+        since: int,
+        written_here: WrittenHere = _nobody_else,
+    ) -> None:
+        """``written_here``: the run's log's, so that what only it wrote is not searched."""
         self._store = store
         self._conversation_id = conversation_id
+        self._written_here = written_here
         self._local = threading.Event()
         self._local_interrupt = threading.Event()
         self._reason: str | None = None
@@ -177,11 +198,12 @@ class PauseRequest:
         with self._reading:
             # Everything up to ``top`` is committed now: the next read starts after it.
             top = last_seq(self._store, self._conversation_id)
-            if top > self._seen:  # a search only when the log grew (the watcher asks often)
+            # A search only when another writer added to the log (the watcher asks often).
+            if not self._written_here(self._seen, top):
                 kind = requested_since(self._store, self._conversation_id, self._seen)
-                self._seen = top
                 if kind == "interrupt" or (kind == "pause" and self._logged is None):
                     self._logged = kind
+            self._seen = max(self._seen, top)
             return self._logged
 
     def check(self) -> bool:

@@ -46,6 +46,21 @@ class EventNotFound(StoreError):
         super().__init__(f"event {event_id!r} is not in conversation {conversation_id!r}")
 
 
+class HeadMoved(StoreError):
+    """An append said which head it continues (``expect_head``) and the conversation's head is
+    another (another writer moved it): nothing was appended; read the head and chain again."""
+
+    def __init__(self, conversation_id: str, expected: str | None, found: str | None) -> None:
+        self.conversation_id = conversation_id
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"the head of conversation {conversation_id!r} is {found!r}, not {expected!r} as "
+            "the append expected (another writer moved it); nothing was appended: read the "
+            "head again and append onto it"
+        )
+
+
 MAX_SEQ = 2**63 - 1
 """The largest seq a store can hold (a signed 64-bit integer): seq cursors are -1..MAX_SEQ."""
 
@@ -165,8 +180,19 @@ class EventStore(Protocol):
     # writing
     def append(self, conversation_id: str, event: Event, *, move_head: bool = True) -> int: ...
     def append_batch(
-        self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
-    ) -> list[int]: ...
+        self,
+        conversation_id: str,
+        events: Sequence[Event],
+        *,
+        move_head: bool = True,
+        expect_head: str | None = None,
+    ) -> list[int]:
+        """Store ``events`` as one atomic batch; their seqs. ``expect_head``: the batch is
+        refused with ``HeadMoved`` (nothing stored) unless the conversation's head is that
+        event (``ROOT``: it has none); a writer that keeps the head it last wrote checks it
+        this way instead of reading it before each append."""
+        ...
+
     def set_head(self, conversation_id: str, event_id: str | None) -> None: ...
 
     # reading

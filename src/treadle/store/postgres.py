@@ -30,7 +30,7 @@ from treadle.data.ids import new_id
 from treadle.errors import AppendError
 from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
-from treadle.events.model import Event, event_to_json
+from treadle.events.model import ROOT, Event, event_to_json
 from treadle.store.append_plan import (
     PlannedEvent,
     assign_branches,
@@ -47,6 +47,7 @@ from treadle.store.base import (
     EventPage,
     EventQuery,
     EventShape,
+    HeadMoved,
     StoredEvent,
     StoreError,
     shapes_from_rows,
@@ -134,6 +135,11 @@ class _Tail:
 
 class _NeedsLookup(Exception):
     """A plan from the tail alone would need stored facts it does not have."""
+
+
+def _head_value(expect_head: str) -> str | None:
+    """The stored ``head_id`` an append's ``expect_head`` names (``ROOT``: none)."""
+    return None if expect_head == ROOT else expect_head
 
 
 def _plan_after(
@@ -344,18 +350,24 @@ class PostgresEventStore:
         return self.append_batch(conversation_id, [event], move_head=move_head)[0]
 
     def append_batch(
-        self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
+        self,
+        conversation_id: str,
+        events: Sequence[Event],
+        *,
+        move_head: bool = True,
+        expect_head: str | None = None,
     ) -> list[int]:
         events = list(events)
         try:
-            seqs = self._append(conversation_id, events, move_head)
+            seqs = self._append(conversation_id, events, move_head, expect_head)
         except Unreachable as error:
             # The connection broke, maybe while the commit was on its way: the events may be
             # stored. They are looked up by id before being appended again, so that nothing
             # is stored twice or lost.
             self._tails.pop(conversation_id, None)
             seqs = self._pool.retry(
-                lambda: self._append_again(conversation_id, events, move_head), first=error
+                lambda: self._append_again(conversation_id, events, move_head, expect_head),
+                first=error,
             )
         if is_bulk(len(events)):
             # A bulk load (an import) leaves its index entries in the pending list, which every
@@ -374,14 +386,18 @@ class PostgresEventStore:
             return merge_pending(conn)
 
     def _append_again(
-        self, conversation_id: str, events: list[Event], move_head: bool
+        self,
+        conversation_id: str,
+        events: list[Event],
+        move_head: bool,
+        expect_head: str | None,
     ) -> list[int]:
         """An append whose earlier attempt may have been stored: its seqs if it was."""
         stored = self._appended(conversation_id, events)
         if stored is not None:
             return stored
         try:
-            return self._append(conversation_id, events, move_head)
+            return self._append(conversation_id, events, move_head, expect_head)
         except AppendError as error:
             # the earlier attempt may have committed after the look-up (its backend finished
             # the message it had): then its ids are taken by these very events
@@ -414,7 +430,13 @@ class PostgresEventStore:
             seqs.append(int(seq))
         return seqs
 
-    def _append(self, conversation_id: str, events: list[Event], move_head: bool) -> list[int]:
+    def _append(
+        self,
+        conversation_id: str,
+        events: list[Event],
+        move_head: bool,
+        expect_head: str | None,
+    ) -> list[int]:
         # Client-side binding lets several statements travel in one message, each still with
         # its own snapshot, and plans every statement for this call's values (a plan cached
         # while the table was tiny scanned all of a conversation's events per append).
@@ -425,13 +447,20 @@ class PostgresEventStore:
                 planned = None if tail is None else _plan_after(conversation_id, events, tail)
                 if tail is not None and planned is not None:
                     try:
-                        return self._write(cursor, conversation_id, tail.key, *planned, move_head)
-                    except (errors.UniqueViolation, errors.ForeignKeyViolation):
-                        # Another writer appended (seq taken), the id is taken, or the
-                        # conversation was deleted: nothing was written; check it all below.
+                        return self._write(
+                            cursor, conversation_id, tail.key, *planned, move_head, expect_head
+                        )
+                    except (
+                        errors.UniqueViolation,
+                        errors.ForeignKeyViolation,
+                        errors.InvalidTextRepresentation,
+                    ):
+                        # Another writer appended (seq taken), the id is taken, the
+                        # conversation was deleted, or the head is not the one expected:
+                        # nothing was written; check it all below.
                         conn.execute("ROLLBACK")
                         self._tails.pop(conversation_id, None)
-                return self._append_checked(cursor, conversation_id, events, move_head)
+                return self._append_checked(cursor, conversation_id, events, move_head, expect_head)
             except BaseException:
                 if conn.info.transaction_status in _IN_TRANSACTION:
                     conn.execute("ROLLBACK")
@@ -443,6 +472,7 @@ class PostgresEventStore:
         conversation_id: str,
         events: list[Event],
         move_head: bool,
+        expect_head: str | None,
     ) -> list[int]:
         """An append that reads what it needs under the lock first (two round trips)."""
         # The row lock is APPEND's one lock: it serialises appenders of this conversation
@@ -453,7 +483,7 @@ class PostgresEventStore:
         wanted = ids_to_look_up(events)
         cursor.execute(
             "BEGIN; "
-            "SELECT key, event_count FROM conversations WHERE id = %(c)s FOR UPDATE; "
+            "SELECT key, event_count, head_id FROM conversations WHERE id = %(c)s FOR UPDATE; "
             "SELECT e.id, e.seq, e.branch FROM conversations c "
             "JOIN events e ON e.conversation = c.key AND e.id = ANY(%(ids)s) WHERE c.id = %(c)s "
             "UNION ALL "
@@ -466,7 +496,9 @@ class PostgresEventStore:
         row = cursor.fetchone()
         if row is None:
             raise ConversationNotFound(conversation_id)
-        key, count = row
+        key, count, head = row
+        if expect_head is not None and head != _head_value(expect_head):
+            raise HeadMoved(conversation_id, expect_head, head)
         cursor.nextset()
         found = cursor.fetchall()
         if not events:
@@ -479,7 +511,9 @@ class PostgresEventStore:
             branch_of={seq: branch for _, seq, branch in found},
             tip_of=lambda branch: self._tip(cursor.connection, key, branch),
         )
-        return self._write(cursor, conversation_id, key, planned, branches, move_head, begun=True)
+        return self._write(
+            cursor, conversation_id, key, planned, branches, move_head, None, begun=True
+        )
 
     def _write(
         self,
@@ -489,6 +523,7 @@ class PostgresEventStore:
         planned: list[PlannedEvent],
         branches: list[int],
         move_head: bool,
+        expect_head: str | None,
         *,
         begun: bool = False,
     ) -> list[int]:
@@ -497,7 +532,9 @@ class PostgresEventStore:
         Not ``begun``: the transaction starts here, under the row lock, from what this store's
         last append left (``_plan_after``). The unique (conversation, seq) and (conversation,
         id) keys then check that plan: if another writer appended, seq is taken; if an id is,
-        it is a duplicate; either way nothing is written and the caller checks again.
+        it is a duplicate; a head other than ``expect_head`` fails the lock's statement (a
+        cast of a word to a number: the one way a statement of the message can stop the
+        rest); either way nothing is written and the caller checks again.
         """
         last = planned[-1]
         values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(planned))
@@ -509,9 +546,20 @@ class PostgresEventStore:
             for p, branch in zip(planned, branches, strict=True)
         ]
         new_head = moved_head([p.event for p in planned], None, move_head=move_head)
+        lock_params: tuple[str | None, ...]
+        if begun:
+            lock, lock_params = "", ()
+        elif expect_head is None:
+            lock = "BEGIN; SELECT 1 FROM conversations WHERE id = %s FOR UPDATE; "
+            lock_params = (conversation_id,)
+        else:
+            lock = (
+                "BEGIN; SELECT CAST(CASE WHEN head_id IS NOT DISTINCT FROM %s THEN '1' "
+                "ELSE 'head moved' END AS integer) FROM conversations WHERE id = %s FOR UPDATE; "
+            )
+            lock_params = (_head_value(expect_head), conversation_id)
         cursor.execute(
-            ("" if begun else "BEGIN; SELECT 1 FROM conversations WHERE id = %s FOR UPDATE; ")
-            + "INSERT INTO events "
+            lock + "INSERT INTO events "
             "(conversation, seq, id, parent_seq, branch, kind, source, time_us, payload) "
             f"VALUES {values}; "
             # a head that does not move is left as stored (set_head may have moved it)
@@ -522,7 +570,7 @@ class PostgresEventStore:
             "SELECT pg_notify(%s, %s); "
             "COMMIT",
             [
-                *(() if begun else (conversation_id,)),
+                *lock_params,
                 *(value for row in rows for value in row),
                 last.seq + 1,
                 new_head,

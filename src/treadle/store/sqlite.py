@@ -50,7 +50,7 @@ from treadle.data.ids import new_id
 from treadle.errors import AppendError
 from treadle.events.audit_facts import AuditFacts
 from treadle.events.branches import BranchSummary, Line, Node
-from treadle.events.model import Event
+from treadle.events.model import ROOT, Event
 from treadle.store import sqlite_open_files as open_files
 from treadle.store.append_plan import (
     PreparedAppend,
@@ -67,6 +67,7 @@ from treadle.store.base import (
     EventPage,
     EventQuery,
     EventShape,
+    HeadMoved,
     StoredEvent,
     StoreError,
     StoreUnavailable,
@@ -602,7 +603,12 @@ class SqliteEventStore:
         return self.append_batch(conversation_id, [event], move_head=move_head)[0]
 
     def append_batch(
-        self, conversation_id: str, events: Sequence[Event], *, move_head: bool = True
+        self,
+        conversation_id: str,
+        events: Sequence[Event],
+        *,
+        move_head: bool = True,
+        expect_head: str | None = None,
     ) -> list[int]:
         # What needs no stored state is done here, on this thread, before it queues: the
         # group's leader then runs only each append's SQL (group_commit), and this thread's
@@ -615,7 +621,7 @@ class SqliteEventStore:
         try:
             seqs = self._commits.run(
                 lambda conn: self._append_in_transaction(
-                    conn, conversation_id, prepared, updated_at
+                    conn, conversation_id, prepared, updated_at, expect_head
                 ),
                 # One event: its checks, then one INSERT (whole or not at all), then the
                 # UPDATE that only SQLite itself can fail; so a refusal has nothing to undo.
@@ -635,6 +641,7 @@ class SqliteEventStore:
         conversation_id: str,
         prepared: PreparedAppend,
         updated_at: str,
+        expect_head: str | None = None,
     ) -> list[int]:
         # The count, head and last event's branch are read here, inside the transaction:
         # another process may have appended since, and nothing of it is cached. A single
@@ -648,7 +655,9 @@ class SqliteEventStore:
         ).fetchone()
         if row is None:
             raise ConversationNotFound(conversation_id)
-        key, count, _, last_branch, own_seq, parent_seq, parent_branch = row
+        key, count, head, last_branch, own_seq, parent_seq, parent_branch = row
+        if expect_head is not None and head != (None if expect_head == ROOT else expect_head):
+            raise HeadMoved(conversation_id, expect_head, head)
         if not events:
             return []
         if single is None:
