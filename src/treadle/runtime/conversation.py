@@ -348,12 +348,13 @@ class Conversation:
         self._log.append_side(queued_message_event(self.head or ROOT, message))
         return message
 
-    def deliver_queued_messages(self) -> list[MessageEvent]:
+    def deliver_queued_messages(self, top: int | None = None) -> list[MessageEvent]:
         """Store the queued messages not stored yet, in the order they were sent. Only the
-        holder of the run calls this, at a safe point (no call of its own in flight)."""
+        holder of the run calls this, at a safe point (no call of its own in flight).
+        ``top``: the log's last seq if just read (else it is read here)."""
         with self._log.lock:
             messages, self._queue_seen = undelivered_messages(
-                self.store, self.id, self._queue_seen, self._log.written_here
+                self.store, self.id, self._queue_seen, self._log.written_here, top
             )
             stored = []
             for message in messages:
@@ -416,8 +417,9 @@ class Conversation:
 
     def _steps(self, max_steps: int) -> ConversationStatus:
         for _ in range(max_steps):
-            self.deliver_queued_messages()  # every call so far has its result
-            if self._pause_requested.check():  # the log read once per step
+            top = self._log.last_seq()  # one read of the log's end for both kinds of request
+            self.deliver_queued_messages(top)  # every call so far has its result
+            if self._pause_requested.check(top):  # a pause recorded since comes next step
                 return self._loop.record_pause()
             outcome = self._loop.step()
             if outcome is not None:

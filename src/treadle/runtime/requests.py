@@ -113,12 +113,16 @@ def undelivered_messages(
     conversation_id: str,
     after_seq: int,
     written_here: WrittenHere = _nobody_else,
+    top: int | None = None,
 ) -> tuple[list[MessageEvent], int]:
     """The messages queued after ``after_seq`` and not stored yet, in the order they were sent,
     and the seq to continue from next time (a high-water mark: the log's end as this read
-    began, so that the next read looks only at what came since, queued messages or not)."""
+    began, so that the next read looks only at what came since, queued messages or not).
+    ``top``: the log's last seq, if the caller just read it."""
     messages: list[MessageEvent] = []
-    seen = max(after_seq, last_seq(store, conversation_id))  # committed: the search sees it
+    if top is None:
+        top = last_seq(store, conversation_id)
+    seen = max(after_seq, top)  # committed: the search sees it
     if written_here(after_seq, seen):
         return messages, seen  # nothing appended since but our own: nothing to search
     for seq, record in _records(store, conversation_id, QUEUED_MESSAGE_KEY, after_seq):
@@ -192,12 +196,14 @@ class PauseRequest:
         self.watch_from(last_seq(self._store, self._conversation_id))
         return reason
 
-    def read_log(self) -> PauseKind | None:
-        """Read the requests recorded since the last read; the strongest one since the run
-        began watching ("interrupt" over "pause"), or None."""
+    def read_log(self, top: int | None = None) -> PauseKind | None:
+        """Read the requests recorded since the last read, up to ``top`` (the log's last seq,
+        read here when not given); the strongest one since the run began watching
+        ("interrupt" over "pause"), or None."""
         with self._reading:
             # Everything up to ``top`` is committed now: the next read starts after it.
-            top = last_seq(self._store, self._conversation_id)
+            if top is None:
+                top = last_seq(self._store, self._conversation_id)
             # A search only when another writer added to the log (the watcher asks often).
             if not self._written_here(self._seen, top):
                 kind = requested_since(self._store, self._conversation_id, self._seen)
@@ -206,9 +212,9 @@ class PauseRequest:
             self._seen = max(self._seen, top)
             return self._logged
 
-    def check(self) -> bool:
-        """At a safe point: whether the run must pause, the log read first."""
-        self.read_log()
+    def check(self, top: int | None = None) -> bool:
+        """At a safe point: whether the run must pause, the log read first (up to ``top``)."""
+        self.read_log(top)
         return self.is_set()
 
     def is_set(self) -> bool:
