@@ -4,11 +4,13 @@ row lock across processes, LISTEN/NOTIFY across processes, closing under a subsc
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
@@ -17,7 +19,7 @@ import pytest
 from support.postgres import backends
 from support.waiting import wait_until
 from treadle.errors import AppendError
-from treadle.events.model import ROOT, MessageEvent
+from treadle.events.model import ROOT, MessageEvent, StateChangeEvent
 from treadle.events.tree import EventTree
 from treadle.store import postgres_schema
 from treadle.store.base import EventQuery, StoreError
@@ -408,6 +410,113 @@ def test_a_fork_from_an_older_event_keeps_paths_right(postgres_url):
         assert [e.id for e in store.path_to_root("c", "b3")] == ["r", "a", "b", "b3"]
         assert [e.id for e in store.path_to_root("c", "n2")] == ["r", "a", "b2", "n2"]
         assert [e.id for e in store.path_to_root("c", "n")] == ["n"]
+
+
+def _rows(store: PostgresEventStore, conversation_id: str) -> list[tuple[int, str, int, int]]:
+    """(seq, id, parent seq, segment) of every stored event, read from the table itself."""
+    with psycopg.connect(store._conninfo) as conn:
+        conn.execute(f"SET search_path TO {store.schema}")
+        return conn.execute(
+            "SELECT e.seq, e.id, e.parent_seq, e.branch FROM events e JOIN conversations c "
+            "ON c.key = e.conversation WHERE c.id = %s ORDER BY e.seq",
+            (conversation_id,),
+        ).fetchall()
+
+
+def _counting_checked_appends(
+    store: PostgresEventStore, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """The conversations whose appends took the checked path (a read under the lock first)."""
+    checked: list[str] = []
+    original = store._append_checked
+
+    def counted(cursor: Any, conversation_id: str, *args: Any) -> list[int]:
+        checked.append(conversation_id)
+        return original(cursor, conversation_id, *args)
+
+    monkeypatch.setattr(store, "_append_checked", counted)
+    return checked
+
+
+def test_a_step_after_its_snapshot_fact_is_planned_without_a_read(postgres_url, monkeypatch):
+    """A run's step: a side leaf (the snapshot fact) under the head, then the model's call and
+    its result under the head again, a fork. The tail's recent events say the head's seq and
+    its segment's tip: no read before the write, and the segments the checked path gives."""
+    with PostgresEventStore(postgres_url) as store:
+        store.create_conversation("c")
+        store.append("c", msg("r", ROOT))
+        checked = _counting_checked_appends(store, monkeypatch)
+        head = "r"
+        for n in range(20):
+            fact = StateChangeEvent(id=f"s{n}", key="snapshot", value=n, parent_id=head)
+            store.append("c", fact, move_head=False)
+            store.append_batch("c", [msg(f"a{n}", head), msg(f"o{n}", f"a{n}")])
+            head = f"o{n}"
+        assert checked == []
+        stored = [s.event for s in store.get_range("c", 0, 100)]
+        tree = EventTree(stored)
+        for event in stored:
+            expected = [e.id for e in tree.path_to_root(event.id)]
+            assert [e.id for e in store.path_to_root("c", event.id)] == expected
+        # each step's call forks from the head (its fact took the head's segment)
+        rows = {event_id: (seq, branch) for seq, event_id, _parent, branch in _rows(store, "c")}
+        assert all(rows[f"a{n}"][1] == rows[f"a{n}"][0] for n in range(20))
+        assert all(rows[f"o{n}"][1] == rows[f"a{n}"][0] for n in range(20))
+        # a recent id again, or a parent nowhere: refused with its contract, nothing stored
+        for event, contract in (
+            (msg("a19", head), "APPEND-DUP-ID"),
+            (msg("z", "nowhere"), "APPEND-NO-PARENT"),
+        ):
+            with pytest.raises(AppendError) as refused:
+                store.append("c", event)
+            assert refused.value.contract == contract
+        assert store.event_count("c") == 61
+
+
+def test_appends_planned_from_recent_events_store_what_the_checked_path_stores(
+    postgres_url, monkeypatch
+):
+    """Random appends (legacy parents, parents a few events back, old parents, roots, side
+    leaves, batches) through one store planning from its tail, and the same through a store
+    made to check every append: the same seqs, parents and segments row for row; and the
+    checked path taken exactly when a parent is not among the tail's recent events."""
+    rng = random.Random(20261207)
+    with PostgresEventStore(postgres_url) as planned, PostgresEventStore(postgres_url) as reference:
+        planned.create_conversation("p")
+        reference.create_conversation("k")
+        checked = _counting_checked_appends(planned, monkeypatch)
+        ids: list[str] = []
+        recent: list[str] = []  # what the tail should hold: written since its last check
+        for n in range(300):
+            batch: list[MessageEvent] = []
+            for k in range(rng.choice([1, 1, 1, 2, 3])):
+                roll = rng.random()
+                if not ids and not batch:
+                    parent: str | None = ROOT
+                elif roll < 0.3:
+                    parent = None  # legacy: the event appended just before
+                elif roll < 0.75:
+                    parent = (ids + [e.id for e in batch])[-rng.randint(1, 6) :][0]
+                elif roll < 0.97:
+                    parent = rng.choice(ids or [ROOT])
+                else:
+                    parent = ROOT
+                batch.append(msg(f"e{n}-{k}", parent))
+            inside = {e.id for e in batch}
+            named = {e.parent_id for e in batch} - inside - {None, ROOT}
+            expect_checked = not ids or not named <= set(recent[-32:])
+            move = rng.random() < 0.7
+            before = len(checked)
+            planned.append_batch("p", batch, move_head=move)
+            assert (len(checked) > before) == expect_checked, (n, named, recent[-32:])
+            reference._tails.clear()
+            reference.append_batch("k", batch, move_head=move)
+            recent = (recent[-1:] if expect_checked else recent) + [e.id for e in batch]
+            ids += [e.id for e in batch]
+        assert _rows(planned, "p") == _rows(reference, "k")
+        assert planned.head("p") == reference.head("k")
+        assert 0 < len(checked) < 200  # both paths were taken
+        assert planned.integrity_check() == []
 
 
 # -- LISTEN/NOTIFY across processes ----------------------------------------------------------

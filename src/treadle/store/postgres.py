@@ -122,15 +122,40 @@ def _retried(
     return retried
 
 
+_TAIL_EVENTS = 32
+"""How many of its newest events a tail keeps: a step's first append names as parent the
+head, a few events back (a snapshot fact, a side leaf, came after it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Tail:
     """Where this store's last append to a conversation left it: enough to plan the next
-    append without reading first, when nobody else appended in between."""
+    append without reading first, when nobody else appended in between.
+
+    ``recent`` holds the newest events this store wrote there (id → seq, branch), the last
+    one included; ``tips`` the highest seq of each of their branches. Both are exact while
+    the tail is current: every event since was this store's own (another writer's append
+    takes the seq the plan uses, and the write is then refused and checked again)."""
 
     key: int
     count: int
-    last_id: str
-    last_branch: int
+    recent: dict[str, tuple[int, int]]
+    tips: dict[int, int]
+
+    def after(self, count: int, written: list[tuple[str, int, int]]) -> _Tail:
+        """The tail once ``written`` (id, seq, branch; in seq order) is stored, ``count``
+        events in all: the newest ``_TAIL_EVENTS`` events kept, with their branches' tips."""
+        recent = dict(self.recent)
+        tips = dict(self.tips)
+        for event_id, seq, branch in written:
+            recent[event_id] = (seq, branch)
+            tips[branch] = seq
+        if len(recent) > _TAIL_EVENTS:
+            kept = sorted(recent.items(), key=lambda item: item[1][0])[-_TAIL_EVENTS:]
+            recent = dict(kept)
+            branches = {branch for _seq, branch in recent.values()}
+            tips = {branch: tip for branch, tip in tips.items() if branch in branches}
+        return _Tail(self.key, count, recent, tips)
 
 
 class _NeedsLookup(Exception):
@@ -150,19 +175,27 @@ def _plan_after(
     path then states with what is stored)."""
     if not events:
         return None
-    last_seq = tail.count - 1
 
     def tip_of(branch: int) -> int:
-        if branch != tail.last_branch:
+        if branch not in tail.tips:
             raise _NeedsLookup
-        return last_seq  # the last event is the newest of its segment
+        return tail.tips[branch]
 
     try:
+        # An id of the batch among the recent ones, or a parent not among them: the checked
+        # path says which (APPEND-DUP-ID, APPEND-NO-PARENT) or finds the parent stored.
         planned = plan_append(
-            conversation_id, events, next_seq=tail.count, stored={tail.last_id: last_seq}
+            conversation_id,
+            events,
+            next_seq=tail.count,
+            stored={event_id: seq for event_id, (seq, _branch) in tail.recent.items()},
         )
-        branches = assign_branches(planned, branch_of={last_seq: tail.last_branch}, tip_of=tip_of)
-    except (AppendError, _NeedsLookup):
+        branches = assign_branches(
+            planned,
+            branch_of=dict(tail.recent.values()),
+            tip_of=tip_of,
+        )
+    except (AppendError, _NeedsLookup, KeyError):
         return None
     return planned, branches
 
@@ -448,7 +481,7 @@ class PostgresEventStore:
                 if tail is not None and planned is not None:
                     try:
                         return self._write(
-                            cursor, conversation_id, tail.key, *planned, move_head, expect_head
+                            cursor, conversation_id, tail, *planned, move_head, expect_head
                         )
                     except (
                         errors.UniqueViolation,
@@ -511,15 +544,18 @@ class PostgresEventStore:
             branch_of={seq: branch for _, seq, branch in found},
             tip_of=lambda branch: self._tip(cursor.connection, key, branch),
         )
+        # The tail starts from the last stored event (the legacy parent of the next append).
+        last = [(event_id, seq, branch) for event_id, seq, branch in found if seq == count - 1]
+        tail = _Tail(key, count, {}, {}).after(count, last)
         return self._write(
-            cursor, conversation_id, key, planned, branches, move_head, None, begun=True
+            cursor, conversation_id, tail, planned, branches, move_head, None, begun=True
         )
 
     def _write(
         self,
         cursor: psycopg.ClientCursor[Any],
         conversation_id: str,
-        key: int,
+        tail: _Tail,
         planned: list[PlannedEvent],
         branches: list[int],
         move_head: bool,
@@ -529,14 +565,15 @@ class PostgresEventStore:
     ) -> list[int]:
         """Rows, length, head and notification in one message and one transaction.
 
-        Not ``begun``: the transaction starts here, under the row lock, from what this store's
-        last append left (``_plan_after``). The unique (conversation, seq) and (conversation,
+        ``tail``: the conversation's as it stands before the write. Not ``begun``: the
+        transaction starts here, under the row lock, from what this store's last append left
+        (``_plan_after``). The unique (conversation, seq) and (conversation,
         id) keys then check that plan: if another writer appended, seq is taken; if an id is,
         it is a duplicate; a head other than ``expect_head`` fails the lock's statement (a
         cast of a word to a number: the one way a statement of the message can stop the
         rest); either way nothing is written and the caller checks again.
         """
-        last = planned[-1]
+        key, last = tail.key, planned[-1]
         values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(planned))
         rows = [
             (
@@ -583,7 +620,8 @@ class PostgresEventStore:
         )
         if len(self._tails) >= _MAX_TAILS:
             self._tails.clear()
-        self._tails[conversation_id] = _Tail(key, last.seq + 1, last.event.id, branches[-1])
+        written = [(p.event.id, p.seq, branch) for p, branch in zip(planned, branches, strict=True)]
+        self._tails[conversation_id] = tail.after(last.seq + 1, written)
         return [p.seq for p in planned]
 
     @_retried
