@@ -170,6 +170,15 @@ def test_seq_is_gap_free_from_zero_per_conversation(store: EventStore, conv: str
     assert (store.event_count(conv), store.event_count("other")) == (5, 1)
 
 
+def test_event_counts_of_many_conversations_in_one_read(store: EventStore, conv: str) -> None:
+    store.append_batch(conv, [msg("a"), msg("b")])
+    many = [store.create_conversation(f"m{n}").id for n in range(600)]  # past a chunk's size
+    store.append(many[-1], msg("x"))
+    counts = store.event_counts([conv, *many, "nowhere", conv])
+    assert counts == {conv: 2, **dict.fromkeys(many[:-1], 0), many[-1]: 1}  # missing: left out
+    assert store.event_counts([]) == {}
+
+
 def test_stored_events_read_back_equal(store: EventStore, conv: str) -> None:
     action = ActionEvent(
         id="act",

@@ -6,14 +6,16 @@ another thread (a model call, parallel tool calls) unless the run is interrupted
 abandoned after a short grace.
 
 Why polling: an interrupt may reach a server that does not run the conversation; the one that
-does learns of it only through the store. ``WATCH_INTERVAL_S`` bounds how late it learns
-(one small row read per interval per running conversation, and a search only when its log
-grew), all of a process's runs polled by one thread.
+does learns of it only through the store. ``WATCH_INTERVAL_S`` bounds how late it learns. All
+of a process's runs are polled by one thread, which reads the end of every due run's log in
+one read per store (``EventStore.event_counts``: one small query for hundreds of runs, not one
+each), then searches a log only when it grew by another writer's events.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import threading
@@ -23,7 +25,10 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from treadle.store.base import EventStore
 
 logger = logging.getLogger(__name__)
 
@@ -34,22 +39,28 @@ WATCH_INTERVAL_S = 0.2
 
 
 class InterruptWatcher:
-    """While entered, calls ``on_interrupt`` (once) as soon as ``requested()`` says True.
+    """While entered, calls ``on_interrupt`` (once) as soon as ``requested(top)`` says True.
 
     Every watcher of the process is polled by one thread (``_Watching``), started by the first
     watcher entered and ended (joined) by the last one's exit: a server running hundreds of
     conversations keeps one polling thread, not one each. ``on_interrupt`` runs on that thread
-    and must be quick (it signals the calls to stop; it does not wait for them)."""
+    and must be quick (it signals the calls to stop; it does not wait for them).
+
+    ``log``: the (store, conversation id) whose log ``requested`` reads; the thread then reads
+    its last seq together with the other watchers' of the same store and passes it as ``top``
+    (None: ``requested`` reads it, as it does for a watcher without ``log``)."""
 
     def __init__(
         self,
-        requested: Callable[[], bool],
+        requested: Callable[[int | None], bool],
         on_interrupt: Callable[[], None],
         *,
         name: str = "treadle-interrupt-watch",
         interval_s: float = WATCH_INTERVAL_S,
+        log: tuple[EventStore, str] | None = None,
     ) -> None:
         self.name = name
+        self.log = log
         self._requested = requested
         self._on_interrupt = on_interrupt
         self.interval_s = interval_s
@@ -61,7 +72,7 @@ class InterruptWatcher:
         self._failing = False
 
     def __enter__(self) -> InterruptWatcher:
-        self.next_poll = time.monotonic() + self.interval_s
+        self.next_poll = next_tick(time.monotonic(), self.interval_s)
         _WATCHING.add(self)
         return self
 
@@ -75,13 +86,14 @@ class InterruptWatcher:
             self._done = True
         _WATCHING.remove(self)
 
-    def poll(self) -> None:
-        """Ask once (on the shared thread); on the first yes, call back and stop watching."""
+    def poll(self, top: int | None = None) -> None:
+        """Ask once (on the shared thread), ``top`` the log's last seq if just read; on the
+        first yes, call back and stop watching."""
         with self._polling:
             if self._done:
                 return
             try:
-                if not self._requested():
+                if not self._requested(top):
                     self._failing = False
                     return
             except Exception:  # the store did not answer: try again next interval
@@ -140,9 +152,36 @@ class _Watching:
                     self._changed.wait(max(0.0, soonest - now))
                     continue
                 for watcher in due:
-                    watcher.next_poll = now + watcher.interval_s
-            for watcher in due:  # outside the lock: a poll reads the store
-                watcher.poll()
+                    watcher.next_poll = next_tick(now, watcher.interval_s)
+            ends = _log_ends(due)  # outside the lock: polls read the store
+            for watcher in due:
+                watcher.poll(ends.get(watcher))
+
+
+def next_tick(now: float, interval_s: float) -> float:
+    """The first multiple of ``interval_s`` after ``now``: watchers of one interval come due
+    together, whenever each was entered, so their logs are read in one query."""
+    return (math.floor(now / interval_s) + 1) * interval_s
+
+
+def _log_ends(watchers: list[InterruptWatcher]) -> dict[InterruptWatcher, int]:
+    """The last seq of each watcher's log, one read per store for all its watchers. A read
+    that fails leaves its watchers out: each then reads its own log (and says if that fails)."""
+    by_store: dict[int, tuple[EventStore, list[tuple[InterruptWatcher, str]]]] = {}
+    for watcher in watchers:
+        if watcher.log is not None:
+            store, conversation_id = watcher.log
+            by_store.setdefault(id(store), (store, []))[1].append((watcher, conversation_id))
+    ends: dict[InterruptWatcher, int] = {}
+    for store, group in by_store.values():
+        try:
+            counts = store.event_counts([conversation_id for _, conversation_id in group])
+        except Exception:
+            continue
+        for watcher, conversation_id in group:
+            if conversation_id in counts:
+                ends[watcher] = counts[conversation_id] - 1
+    return ends
 
 
 _WATCHING = _Watching()

@@ -127,6 +127,7 @@ class RunLoop:
             self._pause.interrupt_requested,
             self.interrupt_now,
             name=f"treadle-interrupt-watch-{self._log.id[:8]}",
+            log=(self._log.store, self._log.id),
         )
 
     def in_model_thread(self, call: Callable[[], T]) -> T:

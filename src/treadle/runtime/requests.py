@@ -239,6 +239,7 @@ class PauseRequest:
         this process's own stop (it lost its lease, its server stops)."""
         return not self._local.is_set() or self._reason in (USER_PAUSE, USER_INTERRUPT)
 
-    def interrupt_requested(self) -> bool:
-        """Whether an interrupt (not a mere pause) was asked, here or in the log (read)."""
-        return self._local_interrupt.is_set() or self.read_log() == "interrupt"
+    def interrupt_requested(self, top: int | None = None) -> bool:
+        """Whether an interrupt (not a mere pause) was asked, here or in the log (read up to
+        ``top``, the log's last seq, if given)."""
+        return self._local_interrupt.is_set() or self.read_log(top) == "interrupt"

@@ -203,6 +203,11 @@ class EventStore(Protocol):
         settings each time."""
         ...
 
+    def event_counts(self, conversation_ids: Sequence[str]) -> dict[str, int]:
+        """``event_count`` of each of many conversations in one read (the watcher polling a
+        process's runs together); a conversation that does not exist is left out."""
+        ...
+
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent: ...
     def get_range(
         self, conversation_id: str, start_seq: int, end_seq: int

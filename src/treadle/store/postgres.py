@@ -662,6 +662,16 @@ class PostgresEventStore:
         return int(row[0])
 
     @_retried
+    def event_counts(self, conversation_ids: Sequence[str]) -> dict[str, int]:
+        if not conversation_ids:
+            return {}
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, event_count FROM conversations WHERE id = ANY(%s)",
+                (list(conversation_ids),),
+            ).fetchall()
+        return {conversation_id: int(count) for conversation_id, count in rows}
+
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)

@@ -760,6 +760,19 @@ class SqliteEventStore:
         with self._errors(), self._lent() as conn:
             return self._conversation_row(conn, conversation_id)[1]
 
+    def event_counts(self, conversation_ids: Sequence[str]) -> dict[str, int]:
+        wanted = list(dict.fromkeys(conversation_ids))
+        counts: dict[str, int] = {}
+        with self._errors(), self._lent() as conn:
+            for start in range(0, len(wanted), _LOOKUP_CHUNK):
+                part = wanted[start : start + _LOOKUP_CHUNK]
+                marks = ", ".join("?" * len(part))
+                rows = conn.execute(
+                    f"SELECT id, event_count FROM conversations WHERE id IN ({marks})", part
+                ).fetchall()
+                counts.update((conversation_id, int(count)) for conversation_id, count in rows)
+        return counts
+
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
         with self._reading() as conn:
             key = self._key(conn, conversation_id)
