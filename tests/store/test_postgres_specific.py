@@ -473,6 +473,24 @@ def test_a_step_after_its_snapshot_fact_is_planned_without_a_read(postgres_url, 
         assert store.event_count("c") == 61
 
 
+def test_a_new_conversation_is_appended_to_without_a_read(postgres_url, monkeypatch):
+    """The created row's key is the tail of an empty log: the first append (a run's system
+    prompt) needs no read; made again by another writer meanwhile, it is checked."""
+    with PostgresEventStore(postgres_url) as store, PostgresEventStore(postgres_url) as other:
+        checked = _counting_checked_appends(store, monkeypatch)
+        store.create_conversation("n")
+        assert store.append_batch("n", [msg("prompt", ROOT), msg("hello")]) == [0, 1]
+        assert checked == []
+        assert [e.id for e in other.path_to_root("n")] == ["prompt", "hello"]
+        store.create_conversation("m")
+        other.delete_conversation("m")
+        other.create_conversation("m")
+        other.append("m", msg("theirs", ROOT))
+        assert store.append("m", msg("mine")) == 1
+        assert checked == ["m"]
+        assert [e.id for e in other.path_to_root("m")] == ["theirs", "mine"]
+
+
 def test_appends_planned_from_recent_events_store_what_the_checked_path_stores(
     postgres_url, monkeypatch
 ):
@@ -504,7 +522,7 @@ def test_appends_planned_from_recent_events_store_what_the_checked_path_stores(
                 batch.append(msg(f"e{n}-{k}", parent))
             inside = {e.id for e in batch}
             named = {e.parent_id for e in batch} - inside - {None, ROOT}
-            expect_checked = not ids or not named <= set(recent[-32:])
+            expect_checked = not named <= set(recent[-32:])
             move = rng.random() < 0.7
             before = len(checked)
             planned.append_batch("p", batch, move_head=move)

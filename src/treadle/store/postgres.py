@@ -293,21 +293,23 @@ class PostgresEventStore:
                 row = conn.execute(
                     "INSERT INTO conversations (id, title, created_at, updated_at, metadata) "
                     "VALUES (%s, %s, now(), now(), %s) ON CONFLICT (id) DO NOTHING "
-                    f"RETURNING {_CONVERSATION_COLUMNS}",
+                    f"RETURNING key, {_CONVERSATION_COLUMNS}",
                     (conversation_id, title, metadata_text),
                 ).fetchone()
                 if row is None and again:
                     # the attempt whose connection broke may have committed: the row is
                     # ours when it holds exactly what was asked
                     row = conn.execute(
-                        f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = %s "
+                        f"SELECT key, {_CONVERSATION_COLUMNS} FROM conversations WHERE id = %s "
                         "AND title IS NOT DISTINCT FROM %s AND metadata::text = %s "
                         "AND event_count = 0",
                         (conversation_id, title, metadata_text),
                     ).fetchone()
             if row is None:
                 raise ConversationExists(conversation_id)
-            return _conversation_info(row)
+            # its first append (the system prompt) is then planned without a read
+            self._keep_tail(conversation_id, _Tail(row[0], 0, {}, {}))
+            return _conversation_info(row[1:])
 
         try:
             return insert(False)
@@ -618,11 +620,14 @@ class PostgresEventStore:
                 _notice(conversation_id, last.seq),
             ],
         )
+        written = [(p.event.id, p.seq, branch) for p, branch in zip(planned, branches, strict=True)]
+        self._keep_tail(conversation_id, tail.after(last.seq + 1, written))
+        return [p.seq for p in planned]
+
+    def _keep_tail(self, conversation_id: str, tail: _Tail) -> None:
         if len(self._tails) >= _MAX_TAILS:
             self._tails.clear()
-        written = [(p.event.id, p.seq, branch) for p, branch in zip(planned, branches, strict=True)]
-        self._tails[conversation_id] = tail.after(last.seq + 1, written)
-        return [p.seq for p in planned]
+        self._tails[conversation_id] = tail
 
     @_retried
     def set_head(self, conversation_id: str, event_id: str | None) -> None:
