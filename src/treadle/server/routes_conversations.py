@@ -3,6 +3,7 @@ run, pause, interrupt, confirm, reject, fork, move the head, raise a budget)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -50,10 +51,15 @@ State = Annotated[ServerState, Depends(server_state)]
 
 
 def view(
-    state: ServerState, info: ConversationInfo, *, isolation: bool = False
+    state: ServerState,
+    info: ConversationInfo,
+    *,
+    isolation: bool = False,
+    holders: Mapping[str, str] | None = None,
 ) -> ConversationView:
-    """``isolation``: read the last run's isolation fact too (one conversation, not a list)."""
-    status, reason, here = state.status_and_here(info.id, info)
+    """``isolation``: read the last run's isolation fact too (one conversation, not a list);
+    ``holders``: the lease holders of the listed page, read together."""
+    status, reason, here = state.status_and_here(info.id, info, holders)
     return ConversationView(
         id=info.id,
         title=info.title,
@@ -106,8 +112,11 @@ def list_conversations(
 ) -> ConversationList:
     infos = state.store.list_conversations(limit=limit + 1, offset=offset)
     more = len(infos) > limit
+    listed = infos[:limit]
+    # one read of the page's lease holders, not one per conversation
+    holders = state.runs.leases.holders([info.id for info in listed])
     return ConversationList(
-        items=[view(state, info) for info in infos[:limit]],
+        items=[view(state, info, holders=holders) for info in listed],
         next_offset=offset + limit if more else None,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,22 +114,32 @@ class ServerState:
         return status, reason
 
     def status_and_here(
-        self, conversation_id: str, info: ConversationInfo | None = None
+        self,
+        conversation_id: str,
+        info: ConversationInfo | None = None,
+        holders: Mapping[str, str] | None = None,
     ) -> tuple[str, str | None, bool]:
         """Its status, the reason, and whether this server (any of its workers) runs it: a
         running conversation's lease holder is read once for both. ``info``: its row, read
-        already (the status is in it)."""
+        already (the status is in it); ``holders``: the lease holders of a listed page, read
+        together (``RunLeases.holders``), else this one's is read when needed."""
         if info is None:
             info = self.store.get_conversation(conversation_id)
         status, reason = recorded_status(info)
         here = self.runs.is_running(conversation_id)
+
+        def holder() -> str | None:
+            if holders is not None:
+                return holders.get(conversation_id)
+            return self.runs.leases.holder(conversation_id)
+
         if status is ConversationStatus.RUNNING:
-            holder = self.runs.leases.holder(conversation_id)
-            status, reason = as_read(status, reason, holder is not None)
-            here = here or self.runs.is_ours(holder)
+            held_by = holder()
+            status, reason = as_read(status, reason, held_by is not None)
+            here = here or self.runs.is_ours(held_by)
         elif not here and self.runs.owner_group is not None:
             # Another worker's run may hold it before (or after) its status says running.
-            here = self.runs.is_ours(self.runs.leases.holder(conversation_id))
+            here = self.runs.is_ours(holder())
         return status.value, reason, here
 
 

@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 LEASE_BUSY_TIMEOUT_S = 30.0
 """How long a lease write waits for the file's write lock before it fails."""
 
+_IDS_PER_READ = 500
+"""Ids per statement of ``holders`` on SQLite (its bound parameters are limited)."""
 SERVER = "server"
 CLI = "cli"
 
@@ -69,6 +71,10 @@ class RunLeases(Protocol):
     def holder(self, conversation_id: str) -> str | None:
         """The owner of the live lease on the conversation (``cli-…``, ``server-…``), if any:
         what a refusal names."""
+        ...
+
+    def holders(self, conversation_ids: Sequence[str]) -> dict[str, str]:
+        """``holder`` of many conversations in one read (a listing's page): the held ones."""
         ...
 
     def close(self) -> None: ...
@@ -208,6 +214,21 @@ class SqliteRunLeases:
             ).fetchone()
         return None if row is None else str(row[0])
 
+    def holders(self, conversation_ids: Sequence[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(conversation_ids))
+        found: dict[str, str] = {}
+        with self._lock, self._errors():
+            now = time.time()
+            for start in range(0, len(wanted), _IDS_PER_READ):
+                part = wanted[start : start + _IDS_PER_READ]
+                rows = self._conn.execute(
+                    "SELECT conversation_id, owner FROM run_leases WHERE expires_at >= ? "
+                    f"AND conversation_id IN ({', '.join('?' * len(part))})",
+                    (now, *part),
+                ).fetchall()
+                found.update((str(cid), str(owner)) for cid, owner in rows)
+        return found
+
     def close(self) -> None:
         self._conn.close()
 
@@ -299,6 +320,16 @@ class PostgresRunLeases:
             (conversation_id,),
         ).fetchone()
         return None if row is None else str(row[0])
+
+    def holders(self, conversation_ids: Sequence[str]) -> dict[str, str]:
+        if not conversation_ids:
+            return {}
+        rows = self._execute(
+            "SELECT conversation_id, owner FROM run_leases "
+            "WHERE conversation_id = ANY(%s) AND expires_at >= now()",
+            (list(conversation_ids),),
+        ).fetchall()
+        return {str(cid): str(owner) for cid, owner in rows}
 
     def close(self) -> None:
         self._pool.close()
