@@ -4,6 +4,9 @@ store has the event (a failing one never stops the write)."""
 
 from __future__ import annotations
 
+import pytest
+
+from treadle.events.json_limits import JsonLimitError
 from treadle.events.model import ROOT, MessageEvent
 from treadle.runtime.log import ConversationLog
 from treadle.runtime.status import ConversationStatus as Status
@@ -109,3 +112,46 @@ def test_written_here_names_only_what_this_log_wrote(store):
     mine.record_fact("pause_request", {"kind": "pause"})  # seq 4: a request, to be read
     assert not mine.written_here(3, 4)
     assert not theirs.written_here(-1, 3)
+
+
+def test_a_fact_riding_along_is_stored_with_the_writers_next_write(store):
+    """While the head is kept, a ``ride_along`` fact waits for the next append and is stored in
+    its batch, before its events: the seqs and the tree two appends would give, callbacks
+    told once stored; facts left riding are stored as the writer stops working."""
+    store.create_conversation("c")
+    heard: list[tuple[int, str]] = []
+    log = ConversationLog(store, "c", [lambda stored: heard.append((stored.seq, stored.event.id))])
+    (first,) = log.append([MessageEvent(source="user", text="a")])
+    with log.keeping_head():
+        log.record_fact("snapshot", {"id": "s1", "after_event": first.id}, ride_along=True)
+        assert store.event_count("c") == 1  # waiting
+        assert heard == [(0, first.id)]
+        (second,) = log.append([MessageEvent(source="agent", text="b")])
+        stored = store.get_range("c", 0, 10)
+        assert [s.event.kind for s in stored] == ["message", "state_change", "message"]
+        fact = stored[1].event
+        assert (fact.parent_id, second.parent_id) == (first.id, first.id)  # both under a
+        assert log.head == second.id == store.head("c")  # the fact never moves the head
+        assert [seq for seq, _ in heard] == [0, 1, 2]
+        assert log.written_here(0, 2)
+        log.record_fact("snapshot", {"id": "s2", "after_event": second.id}, ride_along=True)
+        log.record_status(Status.RUNNING)  # a status takes it along too
+        assert [s.event.kind for s in store.get_range("c", 3, 10)] == ["state_change"] * 2
+        log.record_fact("snapshot", {"id": "s3", "after_event": second.id}, ride_along=True)
+    assert store.event_count("c") == 6  # the writer stopped: stored on its own
+    assert heard[-1][0] == 5
+    # not kept: stored at once
+    log.record_fact("snapshot", {"id": "s4", "after_event": second.id}, ride_along=True)
+    assert store.event_count("c") == 7
+
+
+def test_a_riding_fact_the_store_could_not_read_back_is_refused_when_recorded(store):
+    store.create_conversation("c")
+    log = ConversationLog(store, "c")
+    (first,) = log.append([MessageEvent(source="user", text="a")])
+    with log.keeping_head():
+        bad = {"id": "s1", "after_event": first.id, "changed": ["bad-\udcff-name"]}
+        with pytest.raises(JsonLimitError, match="lone surrogate"):
+            log.record_fact("snapshot", bad, ride_along=True)
+        (second,) = log.append([MessageEvent(source="agent", text="b")])  # not poisoned
+    assert [s.event.id for s in store.get_range("c", 0, 10)] == [first.id, second.id]

@@ -16,6 +16,7 @@ from treadle.events.model import ROOT, ActionEvent, MessageEvent, SystemPromptEv
 from treadle.runtime import ending as ending_module
 from treadle.runtime.conversation import CALL_IDS_KEY, MODEL_ERROR_KEY, Conversation
 from treadle.runtime.settings import ConversationSettings
+from treadle.runtime.snapshots import snapshot_facts
 from treadle.runtime.status import ConversationStatus as Status
 from treadle.store.base import StoreUnavailable
 from treadle.store.urls import open_store
@@ -55,7 +56,11 @@ def test_a_file_name_that_is_not_utf8_is_listed_and_stored(store, workspace):
         conv.send_message("list the workspace")
         assert conv.run() is Status.FINISHED
         (observation,) = [e for e in conv.active_path() if e.kind == "observation"]
+        # the workspace's snapshot is recorded too, the name made storable in its fact
+        facts = snapshot_facts(store, conv.id)
     assert "bad-\ufffd-name.txt" in observation.content
+    assert facts
+    assert "bad-\ufffd-name.txt" in facts[0].value["changed"]
 
 
 @pytest.mark.parametrize(
@@ -192,7 +197,8 @@ def test_a_store_outage_mid_run_ends_in_error_once_the_store_is_back(store, work
     replies = [
         {"tool_calls": [{"id": "t1", "name": "terminal", "arguments": {"command": "echo hi"}}]}
     ]
-    flaky = FlakyStore(store, fail_after=5, recover_after=7)  # the result's append fails
+    # appends: prompt, message, RUNNING (the isolation fact with it), call, then its result
+    flaky = FlakyStore(store, fail_after=4, recover_after=6)  # the result's append fails
     with (
         FakeOpenAIServer(replies) as server,
         # Appends counted: no snapshot facts between them.

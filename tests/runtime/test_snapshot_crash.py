@@ -34,10 +34,10 @@ CHILD = textwrap.dedent(
     else:  # journal written, killed before the log says "started"
         record_fact = ConversationLog.record_fact
 
-        def die_before_started(self, key, value):
+        def die_before_started(self, key, value, **options):
             if key == "restore" and value.get("phase") == "started":
                 os.kill(os.getpid(), signal.SIGKILL)
-            record_fact(self, key, value)
+            record_fact(self, key, value, **options)
 
         ConversationLog.record_fact = die_before_started
     store = open_store(store_url)

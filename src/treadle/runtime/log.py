@@ -8,6 +8,12 @@ read or wrote last instead of reading it again for each append, fact and path (a
 ~15 times: a round trip each on PostgreSQL). Each append still names the head it continues
 (``expect_head``): when another writer moved it, the store refuses the append, and the log
 reads the head again and chains onto it, as an append right after a read of it always did.
+
+A fact recorded ``ride_along`` while the head is kept (a batch's snapshot, a run's isolation)
+waits for the writer's next write and is stored in its transaction, before its events (the
+same seqs and tree as two appends, one commit fewer), at the latest when the writer stops
+working. A crash in between loses only that fact: a log may lack it (a snapshot that failed
+is not recorded either); nothing that a run's recovery or a replay reads rides along.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from treadle.events.facts import check_fact
 from treadle.events.model import ROOT, Event, EventBase, StateChangeEvent
 from treadle.runtime.status import ConversationStatus, head_move_event, read_status, status_event
 from treadle.store.base import EventStore, HeadMoved, StoredEvent
+from treadle.store.payloads import stored_payload
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +63,8 @@ class ConversationLog:
         self._own: tuple[int, int] | None = None
         """The latest run of consecutive seqs this log wrote (first, last): a reader of
         requests need not search what only this log wrote (``written_here``)."""
+        self._riding: list[StateChangeEvent] = []
+        """Facts recorded ``ride_along``, stored with this writer's next write."""
 
     @property
     def head(self) -> str | None:
@@ -79,10 +88,29 @@ class ConversationLog:
         try:
             yield
         finally:
+            stored: list[StoredEvent] = []
             with self.lock:
                 self._keeping -= 1
                 if not self._keeping:
                     self._kept = None
+                    if self._riding:
+                        stored = self._store_riding()
+            self._tell(stored)
+
+    def _store_riding(self) -> list[StoredEvent]:
+        """The facts still riding, stored on their own (the writer stops working): a failure
+        is logged, those facts are not recorded (as a snapshot that failed is not)."""
+        try:
+            return self._side_batch([])
+        except Exception:
+            logger.warning(
+                "facts %s of conversation %s not stored",
+                [event.key for event in self._riding],
+                self.id,
+                exc_info=True,
+            )
+            self._riding = []
+            return []
 
     def _keep(self, head: str | None) -> None:
         if self._keeping:
@@ -117,27 +145,30 @@ class ConversationLog:
         return read_status(self.store, self.id)
 
     def append(self, events: Sequence[EventBase]) -> list[Event]:
-        """Store ``events`` as one atomic batch, chained onto the head; then tell callbacks."""
+        """Store ``events`` as one atomic batch, chained onto the head (after the facts riding
+        along); then tell callbacks."""
         for event in events:
             _check(event)
         with self.lock:
+            riding = self._riding
             for tries_left in range(HEAD_MOVED_RETRIES, -1, -1):
                 head = self.head or ROOT
                 chained = _chained(events, head)
+                batch: list[Event] = [*riding, *chained]
                 try:
-                    seqs = self.store.append_batch(self.id, chained, expect_head=head)
+                    seqs = self.store.append_batch(self.id, batch, expect_head=head)
                     break
                 except HeadMoved:
                     self._kept = None  # read it again: another writer moved it
                     if not tries_left:
                         raise
+            self._riding = []
             self._keep(chained[-1].id)
             self._wrote(seqs[0], seqs[-1])
             if self._path_head == (None if head == ROOT else head):
                 self._path.extend(chained)
                 self._path_head = chained[-1].id
-        for seq, event in zip(seqs, chained, strict=True):
-            self.notify(StoredEvent(seq=seq, event=event))
+        self._tell([StoredEvent(seq=seq, event=e) for seq, e in zip(seqs, batch, strict=True)])
         return chained
 
     def append_side(self, event: Event) -> None:
@@ -149,16 +180,35 @@ class ConversationLog:
             seq = self.store.append(self.id, event, move_head=False)
         self.notify(StoredEvent(seq=seq, event=event))
 
-    def record_fact(self, key: str, value: dict[str, Any]) -> None:
+    def record_fact(self, key: str, value: dict[str, Any], *, ride_along: bool = False) -> None:
         """A state change beside the head (never model-visible, never moves the head);
-        ``FactRefused`` when ``key`` and ``value`` are not a fact of the registry."""
+        ``FactRefused`` when ``key`` and ``value`` are not a fact of the registry.
+        ``ride_along``: while the head is kept, stored with the writer's next write (see the
+        module's doc); else now."""
         check_fact(key, value)
         with self.lock:
             event = StateChangeEvent(key=key, value=value, parent_id=self.head or ROOT)
-            seq = self.store.append(self.id, event, move_head=False)
-            if key not in REQUEST_KEYS:  # a request is to be read, whoever wrote it
-                self._wrote(seq, seq)
-        self.notify(StoredEvent(seq=seq, event=event))
+            if ride_along and self._keeping and key not in REQUEST_KEYS:
+                stored_payload(event)  # refused now (JsonLimitError), not with the next write
+                self._riding.append(event)
+                return
+            # a request is to be read, whoever wrote it: not written_here
+            stored = self._side_batch([event], own=key not in REQUEST_KEYS)
+        self._tell(stored)
+
+    def _side_batch(self, events: Sequence[Event], *, own: bool = True) -> list[StoredEvent]:
+        """The facts riding along, then ``events``, stored as one batch that leaves the head
+        where it is (the caller holds the lock). ``own``: ``events`` count as written here
+        (the riding facts always do)."""
+        batch = [*self._riding, *events]
+        if not batch:
+            return []
+        seqs = self.store.append_batch(self.id, batch, move_head=False)
+        counted = len(batch) if own else len(self._riding)
+        self._riding = []
+        if counted:
+            self._wrote(seqs[0], seqs[counted - 1])
+        return [StoredEvent(seq=seq, event=event) for seq, event in zip(seqs, batch, strict=True)]
 
     def record_status(
         self,
@@ -171,11 +221,10 @@ class ConversationLog:
         with self.lock:
             event = status_event(status, self.head or ROOT, reason)
             _check(event)
-            seq = self.store.append(self.id, event, move_head=False)
-            self._wrote(seq, seq)
+            stored = self._side_batch([event])
             if then is not None:
                 then()
-        self.notify(StoredEvent(seq=seq, event=event))
+        self._tell(stored)
 
     def move_head(self, event_id: str) -> None:
         """Make ``event_id`` the head, recorded so that streams see the move."""
@@ -185,9 +234,12 @@ class ConversationLog:
             self._kept = None  # unknown should the set fail half way
             self.store.set_head(self.id, event_id)
             self._keep(event_id)
-            seq = self.store.append(self.id, event, move_head=False)
-            self._wrote(seq, seq)
-        self.notify(StoredEvent(seq=seq, event=event))
+            stored = self._side_batch([event])
+        self._tell(stored)
+
+    def _tell(self, stored: Sequence[StoredEvent]) -> None:
+        for each in stored:
+            self.notify(each)
 
     def notify(self, stored: StoredEvent) -> None:
         for callback in self.callbacks:

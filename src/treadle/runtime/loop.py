@@ -104,10 +104,11 @@ class RunLoop:
         ``watch_from``, when given), ``in_flight`` the calls it will run, RUNNING."""
         fact = dict(self._parts.workspace.isolation)
         fact["override"] = self._parts.isolation_override
-        self._log.record_fact(ISOLATION_KEY, fact)
+        # both stored with RUNNING, in its transaction (ride_along)
+        self._log.record_fact(ISOLATION_KEY, fact, ride_along=True)
         if self._agent.tools.mcp_servers:
             servers = list(self._agent.tools.mcp_servers)
-            self._log.record_fact(MCP_SERVERS_KEY, {"servers": servers})
+            self._log.record_fact(MCP_SERVERS_KEY, {"servers": servers}, ride_along=True)
         self._pause.watch_from(self._log.last_seq() if watch_from is None else watch_from)
         self._pause.forget_interrupt()
         self._context.interruption.clear()

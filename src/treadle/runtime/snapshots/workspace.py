@@ -25,6 +25,7 @@ from treadle.runtime.snapshots.facts import (
 )
 from treadle.runtime.snapshots.gitstore import GitSnapshotStore, TreeSnapshot
 from treadle.runtime.snapshots.location import snapshot_root, store_files
+from treadle.runtime.text import storable
 from treadle.runtime.tools.builtin import FILE_SAFE_TOOLS
 from treadle.store.base import EventStore, StoredEvent
 
@@ -95,14 +96,16 @@ class WorkspaceSnapshots:
         return files, dot_git
 
     def record(
-        self, log: ConversationLog, *, read: bool = True, **extra: Any
+        self, log: ConversationLog, *, read: bool = True, ride_along: bool = False, **extra: Any
     ) -> dict[str, Any] | None:
         """Take a snapshot, keep it for the log's conversation and record it beside the head
         (the event that ends the batch). Returns the recorded value (None: nothing recorded).
         ``read=False`` (no call of the batch could change a file): nothing is recorded when
         the last snapshot this object recorded still covers the head (``covering``: only
         file-safe results since it on the path); else that snapshot is recorded again, the
-        files not read (a tool of the user's that declares itself file-safe)."""
+        files not read (a tool of the user's that declares itself file-safe). ``ride_along``:
+        the fact may wait for the run's next write (``ConversationLog.record_fact``); a
+        snapshot something else depends on at once (a restore's rollback point) never does."""
         after_event = log.head
         if after_event is None:
             return None
@@ -122,7 +125,7 @@ class WorkspaceSnapshots:
                 "read": False,
             }
             self._keep(log.id, str(value["id"]))
-            log.record_fact(SNAPSHOT_KEY, value)
+            log.record_fact(SNAPSHOT_KEY, storable(value), ride_along=ride_along)
             self._covers_to = (log.id, after_event)
             return value
         taken, dot_git = self.take()
@@ -143,7 +146,7 @@ class WorkspaceSnapshots:
             self._keep(log.id, dot_git.id)
             value["git_tree"] = dot_git.id  # the .git folder's files (include_git)
             value["bytes_added"] += dot_git.bytes_added
-        log.record_fact(SNAPSHOT_KEY, value)
+        log.record_fact(SNAPSHOT_KEY, storable(value), ride_along=ride_along)
         keys = ("id", "files", "skipped", "skipped_count", "git_tree")
         self._last = {key: value[key] for key in keys if key in value}
         self._covers_to = (log.id, after_event)
@@ -190,7 +193,7 @@ def try_record(
     if snapshots is None:
         return
     try:
-        snapshots.record(log, read=read)
+        snapshots.record(log, read=read, ride_along=True)
     except Exception:
         logger.warning("no snapshot of %s after %s", snapshots.root, log.head, exc_info=True)
 
