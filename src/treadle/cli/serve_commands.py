@@ -20,7 +20,12 @@ from treadle.cli.root import app
 from treadle.cli.run_commands import SandboxKind, network_option
 from treadle.cli.store_options import StoreOption
 from treadle.files import read_regular_file
-from treadle.server.limits import MAX_BODY_BYTES, MAX_RUNNING, default_workers
+from treadle.server.limits import (
+    MAX_BODY_BYTES,
+    MAX_RUNNING,
+    default_workers,
+    workers_for_sessions,
+)
 
 if TYPE_CHECKING:
     from treadle.runtime.workspace.sandbox_user import SandboxUser
@@ -235,7 +240,7 @@ def serve(
         "mcp_servers": mcp_servers,
         "sandbox_user": chosen_user,
     }
-    count = workers or default_workers()
+    count = _worker_count(workers, store)
     _banner(host, port, store, keys, count)
     # `kill -USR1 PID` prints where every thread of the server waits (to its stderr): what an
     # operator, or a test whose run never ended, needs to see without stopping the server.
@@ -247,6 +252,25 @@ def serve(
         return
     application = create_app(**settings)
     uvicorn.run(application, host=host, port=port, log_level="info", ws="websockets-sansio")
+
+
+def _worker_count(requested: int | None, store: str | None) -> int:
+    """``--workers``, or the machine's default; on PostgreSQL no more than its free sessions
+    hold (``limits.workers_for_sessions``), said on stderr when that changes or risks it."""
+    if store is None or not store.startswith("postgres"):
+        return requested or default_workers()
+    from treadle.store.base import StoreError
+    from treadle.store.postgres_schema import parse_postgres_url
+    from treadle.store.postgres_sessions import free_sessions
+
+    try:
+        conninfo, _schema, _durability = parse_postgres_url(store)
+    except StoreError:  # the store's own open says what is wrong with the URL
+        return requested or default_workers()
+    count, warning = workers_for_sessions(requested, free_sessions(conninfo))
+    if warning:
+        typer.echo(f"treadle serve: {warning}", err=True)
+    return count
 
 
 def _sandbox_user(given: str | None) -> SandboxUser | None:

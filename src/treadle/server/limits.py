@@ -52,6 +52,36 @@ def default_workers() -> int:
     return max(1, min(bounds))
 
 
+SESSIONS_PER_WORKER = 13
+"""PostgreSQL sessions one worker may hold: its store's pool (8), its leases' (4) and one to
+spare (a subscription holds one more while a stream is followed)."""
+
+
+def workers_for_sessions(requested: int | None, free: int | None) -> tuple[int, str | None]:
+    """The worker count for a PostgreSQL store with ``free`` sessions left on its server, and
+    what to tell the operator: by default no more workers than those sessions hold (each its
+    ``SESSIONS_PER_WORKER``; never below 1), and a warning when ``requested`` (``--workers``)
+    or even one worker may not fit. ``free`` None (not asked): the count as it would be."""
+    wanted = requested or default_workers()
+    if free is None:
+        return wanted, None
+    fit = free // SESSIONS_PER_WORKER
+    if wanted <= fit:
+        return wanted, None
+    advice = "raise the server's max_connections, or close other clients"
+    if requested is not None:
+        return wanted, (
+            f"--workers {requested} may need {requested * SESSIONS_PER_WORKER} PostgreSQL "
+            f'sessions and the database has {free} left: runs may fail with "too many '
+            f'clients"; pass --workers {max(1, fit)} or {advice}'
+        )
+    chosen = max(1, fit)
+    return chosen, (
+        f"{chosen} worker(s), not {wanted}: the database has {free} PostgreSQL sessions left "
+        f"and a worker may hold {SESSIONS_PER_WORKER}; {advice} for more"
+    )
+
+
 def default_max_running() -> int:
     """What this machine can hold at once: ``RUNNING_PER_CORE`` per core, fewer when the file
     descriptors or the available memory would run out first (never below 8)."""

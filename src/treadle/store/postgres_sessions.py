@@ -278,3 +278,22 @@ def _idle_and_sound(conn: psycopg.Connection[Any]) -> bool:
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLIN)
     return not poller.poll(0)
+
+
+def free_sessions(conninfo: str) -> int | None:
+    """Sessions the database server can still open for a user without superuser rights:
+    ``max_connections`` less those reserved for superusers and those open now. None when it
+    cannot be asked (the store's own open then says why)."""
+    try:
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT current_setting('max_connections')::int, "
+                "current_setting('superuser_reserved_connections')::int, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    if row is None:
+        return None
+    most, reserved, used = (int(value) for value in row)
+    return max(0, most - reserved - used)
