@@ -15,6 +15,7 @@ from psycopg import sql
 from treadle.events.branches import index_shapes
 from treadle.store.audit_summary import postgres_add_audit_checkpoints
 from treadle.store.base import StoreError, shapes_from_rows
+from treadle.store.conversation_rows import LISTING_INDEX
 from treadle.store.eval_tables import postgres_add_eval_tables
 from treadle.store.postgres_text import ensure_text_index
 from treadle.store.status_columns import postgres_add_status_columns
@@ -211,6 +212,8 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
     (postgres_add_audit_checkpoints,),
     # the last status per conversation (store/status_columns.py)
     (postgres_add_status_columns,),
+    # the listing's order as an index (store/conversation_rows.py)
+    (LISTING_INDEX,),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

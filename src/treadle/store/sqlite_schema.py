@@ -15,6 +15,7 @@ from urllib.parse import quote
 from treadle.events.branches import index_shapes
 from treadle.store.audit_summary import sqlite_add_audit_checkpoints
 from treadle.store.base import StoreError, shapes_from_rows
+from treadle.store.conversation_rows import sqlite_add_listing_index
 from treadle.store.eval_tables import sqlite_add_eval_tables
 from treadle.store.sqlite_text import create_text_index
 from treadle.store.status_columns import sqlite_add_status_columns
@@ -141,6 +142,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     sqlite_add_eval_tables,  # the eval tables, or the old eval layer's (store/eval_tables.py)
     sqlite_add_audit_checkpoints,  # the kept audit checkpoints (store/audit_summary.py)
     sqlite_add_status_columns,  # the last status per conversation (store/status_columns.py)
+    sqlite_add_listing_index,  # the listing's order (store/conversation_rows.py)
 ]
 """``MIGRATIONS[v]`` upgrades a store from schema version v to v + 1, inside the transaction
 that then records v + 1. A new store runs them all. Append new ones; never edit one that has
