@@ -677,6 +677,7 @@ class PostgresEventStore:
             ).fetchall()
         return {conversation_id: int(count) for conversation_id, count in rows}
 
+    @_retried
     def get_event(self, conversation_id: str, event_id: str) -> StoredEvent:
         with self._pool.connection() as conn:
             key = self._key(conn, conversation_id)
