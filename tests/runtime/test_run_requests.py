@@ -211,3 +211,30 @@ def test_each_step_reads_only_the_requests_recorded_since_the_last_read(store, w
     assert len(paused) >= 6
     assert paused == sorted(paused)
     assert paused[-1] > paused[0] + 10
+
+
+def test_a_step_reads_the_conversations_row_once(store, workspace):
+    """The log's end (for requests) and the budget's figures come from one read of the row a
+    step, where each was a read of its own (a round trip each on PostgreSQL)."""
+    runner = scripted(store, workspace, [think(f"step {i}") for i in range(6)] + [FINISH])
+    runner.send_message("think")
+    reads: list[str] = []
+    row, count = store.get_conversation, store.event_count
+
+    def read_row(conversation_id: str):
+        reads.append("row")
+        return row(conversation_id)
+
+    def read_count(conversation_id: str) -> int:
+        reads.append("count")
+        return count(conversation_id)
+
+    store.get_conversation, store.event_count = read_row, read_count
+    try:
+        assert runner.run() is Status.FINISHED
+    finally:
+        store.get_conversation, store.event_count = row, count
+        runner.close()
+    steps = 7  # six think steps and the finish
+    assert reads.count("row") + reads.count("count") <= steps + 3  # the run's start and end
+    assert reads.count("row") >= steps  # the budget saw each step's row

@@ -417,11 +417,14 @@ class Conversation:
 
     def _steps(self, max_steps: int) -> ConversationStatus:
         for _ in range(max_steps):
-            top = self._log.last_seq()  # one read of the log's end for both kinds of request
+            # One read of the row a step: the log's end for both kinds of request, the usage
+            # totals and budgets for the step's budget check.
+            row = self.store.get_conversation(self.id)
+            top = row.event_count - 1
             self.deliver_queued_messages(top)  # every call so far has its result
             if self._pause_requested.check(top):  # a pause recorded since comes next step
                 return self._loop.record_pause()
-            outcome = self._loop.step()
+            outcome = self._loop.step(row)
             if outcome is not None:
                 return outcome
         return self._status.set(Status.IDLE, f"stopped after {max_steps} steps; run again to go on")

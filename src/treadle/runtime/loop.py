@@ -39,6 +39,7 @@ from treadle.runtime.status import ConversationStatus
 from treadle.runtime.stuck import is_stuck
 from treadle.runtime.text import storable_text
 from treadle.runtime.tools import ToolContext
+from treadle.store.base import ConversationInfo
 
 Status = ConversationStatus
 T = TypeVar("T")
@@ -143,10 +144,15 @@ class RunLoop:
             self._log.append([prompt])
             self.extensions.conversation_started()
 
-    def step(self) -> ConversationStatus | None:
-        """One model call and its consequences; a status when the run must stop."""
+    def step(self, row: ConversationInfo | None = None) -> ConversationStatus | None:
+        """One model call and its consequences; a status when the run must stop. ``row``: the
+        conversation's row if just read (the step's budget check then reads no other)."""
         self.ensure_started()
-        response = self._model_response()
+        self.extensions.scope.step_row = row
+        try:
+            response = self._model_response()
+        finally:
+            self.extensions.scope.step_row = None
         if isinstance(response, ConversationStatus):
             return response
         events = response_events(self._agent, response)

@@ -26,6 +26,7 @@ from treadle.events.model import (
 from treadle.runtime.condense.context import ContextView
 from treadle.runtime.llm.base import ContextWindowExceeded
 from treadle.runtime.log import ConversationLog
+from treadle.store.base import ConversationInfo
 
 _T = TypeVar("_T")
 
@@ -47,6 +48,16 @@ class RunScope:
     context: ContextView
     model_thread: Callable[[Callable[[], object]], object]
     """Runs a call in the run's model-call thread (see ``in_model_thread``)."""
+    step_row: ConversationInfo | None = None
+    """The conversation's row as the step began (read once for the step's requests), for the
+    first check before the step's model call (``conversation_row``)."""
+
+    def conversation_row(self) -> ConversationInfo:
+        """The conversation's stored row (budgets, usage totals): the step's, read as it began,
+        the first time it is asked for in a step; else read now (a summary call since, or
+        another process, may have changed it)."""
+        row, self.step_row = self.step_row, None
+        return row if row is not None else self.log.store.get_conversation(self.log.id)
 
     @property
     def conversation_id(self) -> str:

@@ -12,7 +12,7 @@ from treadle.runtime.extensions.base import RunExtension, RunScope
 class BudgetExtension(RunExtension):
     def before_model_call(self, scope: RunScope) -> str | None:
         # Read from the conversation's row: budgets raised by any process count at once.
-        info = scope.log.store.get_conversation(scope.conversation_id)
+        info = scope.conversation_row()
         budget = Budget.from_metadata(info.metadata)
         if not budget.limited:
             return None
