@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from treadle.store.base import StoreError, StoreUnavailable
-from treadle.store.sqlite import sqlite_errors
+from treadle.store.sqlite import IDS_PER_STATEMENT, sqlite_errors
 from treadle.store.sqlite_locking import begin_immediate, enter_wal_mode
 from treadle.store.urls import sqlite_path_and_options
 
@@ -34,8 +34,6 @@ logger = logging.getLogger(__name__)
 LEASE_BUSY_TIMEOUT_S = 30.0
 """How long a lease write waits for the file's write lock before it fails."""
 
-_IDS_PER_READ = 500
-"""Ids per statement of ``holders`` on SQLite (its bound parameters are limited)."""
 SERVER = "server"
 CLI = "cli"
 
@@ -219,8 +217,8 @@ class SqliteRunLeases:
         found: dict[str, str] = {}
         with self._lock, self._errors():
             now = time.time()
-            for start in range(0, len(wanted), _IDS_PER_READ):
-                part = wanted[start : start + _IDS_PER_READ]
+            for start in range(0, len(wanted), IDS_PER_STATEMENT):
+                part = wanted[start : start + IDS_PER_STATEMENT]
                 rows = self._conn.execute(
                     "SELECT conversation_id, owner FROM run_leases WHERE expires_at >= ? "
                     f"AND conversation_id IN ({', '.join('?' * len(part))})",

@@ -151,8 +151,8 @@ class _Tail:
             recent[event_id] = (seq, branch)
             tips[branch] = seq
         if len(recent) > _TAIL_EVENTS:
-            kept = sorted(recent.items(), key=lambda item: item[1][0])[-_TAIL_EVENTS:]
-            recent = dict(kept)
+            # inserted in seq order (every written id is new): the newest are the last ones
+            recent = dict(list(recent.items())[-_TAIL_EVENTS:])
             branches = {branch for _seq, branch in recent.values()}
             tips = {branch: tip for branch, tip in tips.items() if branch in branches}
         return _Tail(self.key, count, recent, tips)

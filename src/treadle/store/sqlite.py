@@ -140,7 +140,8 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-_LOOKUP_CHUNK = 500
+IDS_PER_STATEMENT = 500
+"""Ids bound in one ``IN (...)`` statement (SQLite limits a statement's parameters)."""
 _SUBSCRIBE_BATCH = 500
 
 
@@ -726,8 +727,8 @@ class SqliteEventStore:
         """{id: (seq, branch)} of those ``ids`` already in the conversation."""
         found: dict[str, tuple[int, int]] = {}
         wanted = list(ids)
-        for start in range(0, len(wanted), _LOOKUP_CHUNK):
-            chunk = wanted[start : start + _LOOKUP_CHUNK]
+        for start in range(0, len(wanted), IDS_PER_STATEMENT):
+            chunk = wanted[start : start + IDS_PER_STATEMENT]
             marks = ",".join("?" * len(chunk))
             for event_id, seq, branch in conn.execute(
                 f"SELECT id, seq, branch FROM events WHERE conversation = ? AND id IN ({marks})",
@@ -764,8 +765,8 @@ class SqliteEventStore:
         wanted = list(dict.fromkeys(conversation_ids))
         counts: dict[str, int] = {}
         with self._errors(), self._lent() as conn:
-            for start in range(0, len(wanted), _LOOKUP_CHUNK):
-                part = wanted[start : start + _LOOKUP_CHUNK]
+            for start in range(0, len(wanted), IDS_PER_STATEMENT):
+                part = wanted[start : start + IDS_PER_STATEMENT]
                 marks = ", ".join("?" * len(part))
                 rows = conn.execute(
                     f"SELECT id, event_count FROM conversations WHERE id IN ({marks})", part
